@@ -1,0 +1,73 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Every target of this package compiles in the Swift 6 language mode (strict concurrency)
+/// with the upcoming features that keep APIs honest. Warnings fail CI: `tools/test` passes
+/// `-warnings-as-errors`, so users who depend on the package are never broken by a new warning.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "PurchaseLedger",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
+        .executable(name: "ledger", targets: ["LedgerTool"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // Debian: apt-get install liblmdb-dev. The only target where C is visible.
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        // A small safe layer over LMDB: environment, transactions, typed tables, cursors.
+        .target(
+            name: "LMDB",
+            dependencies: ["CLMDB"],
+            swiftSettings: strictSettings
+        ),
+        // Events, codec, rules, projections and the `Ledger` type.
+        .target(
+            name: "PurchaseLedger",
+            dependencies: [
+                "LMDB",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The `ledger` audit tool.
+        .executableTarget(
+            name: "LedgerTool",
+            dependencies: [
+                "PurchaseLedger",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "tools/ledger",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LMDBTests",
+            dependencies: ["LMDB"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PurchaseLedgerTests",
+            dependencies: ["PurchaseLedger", "LMDB"],
+            exclude: ["Fixtures"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "LedgerToolTests",
+            dependencies: ["LedgerTool", "PurchaseLedger"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,229 @@
+import Synchronization
+
+/// An LMDB environment: one memory-mapped data file in a directory, with named tables.
+///
+/// - Reads run in read-only transactions opened with `MDB_NOTLS`, so they are not tied to a
+///   thread and any number of tasks can read at once.
+/// - Writes run in a synchronous closure (`write`), so a write transaction can never span an
+///   `await`: it begins and commits on the same thread, as LMDB requires.
+/// - The map starts at `initialMapSize` and grows by itself: when a write hits `MDB_MAP_FULL`
+///   it is aborted, the map grows, and the closure runs again from the start.
+public final class Environment: @unchecked Sendable {
+    /// How commits reach the disk.
+    public enum Durability: Sendable, Hashable {
+        /// Every commit is flushed to disk (fsync) before `write` returns. The default.
+        case synchronous
+        /// Commits are not flushed (`MDB_NOSYNC`): much faster, but after an operating-system
+        /// crash or power loss the last commits may be lost or, on some file systems, the
+        /// environment damaged. A process crash alone loses nothing. Only for data that can be
+        /// rebuilt (benchmarks, tests, bulk loads followed by `sync()`).
+        case noSync
+    }
+
+    public struct Configuration: Sendable {
+        /// The map size to start with; grown on demand. LMDB keeps a larger size already
+        /// recorded in an existing environment.
+        public var initialMapSize: Int = 1 << 20
+        /// The largest map the environment may grow to; nil means no limit. A write that needs
+        /// more throws `LMDBError` with code `.mapFull`.
+        public var maximumMapSize: Int? = nil
+        public var maxTables: Int = 16
+        public var maxReaders: Int = 256
+        public var readOnly: Bool = false
+        public var durability: Durability = .synchronous
+        /// Permissions of created files.
+        public var fileMode: UInt32 = 0o644
+
+        public init() {}
+    }
+
+    private let handle: LMDBCall.Environment
+    private let configuration: Configuration
+    private let mapLock = ReadWriteLock()
+    /// Guarded by `mapLock` held exclusively; read under the shared lock.
+    private var mapSize: Int
+    private let closed = Atomic<Bool>(false)
+    private let growthCount = Atomic<Int>(0)
+
+    /// Opens (creating if writable and absent) the environment in `directory`, which must exist.
+    public init(directory: String, configuration: Configuration = .init()) throws(LMDBError) {
+        self.configuration = configuration
+        handle = try LMDBCall.createEnvironment()
+        do {
+            try LMDBCall.setMaxTables(handle, configuration.maxTables)
+            try LMDBCall.setMaxReaders(handle, configuration.maxReaders)
+            try LMDBCall.setMapSize(handle, Self.roundedMapSize(configuration.initialMapSize))
+            var flags: EnvironmentFlags = [.noThreadLocalStorage]
+            if configuration.readOnly { flags.insert(.readOnly) }
+            if configuration.durability == .noSync { flags.insert(.noSync) }
+            try LMDBCall.open(handle, path: directory, flags: flags, mode: configuration.fileMode)
+            // An existing environment may have a larger map than asked for; LMDB adopts it.
+            mapSize = try LMDBCall.info(handle).mapSize
+            _ = try LMDBCall.clearStaleReaders(handle)
+        } catch {
+            LMDBCall.close(handle)
+            throw error
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Closes the environment. Waits for transactions of this process to end; later calls throw.
+    public func close() {
+        mapLock.withExclusive {
+            if !closed.exchange(true, ordering: .acquiringAndReleasing) {
+                LMDBCall.close(handle)
+            }
+        }
+    }
+
+    /// Opens the named tables once, in one transaction. Table handles stay valid until `close()`.
+    /// On a writable environment missing tables are created.
+    public func openTables<R>(_ body: (borrowing TableOpener) throws -> R) throws -> R {
+        try withTransaction(readOnly: configuration.readOnly) { txn in
+            let opener = TableOpener(transaction: txn.live, create: !configuration.readOnly)
+            return try body(opener)
+        } finish: { txn in
+            try LMDBCall.commit(txn.end())
+        }
+    }
+
+    /// Runs `body` in a read-only transaction. Values must be copied or decoded inside `body`.
+    public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
+        try withTransaction(readOnly: true, body) { txn in LMDBCall.abort(txn.end()) }
+    }
+
+    /// Runs `body` in a write transaction and commits it; with `.synchronous` durability the
+    /// commit is on disk when this returns. Throwing from `body`, or calling `discard()` on the
+    /// transaction, aborts it: nothing is written.
+    ///
+    /// `body` may run more than once: when the map is full the transaction is aborted, the map
+    /// grown, and `body` called again on a fresh transaction. It must therefore derive
+    /// everything it writes from its inputs and the transaction, not from state it mutated on
+    /// an earlier, aborted attempt.
+    public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
+        precondition(!configuration.readOnly, "write transaction on a read-only LMDB environment")
+        while true {
+            do {
+                return try withTransaction(readOnly: false) { txn in
+                    try body(txn as! WriteTransaction)
+                } finish: { txn in
+                    let write = txn as! WriteTransaction
+                    if write.isDiscarded {
+                        LMDBCall.abort(write.end())
+                    } else {
+                        try LMDBCall.commit(write.end())
+                    }
+                }
+            } catch let error as LMDBError where error.code == .mapFull {
+                try grow(after: error)
+            }
+        }
+    }
+
+    /// Flushes buffered commits to disk (useful with `.noSync`).
+    public func sync() throws {
+        try mapLock.withShared {
+            try checkOpen()
+            try LMDBCall.sync(handle, force: true)
+        }
+    }
+
+    public struct Info: Sendable, Hashable {
+        /// Current size of the memory map, in bytes.
+        public var mapSize: Int
+        /// Bytes of the data file in use (last used page + 1, times the page size).
+        public var usedSize: Int
+        public var pageSize: Int
+        public var maxReaders: Int
+        /// Reader slots in use, by any process.
+        public var readers: Int
+        /// How many times this process grew the map.
+        public var growthCount: Int
+    }
+
+    public func info() throws -> Info {
+        try mapLock.withShared {
+            try checkOpen()
+            let info = try LMDBCall.info(handle)
+            let pageSize = try LMDBCall.pageSize(handle)
+            return Info(
+                mapSize: info.mapSize, usedSize: (info.lastPage + 1) * pageSize, pageSize: pageSize,
+                maxReaders: info.maxReaders, readers: info.readers,
+                growthCount: growthCount.load(ordering: .relaxed))
+        }
+    }
+
+    // MARK: Private
+
+    private func checkOpen() throws(LMDBError) {
+        if closed.load(ordering: .acquiring) {
+            throw LMDBError(code: .invalidArgument, operation: "use of a closed environment")
+        }
+    }
+
+    /// Begins a transaction under the shared map lock, runs `body`, then `finish` (commit or
+    /// abort). A throw from `body` aborts. `MDB_MAP_RESIZED` (another process grew the map)
+    /// adopts the new size and begins again.
+    private func withTransaction<R>(
+        readOnly: Bool, _ body: (ReadTransaction) throws -> R,
+        finish: (ReadTransaction) throws -> Void
+    ) throws -> R {
+        while true {
+            do {
+                return try mapLock.withShared {
+                    try checkOpen()
+                    let raw = try LMDBCall.beginTransaction(handle, readOnly: readOnly)
+                    let txn = readOnly ? ReadTransaction(handle: raw) : WriteTransaction(handle: raw)
+                    let result: R
+                    do {
+                        result = try body(txn)
+                    } catch {
+                        LMDBCall.abort(txn.end())
+                        throw error
+                    }
+                    try finish(txn)
+                    return result
+                }
+            } catch let error as LMDBError where error.code == .mapResized {
+                try mapLock.withExclusive {
+                    try checkOpen()
+                    try LMDBCall.setMapSize(handle, 0)
+                    mapSize = try LMDBCall.info(handle).mapSize
+                }
+            } catch let error as LMDBError where error.code == .readersFull {
+                // Slots left behind by dead processes are reclaimed; if none were, give up.
+                let cleared = try mapLock.withShared { () throws -> Int in
+                    try checkOpen()
+                    return try LMDBCall.clearStaleReaders(handle)
+                }
+                if cleared == 0 { throw error }
+            }
+        }
+    }
+
+    /// Grows the map after `MDB_MAP_FULL`: doubling up to 1 GiB, then 1 GiB at a time, never
+    /// beyond `maximumMapSize` (at which point the original error is rethrown).
+    private func grow(after error: LMDBError) throws {
+        try mapLock.withExclusive {
+            try checkOpen()
+            let current = mapSize
+            var next = current < 1 << 30 ? current * 2 : current + (1 << 30)
+            if let maximum = configuration.maximumMapSize {
+                guard current < maximum else { throw error }
+                next = min(next, maximum)
+            }
+            try LMDBCall.setMapSize(handle, Self.roundedMapSize(next))
+            mapSize = try LMDBCall.info(handle).mapSize
+            growthCount.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Map sizes are whole multiples of 64 KiB, comfortably a multiple of any OS page size.
+    private static func roundedMapSize(_ size: Int) -> Int {
+        let unit = 1 << 16
+        return max(unit, (size + unit - 1) / unit * unit)
+    }
+}

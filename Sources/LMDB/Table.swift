@@ -1,0 +1,26 @@
+/// A named LMDB database with the Swift types of its keys and values.
+///
+/// Tables are opened once, when the environment opens (`Environment.Schema`), and their handles
+/// stay valid until the environment closes.
+public struct Table<Key: LMDBEncodable, Value>: Sendable {
+    public let name: String
+    let handle: UInt32
+
+    init(name: String, handle: UInt32) {
+        self.name = name
+        self.handle = handle
+    }
+}
+
+/// Names the tables an environment opens; creates them when the environment is writable.
+public struct TableOpener: ~Copyable {
+    let transaction: LMDBCall.Transaction
+    let create: Bool
+
+    public func table<Key: LMDBEncodable, Value>(
+        _ name: String, key: Key.Type = Key.self, value: Value.Type = Value.self
+    ) throws(LMDBError) -> Table<Key, Value> {
+        let handle = try LMDBCall.openTable(transaction, name: name, flags: create ? .create : [])
+        return Table(name: name, handle: handle)
+    }
+}

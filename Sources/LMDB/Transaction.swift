@@ -1,0 +1,143 @@
+/// A read-only view of the environment, valid only inside `Environment.read` (or as the base of
+/// a `WriteTransaction` inside `Environment.write`).
+///
+/// Every buffer handed to a closure points into LMDB's map and is valid only during that call:
+/// values are copied or decoded before the transaction ends. Using a transaction after its
+/// closure returned is a programming error and traps.
+public class ReadTransaction {
+    private var handle: LMDBCall.Transaction?
+
+    init(handle: LMDBCall.Transaction) {
+        self.handle = handle
+    }
+
+    var live: LMDBCall.Transaction {
+        guard let handle else { preconditionFailure("LMDB transaction used after it ended") }
+        return handle
+    }
+
+    /// Marks the transaction ended and returns its handle for commit or abort.
+    func end() -> LMDBCall.Transaction {
+        let current = live
+        handle = nil
+        return current
+    }
+
+    /// Calls `body` with the bytes stored under `key`; nil when the key is absent.
+    public func withValue<K, V, R>(
+        in table: Table<K, V>, forKey key: K, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R? {
+        let txn = live
+        return try key.withLMDBBytes { keyBytes in
+            try LMDBCall.get(txn, table.handle, key: keyBytes, body)
+        }
+    }
+
+    /// The decoded value stored under `key`; nil when the key is absent.
+    public func value<K, V: LMDBDecodable>(in table: Table<K, V>, forKey key: K) throws -> V? {
+        try withValue(in: table, forKey: key) { bytes throws(LMDBError) in try V(lmdbBytes: bytes) }
+    }
+
+    public func contains<K, V>(_ table: Table<K, V>, key: K) throws -> Bool {
+        try withValue(in: table, forKey: key) { _ in true } ?? false
+    }
+
+    /// The number of entries in the table (from `mdb_stat`, without a scan).
+    public func count<K, V>(_ table: Table<K, V>) throws -> Int {
+        try LMDBCall.entryCount(live, table.handle)
+    }
+
+    /// The number of pages the table's B-tree occupies.
+    public func pageCount<K, V>(_ table: Table<K, V>) throws -> Int {
+        try LMDBCall.pageCount(live, table.handle)
+    }
+
+    /// Opens a cursor on `table` for the duration of `body`.
+    public func withCursor<K, V, R>(_ table: Table<K, V>, _ body: (Cursor<K, V>) throws -> R) throws -> R {
+        let cursor = try Cursor<K, V>(handle: LMDBCall.openCursor(live, table.handle))
+        defer { cursor.close() }
+        return try body(cursor)
+    }
+
+    /// Visits the entries of `table` in key order, from the first key at or after `start`
+    /// (from the first key when nil), while `body` returns true.
+    public func scan<K, V>(
+        _ table: Table<K, V>, from start: K? = nil,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try withCursor(table) { cursor in
+            var entry = try start.map { try cursor.seek(atOrAfter: $0) } ?? cursor.first()
+            while let (key, value) = entry {
+                guard try body(key, value) else { return }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    /// The bytes of the last key of `table`, decoded; nil when the table is empty.
+    public func lastKey<K: LMDBDecodable, V>(_ table: Table<K, V>) throws -> K? {
+        try withCursor(table) { cursor in
+            try cursor.last().map { entry throws(LMDBError) in try K(lmdbBytes: entry.key) }
+        }
+    }
+}
+
+/// A write transaction: reads see its own uncommitted writes. Only `Environment.write` creates
+/// one, on the thread that will commit it.
+public final class WriteTransaction: ReadTransaction {
+    private(set) var isDiscarded = false
+
+    /// Makes the transaction abort instead of commit when its closure returns: for a write that
+    /// turned out to have nothing to store, so that not even the meta page changes.
+    public func discard() {
+        isDiscarded = true
+    }
+
+    /// Stores `value` under `key`, replacing what was there.
+    public func put<K, V: LMDBEncodable>(_ value: V, in table: Table<K, V>, forKey key: K) throws {
+        _ = try putBytes(in: table, key: key, value: value, flags: [])
+    }
+
+    /// Stores `value` under `key` only when the key is new; returns false when it existed.
+    @discardableResult
+    public func insert<K, V: LMDBEncodable>(_ value: V, in table: Table<K, V>, forKey key: K) throws -> Bool {
+        try putBytes(in: table, key: key, value: value, flags: .noOverwrite)
+    }
+
+    /// Appends `value` under `key`, which must sort after every key of the table (`MDB_APPEND`:
+    /// no search, and pages fill completely). A key out of order throws `.keyExists`.
+    public func append<K, V: LMDBEncodable>(_ value: V, in table: Table<K, V>, forKey key: K) throws {
+        _ = try putBytes(in: table, key: key, value: value, flags: .append)
+    }
+
+    /// Appends raw bytes under `key` (see `append(_:in:forKey:)`).
+    public func append<K, V>(bytes: UnsafeRawBufferPointer, in table: Table<K, V>, forKey key: K) throws {
+        let txn = live
+        _ = try key.withLMDBBytes { keyBytes in
+            try LMDBCall.put(txn, table.handle, key: keyBytes, value: bytes, flags: .append)
+        }
+    }
+
+    /// Deletes `key`; returns false when it was absent.
+    @discardableResult
+    public func delete<K, V>(in table: Table<K, V>, key: K) throws -> Bool {
+        let txn = live
+        return try key.withLMDBBytes { keyBytes in try LMDBCall.delete(txn, table.handle, key: keyBytes) }
+    }
+
+    /// Removes every entry of the table, keeping the table.
+    public func removeAll<K, V>(in table: Table<K, V>) throws {
+        try LMDBCall.drop(live, table.handle)
+    }
+
+    private func putBytes<K, V: LMDBEncodable>(
+        in table: Table<K, V>, key: K, value: V, flags: PutFlags
+    ) throws -> Bool {
+        let txn = live
+        return try key.withLMDBBytes { keyBytes in
+            try value.withLMDBBytes { valueBytes in
+                try LMDBCall.put(txn, table.handle, key: keyBytes, value: valueBytes, flags: flags)
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+/// The products a store sells, and what a consumable grants.
+///
+/// The catalog in force is stored in the ledger, so that a replay needs no outside input. A
+/// ledger's catalog may grow (new products) but never change or drop a product it has: past
+/// outcomes depend on each product's type and grants.
+public struct Catalog: Sendable, Hashable {
+    public enum ProductType: String, Sendable, Hashable, CaseIterable {
+        case consumable, nonConsumable, autoRenewable, nonRenewing
+
+        /// Non-consumables and subscriptions show up in entitlements; consumables in balances.
+        public var grantsEntitlement: Bool { self != .consumable }
+        /// `restored` is legal only for these (StoreKit never restores consumables or
+        /// non-renewing subscriptions).
+        public var isRestorable: Bool { self == .nonConsumable || self == .autoRenewable }
+        /// `quantity` must be 1 for these.
+        public var requiresSingleQuantity: Bool { self == .nonConsumable || self == .autoRenewable }
+    }
+
+    public struct Product: Sendable, Hashable {
+        public var id: String
+        public var type: ProductType
+        /// What one unit credits, per balance item. For a consumable without `grants` in its
+        /// source, `[id: 1]`; empty for other types.
+        public var grants: [String: Int64]
+        /// The subscription group, if any (informational).
+        public var group: String?
+
+        public init(id: String, type: ProductType, grants: [String: Int64]? = nil, group: String? = nil) {
+            self.id = id
+            self.type = type
+            self.grants = grants ?? (type == .consumable ? [id: 1] : [:])
+            self.group = group
+        }
+    }
+
+    /// The products, in the order of their source.
+    public private(set) var products: [Product]
+    private var byID: [String: Int]
+
+    /// Product ids are 1–256 bytes and unique; grants belong to consumables only, with item names
+    /// of 1–256 bytes and amounts from 1 to 1,000,000,000.
+    public init(products: [Product]) throws(CatalogError) {
+        self.products = []
+        byID = [:]
+        for product in products {
+            try add(product)
+        }
+    }
+
+    public subscript(productID: String) -> Product? {
+        byID[productID].map { products[$0] }
+    }
+
+    private mutating func add(_ product: Product) throws(CatalogError) {
+        guard (1...256).contains(product.id.utf8.count) else {
+            throw CatalogError(.invalid, "product id \"\(product.id)\" must be 1 to 256 bytes")
+        }
+        guard byID[product.id] == nil else {
+            throw CatalogError(.invalid, "product \"\(product.id)\" is listed twice")
+        }
+        if product.type != .consumable, !product.grants.isEmpty {
+            throw CatalogError(.invalid, "product \"\(product.id)\" is \(product.type.rawValue): only consumables have grants")
+        }
+        for (item, amount) in product.grants {
+            guard (1...256).contains(item.utf8.count) else {
+                throw CatalogError(.invalid, "product \"\(product.id)\": grant item names must be 1 to 256 bytes")
+            }
+            guard (1...1_000_000_000).contains(amount) else {
+                throw CatalogError(.invalid, "product \"\(product.id)\": grant of \"\(item)\" must be from 1 to 1000000000 (got \(amount))")
+            }
+        }
+        byID[product.id] = products.count
+        products.append(product)
+    }
+
+    /// Two catalogs are equal when they hold the same products, whatever their order.
+    public static func == (lhs: Catalog, rhs: Catalog) -> Bool {
+        lhs.products.count == rhs.products.count && lhs.products.allSatisfy { rhs[$0.id] == $0 }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        for product in products.sorted(by: { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }) {
+            hasher.combine(product)
+        }
+    }
+
+    /// Checks that `newer` keeps every product of this catalog unchanged (it may add some).
+    func checkSuccessor(_ newer: Catalog) throws(CatalogError) {
+        for product in products {
+            guard let replacement = newer[product.id] else {
+                throw CatalogError(.conflict, "the new catalog drops product \"\(product.id)\", which this ledger already has; a catalog may only add products")
+            }
+            guard replacement == product else {
+                throw CatalogError(.conflict, "the new catalog changes product \"\(product.id)\"; a catalog may only add products (give the changed product a new id)")
+            }
+        }
+    }
+}

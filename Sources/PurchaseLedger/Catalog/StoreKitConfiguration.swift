@@ -1,0 +1,76 @@
+/// Reading a catalog from an Xcode StoreKit configuration file (`.storekit`).
+///
+/// Mapping: `products` of type `Consumable` and `NonConsumable` become `consumable` and
+/// `nonConsumable`; `nonRenewingSubscriptions` become `nonRenewing`; the subscriptions of each
+/// of `subscriptionGroups` become `autoRenewable`, with the group's name as `group`. A
+/// consumable grants one unit of its own product id (the file has no notion of grants).
+extension Catalog {
+    public init(storeKitConfiguration bytes: [UInt8]) throws(CatalogError) {
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(bytes)
+        } catch {
+            throw CatalogError(.invalid, "the StoreKit configuration is not valid JSON: \(error)")
+        }
+        guard case .object(let file) = root else {
+            throw CatalogError(.invalid, "a StoreKit configuration is a JSON object")
+        }
+        var products: [Product] = []
+
+        func entries(_ value: JSONValue?, _ section: String) throws(CatalogError) -> [[String: JSONValue]] {
+            switch value {
+            case nil, .null?: return []
+            case .array(let items)?:
+                var objects: [[String: JSONValue]] = []
+                for item in items {
+                    guard case .object(let object) = item else {
+                        throw CatalogError(.invalid, "\(section) must hold objects")
+                    }
+                    objects.append(object)
+                }
+                return objects
+            case let other?:
+                throw CatalogError(.invalid, "\(section) must be an array, not \(other.typeName)")
+            }
+        }
+
+        func productID(_ object: [String: JSONValue], _ section: String) throws(CatalogError) -> String {
+            guard case .string(let id)? = object["productID"] else {
+                throw CatalogError(.invalid, "an entry of \(section) has no \"productID\"")
+            }
+            return id
+        }
+
+        for object in try entries(file["products"], "products") {
+            let id = try productID(object, "products")
+            switch object["type"] {
+            case .string("Consumable")?: products.append(Product(id: id, type: .consumable))
+            case .string("NonConsumable")?: products.append(Product(id: id, type: .nonConsumable))
+            default: throw CatalogError(.invalid, "product \"\(id)\": unknown StoreKit product type")
+            }
+        }
+        for object in try entries(file["nonRenewingSubscriptions"], "nonRenewingSubscriptions") {
+            products.append(Product(id: try productID(object, "nonRenewingSubscriptions"), type: .nonRenewing))
+        }
+        for group in try entries(file["subscriptionGroups"], "subscriptionGroups") {
+            var groupName: String?
+            if case .string(let name)? = group["name"] { groupName = name }
+            for object in try entries(group["subscriptions"], "subscriptionGroups.subscriptions") {
+                let id = try productID(object, "subscriptions")
+                products.append(Product(id: id, type: .autoRenewable, group: groupName))
+            }
+        }
+        try self.init(products: products)
+    }
+
+    /// Reads a catalog file: a StoreKit configuration when the name ends in `.storekit`, the
+    /// interchange JSON otherwise.
+    public init(contentsOfFile path: String) throws {
+        let bytes = try FileBytes.contents(of: path)
+        if path.hasSuffix(".storekit") {
+            try self.init(storeKitConfiguration: bytes)
+        } else {
+            try self.init(json: bytes)
+        }
+    }
+}

@@ -1,0 +1,133 @@
+/// Writes canonical JSON into a byte buffer: keys in the order the caller writes them, strings
+/// escaped minimally (quote, backslash and control characters; everything else as UTF-8),
+/// numbers in their shortest exact form. The same values always give the same bytes.
+struct JSONWriter {
+    private(set) var bytes: [UInt8] = []
+    /// Separators between members: `,` and `:` when compact, `, ` and `: ` for the report and
+    /// replay shapes of the spec.
+    private let comma: [UInt8]
+    private let colon: [UInt8]
+    /// One flag per open object or array: true until its first member is written.
+    private var isFirst: [Bool] = []
+    /// True between a key and its value, which then needs no separator.
+    private var afterKey = false
+
+    init(spaced: Bool = false, capacity: Int = 256) {
+        comma = spaced ? Array(", ".utf8) : Array(",".utf8)
+        colon = spaced ? Array(": ".utf8) : Array(":".utf8)
+        bytes.reserveCapacity(capacity)
+    }
+
+    var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        isFirst.append(true)
+    }
+
+    mutating func endObject() {
+        isFirst.removeLast()
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    mutating func beginArray() {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        isFirst.append(true)
+    }
+
+    mutating func endArray() {
+        isFirst.removeLast()
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// Writes `"key":` inside an object; the value follows.
+    mutating func key(_ key: String) {
+        separate()
+        appendString(key)
+        bytes.append(contentsOf: colon)
+        afterKey = true
+    }
+
+    mutating func string(_ value: String) {
+        separate()
+        appendString(value)
+    }
+
+    mutating func int(_ value: Int64) {
+        separate()
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func double(_ value: Double) {
+        separate()
+        Self.appendNumber(value, to: &bytes)
+    }
+
+    mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    mutating func timestamp(_ value: Timestamp) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        value.appendRFC3339(to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    // Convenience for object members.
+    mutating func member(_ name: String, _ value: String) { key(name); string(value) }
+    mutating func member(_ name: String, _ value: Int64) { key(name); int(value) }
+    mutating func member(_ name: String, _ value: Double) { key(name); double(value) }
+    mutating func member(_ name: String, _ value: Timestamp) { key(name); timestamp(value) }
+    mutating func member(_ name: String, ifPresent value: String?) { if let value { member(name, value) } }
+    mutating func member(_ name: String, ifPresent value: Double?) { if let value { member(name, value) } }
+    mutating func member(_ name: String, ifPresent value: Timestamp?) { if let value { member(name, value) } }
+    mutating func member(_ name: String, ifPresent value: Int?) { if let value { member(name, Int64(value)) } }
+
+    private mutating func separate() {
+        if afterKey {
+            afterKey = false
+            return
+        }
+        guard let first = isFirst.last else { return }
+        if first {
+            isFirst[isFirst.count - 1] = false
+        } else {
+            bytes.append(contentsOf: comma)
+        }
+    }
+
+    private mutating func appendString(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: bytes.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0x08: bytes.append(contentsOf: [0x5C, UInt8(ascii: "b")])
+            case 0x0C: bytes.append(contentsOf: [0x5C, UInt8(ascii: "f")])
+            case 0x00..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Integral values below 2^53 as integers (`1`, not `1.0`); others in Swift's shortest
+    /// round-trip form, which reads back to the same `Double`.
+    static func appendNumber(_ value: Double, to out: inout [UInt8]) {
+        precondition(value.isFinite, "JSON cannot represent \(value)")
+        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
+            out.append(contentsOf: String(Int64(value)).utf8)
+        } else {
+            out.append(contentsOf: value.description.utf8)
+        }
+    }
+}

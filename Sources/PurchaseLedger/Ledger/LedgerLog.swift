@@ -1,0 +1,112 @@
+/// Read-only access to a ledger's log, without rebuilding its projections: what audit tools
+/// need to export, verify, page through history or replay to a position. Opening one is cheap
+/// whatever the log's length, and it may run while another process appends.
+public final class LedgerLog: Sendable {
+    public let directory: String
+    let storage: any LedgerStorage
+    let log: LogReader
+
+    /// Opens the ledger in `directory` for reading.
+    public static func open(at directory: String) throws -> LedgerLog {
+        try LedgerDirectory.checkExists(directory)
+        var configuration = Ledger.Configuration()
+        configuration.readOnly = true
+        let storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
+        let marker: String?
+        do {
+            marker = try storage.read { try $0.formatMarker() }
+        } catch {
+            storage.close()
+            throw StorageErrors.map(error, maximumSize: nil)
+        }
+        guard marker == LMDBLedgerStorage.formatMarker else {
+            storage.close()
+            if marker == nil { throw StorageError(.notALedger, "\(directory) holds no ledger") }
+            throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker!), this version reads \(LMDBLedgerStorage.formatMarker)")
+        }
+        return LedgerLog(directory: directory, storage: storage)
+    }
+
+    private init(directory: String, storage: any LedgerStorage) {
+        self.directory = directory
+        self.storage = storage
+        self.log = LogReader(storage: storage)
+    }
+
+    public func close() {
+        storage.close()
+    }
+
+    /// The catalog in force (the last one recorded).
+    public func catalog() throws -> Catalog {
+        guard let catalog = try log.currentCatalog() else {
+            throw StorageError(.damaged, "the ledger has no catalog")
+        }
+        return catalog
+    }
+
+    /// The position of the last event.
+    public func lastPosition() throws -> UInt64 {
+        try log.lastPosition()
+    }
+
+    /// Visits records `start...end` in order (through the last one when `end` is nil).
+    public func forEachRecord(from start: UInt64 = 1, through end: UInt64? = nil, _ body: (LogRecord) throws -> Void) throws {
+        try log.forEachRecord(from: start, through: try end ?? log.lastPosition(), body)
+    }
+
+    /// The log's records from `position` on, as an async sequence.
+    public func records(from position: UInt64 = 1) -> LogRecords {
+        LogRecords(log: log, start: position)
+    }
+
+    /// `account`'s events after `position`, at most `limit`, in order.
+    public func history(account: String, after position: UInt64 = 0, limit: Int = .max) throws -> [LogRecord] {
+        try log.history(account: account, after: position, limit: limit)
+    }
+
+    /// The projections after the first `position` events (all of them when nil).
+    public func state(at position: UInt64? = nil) throws -> LedgerState {
+        let last = try log.lastPosition()
+        let target = position ?? last
+        guard target <= last else {
+            throw StorageError(.damaged, "position \(target) is beyond the end of the log (\(last))", position: target)
+        }
+        return try log.state(at: target, catalog: try catalog())
+    }
+
+    /// Writes every event as a canonical JSON line (with a newline), in log order, handing
+    /// `write` about 64 KiB at a time. The output re-imports to the same log and, exported
+    /// again, gives the same bytes.
+    public func exportJSONLines(_ write: ([UInt8]) throws -> Void) throws {
+        var buffer = JSONWriter(capacity: 1 << 16)
+        var pending: [UInt8] = []
+        pending.reserveCapacity(1 << 16 + 1024)
+        try forEachRecord { record in
+            buffer = JSONWriter(capacity: 256)
+            record.event.write(to: &buffer)
+            pending.append(contentsOf: buffer.bytes)
+            pending.append(0x0A)
+            if pending.count >= 1 << 16 {
+                try write(pending)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        if !pending.isEmpty { try write(pending) }
+    }
+
+    /// Bytes of the data file.
+    public func fileSize() -> Int {
+        storage.sizeOnDisk()
+    }
+
+    /// How many accounts have at least one event (from the history index, without a replay).
+    public func accountCount() throws -> Int {
+        try storage.read { try $0.accountCount() }
+    }
+
+    /// Checks every record and index; see `VerificationReport`.
+    public func verify() -> VerificationReport {
+        LedgerVerifier(storage: storage).run()
+    }
+}

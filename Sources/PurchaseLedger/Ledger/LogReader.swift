@@ -1,0 +1,89 @@
+/// Reading and decoding the log of a storage, shared by `Ledger` and `LedgerLog`.
+///
+/// Long reads go in chunks of short read transactions, so that a replay or an export never pins
+/// old pages while a writer appends; the log is append-only, so the chunks join up exactly.
+struct LogReader: Sendable {
+    let storage: any LedgerStorage
+    static let chunkSize = 4096
+
+    /// The last position of the log.
+    func lastPosition() throws -> UInt64 {
+        try storage.read { try $0.lastPosition() }
+    }
+
+    /// Decodes records `start...end` in order, calling `body` for each, in chunks.
+    /// A damaged record or a gap throws `StorageError.damaged` naming its position.
+    func forEachRecord(from start: UInt64, through end: UInt64, _ body: (LogRecord) throws -> Void) throws {
+        var next = max(start, 1)
+        while next <= end {
+            let chunkEnd = min(end, next + UInt64(Self.chunkSize) - 1)
+            let records = try storage.read { reader in
+                var records: [LogRecord] = []
+                records.reserveCapacity(Int(chunkEnd - next + 1))
+                var expected = next
+                try reader.forEachRecord(from: next, through: chunkEnd) { position, bytes in
+                    guard position == expected else {
+                        throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
+                    }
+                    records.append(LogRecord(position: position, event: try Self.decode(bytes, at: position)))
+                    expected += 1
+                    return true
+                }
+                guard expected == chunkEnd + 1 else {
+                    throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
+                }
+                return records
+            }
+            for record in records { try body(record) }
+            next = chunkEnd + 1
+        }
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer, at position: UInt64) throws(StorageError) -> Event {
+        do {
+            return try LogRecordCodec.decode(bytes, expectedPosition: position)
+        } catch {
+            throw StorageError(.damaged, "record at position \(position): \(error)", position: position)
+        }
+    }
+
+    /// The state after the first `position` events, replayed from the log.
+    func state(at position: UInt64, catalog: Catalog) throws -> LedgerState {
+        var state = LedgerState()
+        try forEachRecord(from: 1, through: position) { record in
+            do {
+                try state.apply(record.event, at: record.position, catalog: catalog)
+            } catch {
+                throw StorageError(.damaged, "record at position \(record.position) cannot be replayed: \(error)", position: record.position)
+            }
+        }
+        return state
+    }
+
+    /// The account's records after `position`, at most `limit`.
+    func history(account: String, after position: UInt64, limit: Int) throws -> [LogRecord] {
+        try storage.read { reader in
+            try reader.positions(ofAccount: account, after: position, limit: limit).map { position in
+                var event: Event?
+                try reader.forEachRecord(from: position, through: position) { key, bytes in
+                    if key == position { event = try Self.decode(bytes, at: key) }
+                    return false
+                }
+                guard let event else {
+                    throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)
+                }
+                return LogRecord(position: position, event: event)
+            }
+        }
+    }
+
+    /// The catalog in force: the last one recorded.
+    func currentCatalog() throws -> Catalog? {
+        guard let latest = try storage.read({ try $0.catalogs() }).last else { return nil }
+        do {
+            return try Catalog(json: latest.json)
+        } catch {
+            throw StorageError(.damaged, "the ledger's catalog cannot be read: \(error)")
+        }
+    }
+}

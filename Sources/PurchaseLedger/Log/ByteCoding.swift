@@ -1,0 +1,110 @@
+/// Appends the log's compact binary encoding: LEB128 varints, zigzag for signed values,
+/// length-prefixed UTF-8 strings, little-endian doubles.
+struct ByteWriter {
+    var bytes: [UInt8]
+
+    init(capacity: Int = 128) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    mutating func varint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    mutating func signed(_ value: Int64) {
+        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    mutating func string(_ value: String) {
+        var copy = value
+        copy.withUTF8 { utf8 in
+            varint(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    mutating func double(_ value: Double) {
+        withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func uint32(_ value: UInt32) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func timestamp(_ value: Timestamp) {
+        signed(value.seconds)
+        varint(UInt64(value.nanoseconds))
+    }
+}
+
+/// Reads what `ByteWriter` wrote; every read checks bounds and throws on truncated or
+/// malformed input instead of trapping, since the bytes come from disk.
+struct ByteReader {
+    struct Malformed: Error {
+        var reason: String
+    }
+
+    let bytes: UnsafeRawBufferPointer
+    private(set) var offset = 0
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+    }
+
+    var isAtEnd: Bool { offset == bytes.count }
+
+    mutating func byte() throws(Malformed) -> UInt8 {
+        guard offset < bytes.count else { throw Malformed(reason: "truncated") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func varint() throws(Malformed) -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let b = try byte()
+            guard shift < 64, shift != 63 || b <= 1 else { throw Malformed(reason: "varint overflow") }
+            result |= UInt64(b & 0x7F) << shift
+            if b < 0x80 { return result }
+            shift += 7
+        }
+    }
+
+    mutating func signed() throws(Malformed) -> Int64 {
+        let raw = try varint()
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    mutating func string() throws(Malformed) -> String {
+        let length = try varint()
+        guard length <= UInt64(bytes.count - offset) else { throw Malformed(reason: "string past the end") }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)])
+        guard let text = String(validating: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {
+            throw Malformed(reason: "invalid UTF-8")
+        }
+        offset += Int(length)
+        return text
+    }
+
+    mutating func double() throws(Malformed) -> Double {
+        guard bytes.count - offset >= 8 else { throw Malformed(reason: "truncated") }
+        defer { offset += 8 }
+        return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+    }
+
+    mutating func timestamp() throws(Malformed) -> Timestamp {
+        let seconds = try signed()
+        let nanos = try varint()
+        guard nanos < 1_000_000_000 else { throw Malformed(reason: "nanoseconds out of range") }
+        return Timestamp(seconds: seconds, nanoseconds: UInt32(nanos))
+    }
+}

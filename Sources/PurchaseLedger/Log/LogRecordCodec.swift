@@ -1,0 +1,200 @@
+/// The binary form of one log record.
+///
+///     byte 0        format version (1)
+///     varint        the record's own log position (so a record found under the wrong key,
+///                   or copied elsewhere, is detected)
+///     byte          event type tag (1 paymentAdded … 6 revoked)
+///     string ×2     id, account            (string = varint length + UTF-8)
+///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
+///     …             the type's fields; optional fields behind a one-byte presence mask
+///     4 bytes       CRC-32C (little-endian) of every byte before it
+///
+/// JSON is for interchange; the log stores this, which is about a third of the size and
+/// decodes without a parser.
+enum LogRecordCodec {
+    static let formatVersion: UInt8 = 1
+
+    /// What is wrong with a record that does not decode.
+    enum Damage: Error, Equatable, CustomStringConvertible {
+        case checksum
+        case unknownVersion(UInt8)
+        case positionMismatch(UInt64)
+        case undecodable(String)
+
+        var description: String {
+            switch self {
+            case .checksum: "checksum mismatch"
+            case .unknownVersion(let version): "unknown record format version \(version)"
+            case .positionMismatch(let found): "record carries position \(found)"
+            case .undecodable(let reason): "undecodable record (\(reason))"
+            }
+        }
+    }
+
+    static func encode(_ event: Event, position: UInt64, into writer: inout ByteWriter) {
+        writer.byte(formatVersion)
+        writer.varint(position)
+        writer.byte(tag(of: event.type))
+        writer.string(event.id)
+        writer.string(event.account)
+        writer.timestamp(event.at)
+        switch event.payload {
+        case .paymentAdded(let added):
+            writer.string(added.payment)
+            writer.string(added.product)
+            writer.optionalQuantity(added.quantity)
+        case .transactionUpdated(let update):
+            writer.string(update.payment)
+            writer.byte(index(of: update.state, in: TransactionState.allCases))
+            var mask: UInt8 = 0
+            if update.transaction != nil { mask |= 1 }
+            if update.originalTransaction != nil { mask |= 2 }
+            if update.error != nil { mask |= 4 }
+            if update.expiresAt != nil { mask |= 8 }
+            if update.product != nil { mask |= 16 }
+            if update.quantity != nil { mask |= 32 }
+            writer.byte(mask)
+            if let value = update.transaction { writer.string(value) }
+            if let value = update.originalTransaction { writer.string(value) }
+            if let value = update.error { writer.string(value) }
+            if let value = update.expiresAt { writer.timestamp(value) }
+            if let value = update.product { writer.string(value) }
+            if let value = update.quantity { writer.varint(UInt64(value)) }
+        case .downloadUpdated(let download):
+            writer.string(download.payment)
+            writer.string(download.download)
+            writer.byte(index(of: download.state, in: DownloadState.allCases))
+            var mask: UInt8 = 0
+            if download.progress != nil { mask |= 1 }
+            if download.timeRemaining != nil { mask |= 2 }
+            writer.byte(mask)
+            if let value = download.progress { writer.double(value) }
+            if let value = download.timeRemaining { writer.double(value) }
+        case .transactionFinished(let finished):
+            writer.string(finished.payment)
+        case .consumed(let consumed):
+            writer.string(consumed.item)
+            writer.varint(UInt64(consumed.amount))
+        case .revoked(let revoked):
+            writer.string(revoked.transaction)
+            writer.byte(revoked.reason == nil ? 0 : 1)
+            if let reason = revoked.reason { writer.string(reason) }
+        }
+    }
+
+    /// Encodes the event as a complete record, checksum included.
+    static func record(_ event: Event, position: UInt64) -> [UInt8] {
+        var writer = ByteWriter(capacity: 160)
+        encode(event, position: position, into: &writer)
+        let crc = CRC32C.checksum(writer.bytes)
+        writer.uint32(crc)
+        return writer.bytes
+    }
+
+    /// Checks the record's checksum, version and position, then decodes its event.
+    static func decode(_ record: UnsafeRawBufferPointer, expectedPosition: UInt64) throws(Damage) -> Event {
+        guard record.count >= 6 else { throw .undecodable("\(record.count) bytes") }
+        let body = UnsafeRawBufferPointer(rebasing: record[0..<record.count - 4])
+        let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: record.count - 4, as: UInt32.self))
+        guard CRC32C.checksum(body) == stored else { throw .checksum }
+        guard body[0] == formatVersion else { throw .unknownVersion(body[0]) }
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: body[1...]))
+        do {
+            let position = try reader.varint()
+            guard position == expectedPosition else { throw Damage.positionMismatch(position) }
+            let event = try decodeEvent(&reader)
+            guard reader.isAtEnd else { throw Damage.undecodable("trailing bytes") }
+            return event
+        } catch let damage as Damage {
+            throw damage
+        } catch let malformed as ByteReader.Malformed {
+            throw .undecodable(malformed.reason)
+        } catch {
+            throw .undecodable("\(error)")
+        }
+    }
+
+    private static func decodeEvent(_ reader: inout ByteReader) throws -> Event {
+        let tag = try reader.byte()
+        guard tag >= 1, tag <= EventType.allCases.count else { throw Damage.undecodable("unknown event tag \(tag)") }
+        let type = EventType.allCases[Int(tag) - 1]
+        let id = try reader.string()
+        let account = try reader.string()
+        let at = try reader.timestamp()
+        let payload: Event.Payload
+        switch type {
+        case .paymentAdded:
+            payload = .paymentAdded(PaymentAdded(
+                payment: try reader.string(), product: try reader.string(), quantity: try reader.optionalQuantity()))
+        case .transactionUpdated:
+            let payment = try reader.string()
+            let state = try value(try reader.byte(), in: TransactionState.allCases)
+            let mask = try reader.byte()
+            guard mask < 64 else { throw Damage.undecodable("unknown field mask") }
+            payload = .transactionUpdated(TransactionUpdated(
+                payment: payment, state: state,
+                transaction: mask & 1 != 0 ? try reader.string() : nil,
+                originalTransaction: mask & 2 != 0 ? try reader.string() : nil,
+                error: mask & 4 != 0 ? try reader.string() : nil,
+                expiresAt: mask & 8 != 0 ? try reader.timestamp() : nil,
+                product: mask & 16 != 0 ? try reader.string() : nil,
+                quantity: mask & 32 != 0 ? try reader.quantity() : nil))
+        case .downloadUpdated:
+            let payment = try reader.string()
+            let download = try reader.string()
+            let state = try value(try reader.byte(), in: DownloadState.allCases)
+            let mask = try reader.byte()
+            guard mask < 4 else { throw Damage.undecodable("unknown field mask") }
+            payload = .downloadUpdated(DownloadUpdated(
+                payment: payment, download: download, state: state,
+                progress: mask & 1 != 0 ? try reader.double() : nil,
+                timeRemaining: mask & 2 != 0 ? try reader.double() : nil))
+        case .transactionFinished:
+            payload = .transactionFinished(TransactionFinished(payment: try reader.string()))
+        case .consumed:
+            let item = try reader.string()
+            let amount = try reader.varint()
+            guard amount <= UInt64(Int64.max) else { throw Damage.undecodable("amount out of range") }
+            payload = .consumed(Consumed(item: item, amount: Int64(amount)))
+        case .revoked:
+            let transaction = try reader.string()
+            let hasReason = try reader.byte()
+            guard hasReason <= 1 else { throw Damage.undecodable("unknown field mask") }
+            payload = .revoked(Revoked(transaction: transaction, reason: hasReason == 1 ? try reader.string() : nil))
+        }
+        return Event(id: id, account: account, at: at, payload: payload)
+    }
+
+    private static func tag(of type: EventType) -> UInt8 {
+        index(of: type, in: EventType.allCases) + 1
+    }
+
+    private static func index<T: Equatable>(of value: T, in cases: [T]) -> UInt8 {
+        UInt8(cases.firstIndex(of: value)!)
+    }
+
+    private static func value<T>(_ index: UInt8, in cases: [T]) throws(Damage) -> T {
+        guard Int(index) < cases.count else { throw .undecodable("unknown state \(index)") }
+        return cases[Int(index)]
+    }
+}
+
+private extension ByteWriter {
+    mutating func optionalQuantity(_ quantity: Int?) {
+        // 0 stands for "absent": quantities are 1…10.
+        varint(UInt64(quantity ?? 0))
+    }
+}
+
+private extension ByteReader {
+    mutating func optionalQuantity() throws(Malformed) -> Int? {
+        let raw = try varint()
+        guard raw <= 10 else { throw Malformed(reason: "quantity out of range") }
+        return raw == 0 ? nil : Int(raw)
+    }
+
+    mutating func quantity() throws(Malformed) -> Int {
+        guard let quantity = try optionalQuantity() else { throw Malformed(reason: "quantity out of range") }
+        return quantity
+    }
+}

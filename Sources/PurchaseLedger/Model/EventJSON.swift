@@ -1,0 +1,196 @@
+/// Events as JSON Lines, the interchange format.
+///
+/// Decoding is strict about what the format names (types, required fields, ranges) and
+/// ignores unknown fields. `null` for an optional field means absent. Encoding is canonical:
+/// fields in the spec's order, optional fields only when present, timestamps in UTC, so a
+/// ledger exported, imported and exported again gives the same bytes.
+extension Event {
+    /// The longest JSON line `init(jsonLine:)` reads; a longer one is `invalidEvent`.
+    public static let maximumJSONLineLength = EventLimits.maximumLineBytes
+
+    /// Decodes one JSON line. Throws `invalidEvent` with a message naming the problem.
+    public init(jsonLine: some StringProtocol) throws(LedgerError) {
+        self = try Array(jsonLine.utf8).withUnsafeBufferPointer { buffer throws(LedgerError) in
+            try Event(jsonLine: buffer)
+        }
+    }
+
+    /// Decodes one JSON line from UTF-8 bytes (no trailing newline needed; `\r` is allowed).
+    public init(jsonLine bytes: UnsafeBufferPointer<UInt8>) throws(LedgerError) {
+        guard bytes.count <= EventLimits.maximumLineBytes else {
+            throw .invalid("the line is longer than \(EventLimits.maximumLineBytes) bytes")
+        }
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes)
+        } catch {
+            throw .invalid("not valid JSON: \(error)")
+        }
+        guard case .object(let fields) = value else {
+            throw .invalid("the line must be a JSON object, not \(value.typeName)")
+        }
+        let reader = FieldReader(fields: fields)
+        let id = try reader.string("id")
+        let typeName = try reader.string("type")
+        let account = try reader.string("account")
+        let at = try reader.timestamp("at")
+        guard let type = EventType(rawValue: typeName) else {
+            let known = EventType.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .invalid("unknown `type` \"\(typeName)\"; expected one of \(known)")
+        }
+        let payload: Payload
+        switch type {
+        case .paymentAdded:
+            payload = .paymentAdded(PaymentAdded(
+                payment: try reader.string("payment"),
+                product: try reader.string("product"),
+                quantity: try reader.optionalInt("quantity")))
+        case .transactionUpdated:
+            let stateName = try reader.string("state")
+            guard let state = TransactionState(rawValue: stateName) else {
+                let known = TransactionState.allCases.map(\.rawValue).joined(separator: ", ")
+                throw .invalid("unknown transaction `state` \"\(stateName)\"; expected one of \(known)")
+            }
+            payload = .transactionUpdated(TransactionUpdated(
+                payment: try reader.string("payment"),
+                state: state,
+                transaction: try reader.optionalString("transaction"),
+                originalTransaction: try reader.optionalString("originalTransaction"),
+                error: try reader.optionalString("error"),
+                expiresAt: try reader.optionalTimestamp("expiresAt"),
+                product: try reader.optionalString("product"),
+                quantity: try reader.optionalInt("quantity")))
+        case .downloadUpdated:
+            let stateName = try reader.string("state")
+            guard let state = DownloadState(rawValue: stateName) else {
+                let known = DownloadState.allCases.map(\.rawValue).joined(separator: ", ")
+                throw .invalid("unknown download `state` \"\(stateName)\"; expected one of \(known)")
+            }
+            payload = .downloadUpdated(DownloadUpdated(
+                payment: try reader.string("payment"),
+                download: try reader.string("download"),
+                state: state,
+                progress: try reader.optionalDouble("progress", bounds: [0, 1]),
+                timeRemaining: try reader.optionalDouble("timeRemaining", bounds: [-1, 0])))
+        case .transactionFinished:
+            payload = .transactionFinished(TransactionFinished(payment: try reader.string("payment")))
+        case .consumed:
+            guard let amount = try reader.optionalInt64("amount") else {
+                throw .invalid("missing required field `amount`")
+            }
+            payload = .consumed(Consumed(item: try reader.string("item"), amount: amount))
+        case .revoked:
+            payload = .revoked(Revoked(
+                transaction: try reader.string("transaction"),
+                reason: try reader.optionalString("reason")))
+        }
+        let event = Event(id: id, account: account, at: at, payload: payload)
+        try event.validate()
+        self = event
+    }
+
+    /// The canonical JSON line of the event, without a newline.
+    public var jsonLine: String {
+        var writer = JSONWriter()
+        write(to: &writer)
+        return writer.string
+    }
+
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("id", id)
+        writer.member("type", type.rawValue)
+        writer.member("account", account)
+        writer.member("at", at)
+        switch payload {
+        case .paymentAdded(let added):
+            writer.member("payment", added.payment)
+            writer.member("product", added.product)
+            writer.member("quantity", ifPresent: added.quantity)
+        case .transactionUpdated(let update):
+            writer.member("payment", update.payment)
+            writer.member("state", update.state.rawValue)
+            writer.member("transaction", ifPresent: update.transaction)
+            writer.member("originalTransaction", ifPresent: update.originalTransaction)
+            writer.member("error", ifPresent: update.error)
+            writer.member("expiresAt", ifPresent: update.expiresAt)
+            writer.member("product", ifPresent: update.product)
+            writer.member("quantity", ifPresent: update.quantity)
+        case .downloadUpdated(let download):
+            writer.member("payment", download.payment)
+            writer.member("download", download.download)
+            writer.member("state", download.state.rawValue)
+            writer.member("progress", ifPresent: download.progress)
+            writer.member("timeRemaining", ifPresent: download.timeRemaining)
+        case .transactionFinished(let finished):
+            writer.member("payment", finished.payment)
+        case .consumed(let consumed):
+            writer.member("item", consumed.item)
+            writer.member("amount", consumed.amount)
+        case .revoked(let revoked):
+            writer.member("transaction", revoked.transaction)
+            writer.member("reason", ifPresent: revoked.reason)
+        }
+        writer.endObject()
+    }
+}
+
+/// Typed access to the members of a JSON object, with the spec's messages for missing and
+/// mistyped fields. `null` is a value of the wrong type, not an absent field.
+struct FieldReader {
+    let fields: [String: JSONValue]
+
+    func string(_ name: String) throws(LedgerError) -> String {
+        guard let value = try optionalString(name) else { throw .invalid("missing required field `\(name)`") }
+        return value
+    }
+
+    func optionalString(_ name: String) throws(LedgerError) -> String? {
+        guard let value = fields[name] else { return nil }
+        guard case .string(let text) = value else {
+            throw .invalid("`\(name)` must be a string, not \(value.typeName)")
+        }
+        return text
+    }
+
+    func timestamp(_ name: String) throws(LedgerError) -> Timestamp {
+        guard let value = try optionalTimestamp(name) else { throw .invalid("missing required field `\(name)`") }
+        return value
+    }
+
+    func optionalTimestamp(_ name: String) throws(LedgerError) -> Timestamp? {
+        guard let text = try optionalString(name) else { return nil }
+        guard let time = Timestamp(rfc3339: text) else {
+            throw .invalid("`\(name)` must be an RFC 3339 timestamp such as 2026-01-31T12:00:00Z (got \"\(text)\")")
+        }
+        return time
+    }
+
+    func optionalInt(_ name: String) throws(LedgerError) -> Int? {
+        try optionalInt64(name).map { Int($0) }
+    }
+
+    /// An integer is judged by its value: `2`, `2.0` and `2e0` are all 2. Values beyond the
+    /// 64-bit range saturate (no field accepts them anyway: they fail its range or balance check).
+    func optionalInt64(_ name: String) throws(LedgerError) -> Int64? {
+        guard let value = fields[name] else { return nil }
+        guard case .number(let number) = value else {
+            throw .invalid("`\(name)` must be an integer, not \(value.typeName)")
+        }
+        guard let integer = number.integer else {
+            throw .invalid("`\(name)` must be an integer (got \(number.literal))")
+        }
+        return integer
+    }
+
+    /// A number, nudged so that comparisons with `bounds` agree with its exact decimal value;
+    /// finite even for literals beyond a double's range.
+    func optionalDouble(_ name: String, bounds: [Int]) throws(LedgerError) -> Double? {
+        guard let value = fields[name] else { return nil }
+        guard case .number(let number) = value else {
+            throw .invalid("`\(name)` must be a number, not \(value.typeName)")
+        }
+        let double = number.double(keepingOrderAgainst: bounds)
+        return double.isFinite ? double : (double < 0 ? -.greatestFiniteMagnitude : .greatestFiniteMagnitude)
+    }
+}

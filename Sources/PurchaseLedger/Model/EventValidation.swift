@@ -1,0 +1,110 @@
+/// The rules about an event on its own (rule 1 of the spec's order: `invalidEvent`), shared by
+/// events decoded from JSON and events built in Swift.
+///
+/// Limits the spec states: `id`, `account` and `payment` are 1–128 bytes of UTF-8; `quantity`
+/// is 1…10; `amount` ≥ 1; `progress` 0…1; `timeRemaining` not below -1; the fields a state
+/// requires. Limits the spec leaves open, chosen so that every value fits an index key and no
+/// event can grow without bound: other names and ids at most 256 bytes, free text (`error`,
+/// `reason`) at most 1,024 bytes, timestamps within years 0001–9999.
+enum EventLimits {
+    static let keyBytes = 1...128
+    static let nameBytes = 0...256
+    static let textBytes = 0...1024
+    static let quantity = 1...10
+    /// The longest JSON line the decoder reads; longer lines are `invalidEvent`.
+    static let maximumLineBytes = 65_536
+}
+
+extension Event {
+    /// Checks every field against the format; throws `invalidEvent` naming the first problem.
+    public func validate() throws(LedgerError) {
+        try Self.checkKey(id, "id")
+        try Self.checkKey(account, "account")
+        try Self.checkTime(at, "at")
+        switch payload {
+        case .paymentAdded(let added):
+            try Self.checkKey(added.payment, "payment")
+            try Self.checkName(added.product, "product")
+            try Self.checkQuantity(added.quantity)
+        case .transactionUpdated(let update):
+            try Self.checkKey(update.payment, "payment")
+            try Self.checkName(update.transaction, "transaction")
+            try Self.checkName(update.originalTransaction, "originalTransaction")
+            try Self.checkText(update.error, "error")
+            try Self.checkName(update.product, "product")
+            try Self.checkQuantity(update.quantity)
+            if let expiresAt = update.expiresAt { try Self.checkTime(expiresAt, "expiresAt") }
+            switch update.state {
+            case .purchased:
+                try Self.require(update.transaction, "transaction", for: update.state)
+            case .restored:
+                try Self.require(update.transaction, "transaction", for: update.state)
+                try Self.require(update.originalTransaction, "originalTransaction", for: update.state)
+            case .failed:
+                try Self.require(update.error, "error", for: update.state)
+            case .purchasing, .deferred:
+                break
+            }
+        case .downloadUpdated(let download):
+            try Self.checkKey(download.payment, "payment")
+            try Self.checkName(download.download, "download")
+            if let progress = download.progress, !(progress >= 0 && progress <= 1) {
+                throw .invalid("`progress` must be a number from 0 to 1 (got \(progress))")
+            }
+            // Between -1 and 0 is not a format error but a download rule violation (`illegalDownload`).
+            if let remaining = download.timeRemaining, !(remaining >= -1 && remaining.isFinite) {
+                throw .invalid("`timeRemaining` must be seconds ≥ 0, or -1 for unknown (got \(remaining))")
+            }
+        case .transactionFinished(let finished):
+            try Self.checkKey(finished.payment, "payment")
+        case .consumed(let consumed):
+            try Self.checkName(consumed.item, "item")
+            if consumed.amount < 1 {
+                throw .invalid("`amount` must be an integer ≥ 1 (got \(consumed.amount))")
+            }
+        case .revoked(let revoked):
+            try Self.checkName(revoked.transaction, "transaction")
+            try Self.checkText(revoked.reason, "reason")
+        }
+    }
+
+    private static func checkKey(_ value: String, _ field: String) throws(LedgerError) {
+        let count = value.utf8.count
+        guard EventLimits.keyBytes.contains(count) else {
+            throw .invalid("`\(field)` must be 1 to 128 bytes of UTF-8 (got \(count))")
+        }
+    }
+
+    private static func checkName(_ value: String?, _ field: String) throws(LedgerError) {
+        guard let count = value?.utf8.count else { return }
+        guard EventLimits.nameBytes.contains(count) else {
+            throw .invalid("`\(field)` must be at most 256 bytes of UTF-8 (got \(count))")
+        }
+    }
+
+    private static func checkText(_ value: String?, _ field: String) throws(LedgerError) {
+        guard let count = value?.utf8.count else { return }
+        guard EventLimits.textBytes.contains(count) else {
+            throw .invalid("`\(field)` must be at most 1,024 bytes of UTF-8 (got \(count))")
+        }
+    }
+
+    private static func checkQuantity(_ quantity: Int?) throws(LedgerError) {
+        guard let quantity else { return }
+        guard EventLimits.quantity.contains(quantity) else {
+            throw .invalid("`quantity` must be an integer from 1 to 10 (got \(quantity))")
+        }
+    }
+
+    private static func checkTime(_ time: Timestamp, _ field: String) throws(LedgerError) {
+        guard time.isRepresentable else {
+            throw .invalid("`\(field)` must lie between years 0001 and 9999")
+        }
+    }
+
+    private static func require(_ value: String?, _ field: String, for state: TransactionState) throws(LedgerError) {
+        guard value != nil else {
+            throw .invalid("`\(field)` is required when `state` is \(state.rawValue)")
+        }
+    }
+}

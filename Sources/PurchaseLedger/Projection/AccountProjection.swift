@@ -1,0 +1,56 @@
+/// What an account owns, as of a time: the answer an app or a server needs at launch.
+public struct AccountProjection: Sendable, Hashable {
+    public var account: String
+    /// Sorted product ids of non-consumables and subscriptions with a `purchased` or `restored`
+    /// entry (finished or not) whose transaction and original transaction are not revoked and
+    /// whose `expiresAt`, if any, is after the as-of time.
+    public var entitlements: [String]
+    /// Consumable balances per item: credits of purchased consumables (quantity × grant), minus
+    /// `consumed`, minus refunded credits. May be negative after a refund; never clamped.
+    public var balances: [String: Int64]
+    /// Every entry not yet finished, in the order opened: what StoreKit redelivers at launch.
+    public var unfinished: [UnfinishedTransaction]
+}
+
+/// A queue entry that has not been finished.
+public struct UnfinishedTransaction: Sendable, Hashable {
+    public var payment: String
+    public var product: String
+    public var state: QueueEntryState
+    /// The store transaction id, once `purchased` or `restored`.
+    public var transaction: String?
+    public var downloads: [DownloadStatus]
+}
+
+public struct DownloadStatus: Sendable, Hashable {
+    public var id: String
+    public var state: DownloadState
+    public var progress: Double
+}
+
+extension AccountState {
+    func projection(account: String, asOf time: Timestamp, revoked: [String: UInt64]) -> AccountProjection {
+        var entitled: Set<String> = []
+        var unfinished: [QueueEntry] = []
+        for entry in entries.values {
+            if entry.entitles(at: time, revoked: revoked) { entitled.insert(entry.product) }
+            if !entry.isFinished { unfinished.append(entry) }
+        }
+        unfinished.sort { $0.openedAt < $1.openedAt }
+        return AccountProjection(
+            account: account,
+            entitlements: entitled.sorted(by: utf8Order),
+            balances: balances,
+            unfinished: unfinished.map { entry in
+                UnfinishedTransaction(
+                    payment: entry.payment, product: entry.product, state: entry.state,
+                    transaction: entry.transaction,
+                    downloads: entry.downloads.map { DownloadStatus(id: $0.id, state: $0.state, progress: $0.progress) })
+            })
+    }
+}
+
+/// Byte order of UTF-8, the order of every sorted list the ledger prints.
+func utf8Order(_ lhs: String, _ rhs: String) -> Bool {
+    lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
+}

@@ -1,0 +1,65 @@
+/// The projections in the interchange format's `ledger replay --json` shape.
+extension LedgerState {
+    /// `{"position": N, "accounts": {...}}`, accounts and balance items in UTF-8 order; with
+    /// `account`, only that account (and `{}` when the log has no event of it).
+    public func replayJSON(asOf time: Timestamp = .now(), account: String? = nil) -> String {
+        var writer = JSONWriter(spaced: true, capacity: 4096)
+        writer.beginObject()
+        writer.member("position", Int64(position))
+        writer.key("accounts")
+        writer.beginObject()
+        let selected = account.map { accounts[$0] == nil ? [] : [$0] } ?? accountIDs
+        for id in selected {
+            writer.key(id)
+            accounts[id]!.projection(account: id, asOf: time, revoked: revocations).write(to: &writer)
+        }
+        writer.endObject()
+        writer.endObject()
+        return writer.string
+    }
+}
+
+extension AccountProjection {
+    /// `{"entitlements": [...], "balances": {...}, "unfinished": [...]}`.
+    public var json: String {
+        var writer = JSONWriter(spaced: true)
+        write(to: &writer)
+        return writer.string
+    }
+
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("entitlements")
+        writer.beginArray()
+        for product in entitlements { writer.string(product) }
+        writer.endArray()
+        writer.key("balances")
+        writer.beginObject()
+        for item in balances.keys.sorted(by: utf8Order) {
+            writer.member(item, balances[item]!)
+        }
+        writer.endObject()
+        writer.key("unfinished")
+        writer.beginArray()
+        for entry in unfinished {
+            writer.beginObject()
+            writer.member("payment", entry.payment)
+            writer.member("product", entry.product)
+            writer.member("state", entry.state.rawValue)
+            writer.member("transaction", ifPresent: entry.transaction)
+            writer.key("downloads")
+            writer.beginArray()
+            for download in entry.downloads {
+                writer.beginObject()
+                writer.member("id", download.id)
+                writer.member("state", download.state.rawValue)
+                writer.member("progress", download.progress)
+                writer.endObject()
+            }
+            writer.endArray()
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
+    }
+}

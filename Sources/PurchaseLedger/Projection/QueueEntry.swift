@@ -1,0 +1,79 @@
+/// The state of a queue entry: `added` after `paymentAdded`, then what the queue reported.
+public enum QueueEntryState: String, Sendable, Hashable, CaseIterable {
+    case added, purchasing, deferred, purchased, failed, restored
+
+    init(_ state: TransactionState) {
+        switch state {
+        case .purchasing: self = .purchasing
+        case .deferred: self = .deferred
+        case .purchased: self = .purchased
+        case .failed: self = .failed
+        case .restored: self = .restored
+        }
+    }
+
+    /// `purchased`, `failed` and `restored` accept no other state: they await `finishTransaction`.
+    public var isTerminal: Bool { self == .purchased || self == .failed || self == .restored }
+
+    /// The spec's state machine. A new entry opened by `transactionUpdated` may take any state.
+    func allowsTransition(to next: TransactionState) -> Bool {
+        switch self {
+        case .added: next == .purchasing || next == .deferred || next == .purchased || next == .failed
+        case .purchasing: next == .deferred || next == .purchased || next == .failed
+        case .deferred: next == .purchasing || next == .purchased || next == .failed
+        case .purchased, .failed, .restored: false
+        }
+    }
+}
+
+/// One entry of an account's payment queue, as the log has built it so far.
+struct QueueEntry: Sendable, Hashable {
+    struct Download: Sendable, Hashable {
+        var id: String
+        var state: DownloadState
+        var progress: Double
+    }
+
+    let payment: String
+    let product: String
+    let productType: Catalog.ProductType
+    let quantity: Int
+    /// The log position of the event that opened the entry (orders `unfinished`).
+    let openedAt: UInt64
+    var state: QueueEntryState
+    /// The position of the event that set `state`: what a redelivery is a duplicate of.
+    var stateSetAt: UInt64
+    /// Set by `purchased` or `restored`, never changed afterwards.
+    var transaction: String?
+    var originalTransaction: String?
+    var expiresAt: Timestamp?
+    /// The position of `transactionFinished`, once finished.
+    var finishedAt: UInt64?
+    /// In the order first reported.
+    var downloads: [Download] = []
+
+    init(payment: String, product: Catalog.Product, quantity: Int, openedAt: UInt64) {
+        self.payment = payment
+        self.product = product.id
+        self.productType = product.type
+        self.quantity = quantity
+        self.openedAt = openedAt
+        self.state = .added
+        self.stateSetAt = openedAt
+    }
+
+    var isFinished: Bool { finishedAt != nil }
+
+    func download(_ id: String) -> Download? {
+        downloads.first { $0.id == id }
+    }
+
+    /// Whether the entry counts for entitlements at `time`, given the revoked transactions.
+    func entitles(at time: Timestamp, revoked: [String: UInt64]) -> Bool {
+        guard productType.grantsEntitlement, state == .purchased || state == .restored else { return false }
+        if let transaction, revoked[transaction] != nil { return false }
+        if let originalTransaction, revoked[originalTransaction] != nil { return false }
+        if let expiresAt, expiresAt <= time { return false }
+        return true
+    }
+}

@@ -1,0 +1,246 @@
+/// A queue entry, named by its account and payment id.
+package struct EntryReference: Sendable, Hashable {
+    package var account: String
+    package var payment: String
+
+    package init(account: String, payment: String) {
+        self.account = account
+        self.payment = payment
+    }
+}
+
+/// What the rules may consult besides the event itself: the catalog, the log's indexes (event
+/// ids, store transactions), and the accounts' states as they stand before the event.
+protocol RuleContext {
+    var catalog: Catalog { get }
+    /// The position of the appended event with this id, if any.
+    func position(ofEventID id: String) throws -> UInt64?
+    /// The entry, of any account, that holds `transaction` as its own store transaction.
+    func holder(ofTransaction transaction: String) throws -> EntryReference?
+    /// The account's state; nil when the log has no event of it.
+    func account(_ id: String) -> AccountState?
+    /// The position of the first revocation of `transaction`, if revoked (ids are global).
+    func revocation(of transaction: String) -> UInt64?
+}
+
+/// What the rules decide for one event.
+enum Decision: Sendable, Equatable {
+    /// The event may be appended.
+    case append
+    /// The event is a redelivery of the event at this position: nothing is appended.
+    case duplicate(of: UInt64)
+    case reject(LedgerError)
+}
+
+/// The interchange format's rules, checked before anything is written. Each rule is one
+/// function below, and `decide` applies them in the spec's order of precedence:
+///
+/// 1. `invalidEvent`: the event on its own (`Event.validate`);
+/// 2. `duplicate` by event id;
+/// 3. for events about a queue entry: `unknownPayment` (or, when a `transactionUpdated` opens a
+///    new entry, `unknownProduct` then quantity-must-be-1); then, on a finished entry, a
+///    redelivery or repeated finish is `duplicate`, anything else `entryFinished`;
+/// 4. the type's own rules in the spec's order.
+enum Rules {
+    static func decide(_ event: Event, in context: some RuleContext) throws -> Decision {
+        do {
+            try event.validate()
+        } catch {
+            return .reject(error)
+        }
+        if let earlier = try context.position(ofEventID: event.id) {
+            return .duplicate(of: earlier)
+        }
+        let account = context.account(event.account)
+        switch event.payload {
+        case .paymentAdded(let added):
+            return paymentAdded(added, account: account, catalog: context.catalog)
+        case .transactionUpdated(let update):
+            return try transactionUpdated(update, account: event.account, state: account, in: context)
+        case .downloadUpdated(let update):
+            return downloadUpdated(update, account: account)
+        case .transactionFinished(let finished):
+            return transactionFinished(finished, account: account)
+        case .consumed(let consumed):
+            return self.consumed(consumed, account: account)
+        case .revoked(let revoked):
+            return self.revoked(revoked, account: account, in: context)
+        }
+    }
+
+    // MARK: paymentAdded
+
+    /// `unknownProduct`, then quantity-must-be-1 (`invalidEvent`), then `duplicatePayment`.
+    private static func paymentAdded(_ added: PaymentAdded, account: AccountState?, catalog: Catalog) -> Decision {
+        guard let product = catalog[added.product] else {
+            return .reject(unknownProduct(added.product))
+        }
+        if let rejection = singleQuantity(added.quantity, product: product) {
+            return .reject(rejection)
+        }
+        if account?.entries[added.payment] != nil {
+            return .reject(LedgerError(.duplicatePayment,
+                "payment \"\(added.payment)\" is already in this account's queue; every addPayment needs a new payment id"))
+        }
+        return .append
+    }
+
+    // MARK: transactionUpdated
+
+    private static func transactionUpdated(
+        _ update: TransactionUpdated, account accountID: String, state account: AccountState?,
+        in context: some RuleContext
+    ) throws -> Decision {
+        let productType: Catalog.ProductType
+        if let entry = account?.entries[update.payment] {
+            if isRedelivery(update, of: entry) {
+                return .duplicate(of: entry.stateSetAt)
+            }
+            if entry.isFinished {
+                return .reject(entryFinished(entry))
+            }
+            guard entry.state.allowsTransition(to: update.state) else {
+                return .reject(LedgerError(.illegalTransition,
+                    "payment \"\(update.payment)\" is \(entry.state.rawValue); it cannot become \(update.state.rawValue)"
+                        + (entry.state.isTerminal ? " (a \(entry.state.rawValue) transaction only awaits finishTransaction)" : "")))
+            }
+            productType = entry.productType
+        } else {
+            // StoreKit delivers transactions the app never added in this session: the update
+            // opens a new entry when it names its product.
+            guard let productID = update.product else {
+                return .reject(unknownPayment(update.payment, hint: " (to open a new entry, include `product`)"))
+            }
+            guard let product = context.catalog[productID] else {
+                return .reject(unknownProduct(productID))
+            }
+            if let rejection = singleQuantity(update.quantity, product: product) {
+                return .reject(rejection)
+            }
+            productType = product.type
+        }
+        if update.state == .restored, !productType.isRestorable {
+            return .reject(LedgerError(.notRestorable,
+                "\(productType.rawValue) products are never restored; only non-consumables and auto-renewable subscriptions are"))
+        }
+        if update.state == .purchased || update.state == .restored, let transaction = update.transaction,
+           let holder = try context.holder(ofTransaction: transaction),
+           holder != EntryReference(account: accountID, payment: update.payment) {
+            return .reject(LedgerError(.transactionAlreadyCredited,
+                "store transaction \"\(transaction)\" is already held by another entry; a transaction credits once"))
+        }
+        return .append
+    }
+
+    /// An update to the state the entry is already in (for `purchased` and `restored`, with the
+    /// same transaction) is StoreKit redelivering it.
+    private static func isRedelivery(_ update: TransactionUpdated, of entry: QueueEntry) -> Bool {
+        guard entry.state == QueueEntryState(update.state) else { return false }
+        switch update.state {
+        case .purchased, .restored: return entry.transaction == update.transaction
+        case .purchasing, .deferred, .failed: return true
+        }
+    }
+
+    // MARK: downloadUpdated
+
+    /// Downloads belong to a purchased or restored, unfinished entry; a download that ended
+    /// takes no further update; progress never decreases; `timeRemaining` is seconds ≥ 0 or -1.
+    private static func downloadUpdated(_ update: DownloadUpdated, account: AccountState?) -> Decision {
+        guard let entry = account?.entries[update.payment] else {
+            return .reject(unknownPayment(update.payment, hint: ""))
+        }
+        if entry.isFinished {
+            return .reject(entryFinished(entry))
+        }
+        guard entry.state == .purchased || entry.state == .restored else {
+            return .reject(LedgerError(.illegalDownload,
+                "payment \"\(update.payment)\" is \(entry.state.rawValue); downloads start once it is purchased or restored"))
+        }
+        if let remaining = update.timeRemaining, remaining < 0, remaining != -1 {
+            return .reject(LedgerError(.illegalDownload,
+                "`timeRemaining` must be seconds ≥ 0, or -1 for unknown (got \(remaining))"))
+        }
+        if let existing = entry.download(update.download) {
+            if existing.state.isTerminal {
+                return .reject(LedgerError(.illegalDownload,
+                    "download \"\(update.download)\" is \(existing.state.rawValue) and accepts no further update"))
+            }
+            let progress = update.progress ?? 0
+            if progress < existing.progress {
+                return .reject(LedgerError(.illegalDownload,
+                    "download \"\(update.download)\" progress cannot go back from \(existing.progress) to \(progress)"))
+            }
+        }
+        return .append
+    }
+
+    // MARK: transactionFinished
+
+    /// A repeated finish is a duplicate; only purchased, failed or restored entries finish, and
+    /// only once no download is waiting, active or paused.
+    private static func transactionFinished(_ finished: TransactionFinished, account: AccountState?) -> Decision {
+        guard let entry = account?.entries[finished.payment] else {
+            return .reject(unknownPayment(finished.payment, hint: ""))
+        }
+        if let finishedAt = entry.finishedAt {
+            return .duplicate(of: finishedAt)
+        }
+        guard entry.state.isTerminal else {
+            return .reject(LedgerError(.notFinishable,
+                "payment \"\(finished.payment)\" is \(entry.state.rawValue); only purchased, failed or restored transactions can be finished"))
+        }
+        if let pending = entry.downloads.first(where: { $0.state.isPending }) {
+            return .reject(LedgerError(.downloadsPending,
+                "download \"\(pending.id)\" of payment \"\(finished.payment)\" is \(pending.state.rawValue); finish the transaction after its downloads end"))
+        }
+        return .append
+    }
+
+    // MARK: consumed
+
+    private static func consumed(_ consumed: Consumed, account: AccountState?) -> Decision {
+        let balance = account?.balances[consumed.item] ?? 0
+        guard consumed.amount <= balance else {
+            return .reject(LedgerError(.insufficientBalance,
+                "cannot consume \(consumed.amount) \"\(consumed.item)\": the balance is \(balance)"))
+        }
+        return .append
+    }
+
+    // MARK: revoked
+
+    /// The account must hold the transaction (as an entry's transaction or original
+    /// transaction); a second revocation of a transaction (by any account: store transaction
+    /// ids are global) is a duplicate of the first.
+    private static func revoked(_ revoked: Revoked, account: AccountState?, in context: some RuleContext) -> Decision {
+        guard let account, account.references(transaction: revoked.transaction) else {
+            return .reject(LedgerError(.unknownTransaction,
+                "no entry of this account holds store transaction \"\(revoked.transaction)\""))
+        }
+        if let first = context.revocation(of: revoked.transaction) {
+            return .duplicate(of: first)
+        }
+        return .append
+    }
+
+    // MARK: Shared rejections
+
+    private static func singleQuantity(_ quantity: Int?, product: Catalog.Product) -> LedgerError? {
+        guard product.type.requiresSingleQuantity, let quantity, quantity != 1 else { return nil }
+        return .invalid("`quantity` must be 1 for \(product.type.rawValue) product \"\(product.id)\" (got \(quantity))")
+    }
+
+    private static func unknownProduct(_ product: String) -> LedgerError {
+        LedgerError(.unknownProduct, "product \"\(product)\" is not in the ledger's catalog")
+    }
+
+    private static func unknownPayment(_ payment: String, hint: String) -> LedgerError {
+        LedgerError(.unknownPayment, "payment \"\(payment)\" is not in this account's queue\(hint)")
+    }
+
+    private static func entryFinished(_ entry: QueueEntry) -> LedgerError {
+        LedgerError(.entryFinished,
+            "payment \"\(entry.payment)\" was finished at position \(entry.finishedAt ?? 0); it takes no further event")
+    }
+}

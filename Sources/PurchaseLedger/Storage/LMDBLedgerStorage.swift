@@ -1,0 +1,208 @@
+import LMDB
+
+/// The embedded backend: one LMDB environment in the ledger's directory.
+///
+/// Tables, all written in the same transaction as the record they index:
+/// - `log`: position (u64 big-endian, from 1, appended with `MDB_APPEND`) → record bytes;
+/// - `events`: event id → position (idempotency);
+/// - `transactions`: store transaction id → the entry holding it (account, payment);
+/// - `history`: account length, account, position → nothing (an account's events in order);
+/// - `catalogs`: first position governed → catalog JSON (the catalog in force, and its past);
+/// - `meta`: `format` → the storage format marker.
+final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
+    static let dataFileName = "data.mdb"
+    static let formatMarker = "purchase-ledger/lmdb/1"
+
+    let environment: Environment
+    let isReadOnly: Bool
+    private let directory: String
+    private let tables: Tables
+
+    struct Tables {
+        var log: Table<UInt64, [UInt8]>
+        var events: Table<String, UInt64>
+        var transactions: Table<[UInt8], [UInt8]>
+        var history: Table<[UInt8], EmptyValue>
+        var catalogs: Table<UInt64, [UInt8]>
+        var meta: Table<String, String>
+    }
+
+    init(directory: String, configuration: Environment.Configuration) throws {
+        self.directory = directory
+        isReadOnly = configuration.readOnly
+        environment = try Environment(directory: directory, configuration: configuration)
+        do {
+            tables = try environment.openTables { opener in
+                Tables(
+                    log: try opener.table("log"),
+                    events: try opener.table("events"),
+                    transactions: try opener.table("transactions"),
+                    history: try opener.table("history"),
+                    catalogs: try opener.table("catalogs"),
+                    meta: try opener.table("meta"))
+            }
+        } catch {
+            environment.close()
+            throw error
+        }
+    }
+
+    func read<R>(_ body: (any LedgerStorageReader) throws -> R) throws -> R {
+        try environment.read { txn in try body(Reader(txn: txn, tables: tables)) }
+    }
+
+    func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
+        try environment.write { txn in try body(Writer(txn: txn, tables: tables)) }
+    }
+
+    func sizeOnDisk() -> Int {
+        Directory.fileSize(directory + "/" + Self.dataFileName) ?? 0
+    }
+
+    func close() {
+        environment.close()
+    }
+
+    // MARK: Keys
+
+    /// Transaction keys carry a leading byte so that an empty id is still a valid LMDB key.
+    static func transactionKey(_ transaction: String) -> [UInt8] {
+        [0x74] + Array(transaction.utf8)
+    }
+
+    static func historyPrefix(_ account: String) -> [UInt8] {
+        let utf8 = Array(account.utf8)
+        return [UInt8(utf8.count)] + utf8
+    }
+
+    static func historyKey(_ account: String, _ position: UInt64) -> [UInt8] {
+        var key = historyPrefix(account)
+        withUnsafeBytes(of: position.bigEndian) { key.append(contentsOf: $0) }
+        return key
+    }
+
+    static func encode(_ entry: EntryReference) -> [UInt8] {
+        var writer = ByteWriter(capacity: 64)
+        writer.string(entry.account)
+        writer.string(entry.payment)
+        return writer.bytes
+    }
+
+    static func decodeEntry(_ bytes: UnsafeRawBufferPointer) throws -> EntryReference {
+        var reader = ByteReader(bytes)
+        let entry = EntryReference(account: try reader.string(), payment: try reader.string())
+        guard reader.isAtEnd else { throw ByteReader.Malformed(reason: "trailing bytes in a transaction index entry") }
+        return entry
+    }
+
+    // MARK: Reader and writer
+
+    class Reader: LedgerStorageReader {
+        let txn: ReadTransaction
+        let tables: Tables
+
+        init(txn: ReadTransaction, tables: Tables) {
+            self.txn = txn
+            self.tables = tables
+        }
+
+        func lastPosition() throws -> UInt64 {
+            try txn.lastKey(tables.log) ?? 0
+        }
+
+        func forEachRecord(
+            from start: UInt64, through end: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool
+        ) throws {
+            guard start <= end else { return }
+            try txn.scan(tables.log, from: start) { key, value in
+                let position = try UInt64(lmdbBytes: key)
+                guard position <= end else { return false }
+                return try body(position, value)
+            }
+        }
+
+        func position(ofEventID id: String) throws -> UInt64? {
+            try txn.value(in: tables.events, forKey: id)
+        }
+
+        func holder(ofTransaction transaction: String) throws -> EntryReference? {
+            try txn.withValue(in: tables.transactions, forKey: LMDBLedgerStorage.transactionKey(transaction)) { bytes in
+                try LMDBLedgerStorage.decodeEntry(bytes)
+            }
+        }
+
+        func positions(ofAccount account: String, after position: UInt64, limit: Int) throws -> [UInt64] {
+            let prefix = LMDBLedgerStorage.historyPrefix(account)
+            var positions: [UInt64] = []
+            guard limit > 0, position < UInt64.max else { return positions }
+            try txn.scan(tables.history, from: LMDBLedgerStorage.historyKey(account, position + 1)) { key, _ in
+                guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+                positions.append(UInt64(bigEndian: key.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self)))
+                return positions.count < limit
+            }
+            return positions
+        }
+
+        func hasHistoryEntry(account: String, position: UInt64) throws -> Bool {
+            try txn.contains(tables.history, key: LMDBLedgerStorage.historyKey(account, position))
+        }
+
+        func accountCount() throws -> Int {
+            // One seek per account: from an account's first key, jump past its last possible key.
+            var count = 0
+            try txn.withCursor(tables.history) { cursor in
+                var entry = try cursor.first()
+                while let key = entry?.key, key.count > 8 {
+                    count += 1
+                    entry = try cursor.seek(atOrAfter: Array(key.prefix(key.count - 8)) + [UInt8](repeating: 0xFF, count: 9))
+                }
+            }
+            return count
+        }
+
+        func catalogs() throws -> [(effectiveFrom: UInt64, json: [UInt8])] {
+            var result: [(effectiveFrom: UInt64, json: [UInt8])] = []
+            try txn.scan(tables.catalogs) { key, value in
+                result.append((try UInt64(lmdbBytes: key), Array(value)))
+                return true
+            }
+            return result
+        }
+
+        func formatMarker() throws -> String? {
+            try txn.value(in: tables.meta, forKey: "format")
+        }
+
+        func counts() throws -> StorageCounts {
+            StorageCounts(
+                records: try txn.count(tables.log), eventIDs: try txn.count(tables.events),
+                transactions: try txn.count(tables.transactions), historyEntries: try txn.count(tables.history))
+        }
+    }
+
+    final class Writer: Reader, LedgerStorageWriter {
+        private var write: WriteTransaction { txn as! WriteTransaction }
+
+        func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
+            try write.append(record, in: tables.log, forKey: position)
+            try write.put(position, in: tables.events, forKey: eventID)
+            try write.put(EmptyValue(), in: tables.history, forKey: LMDBLedgerStorage.historyKey(account, position))
+        }
+
+        func setHolder(_ entry: EntryReference, ofTransaction transaction: String) throws {
+            try write.put(LMDBLedgerStorage.encode(entry), in: tables.transactions, forKey: LMDBLedgerStorage.transactionKey(transaction))
+        }
+
+        func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws {
+            try write.put(json, in: tables.catalogs, forKey: position)
+        }
+
+        func setFormatMarker(_ marker: String) throws {
+            try write.put(marker, in: tables.meta, forKey: "format")
+        }
+
+        func discard() {
+            write.discard()
+        }
+    }
+}

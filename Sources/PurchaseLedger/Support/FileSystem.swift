@@ -1,0 +1,104 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A file-system call failed: the call, the path and `strerror` of errno.
+public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var path: String
+    public var operation: String
+    public var errno: Int32
+
+    public var description: String {
+        "\(operation) \(path): \(String(cString: strerror(errno)))"
+    }
+}
+
+/// Reads whole files without Foundation.
+enum FileBytes {
+    static func contents(of path: String) throws(FileSystemError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystemError(path: path, operation: "open", errno: errno) }
+        defer { close(fd) }
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError(path: path, operation: "read", errno: errno)
+            }
+            if count == 0 { return result }
+            result.append(contentsOf: chunk[0..<count])
+        }
+    }
+}
+
+/// The directory operations a ledger needs.
+enum Directory {
+    enum Status { case missing, empty, nonEmpty, notADirectory }
+
+    static func status(_ path: String) -> Status {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return .missing }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return .notADirectory }
+        guard let dir = opendir(path) else { return .nonEmpty }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { return .nonEmpty }
+        }
+        return .empty
+    }
+
+    static func create(_ path: String) throws(FileSystemError) {
+        guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
+            throw FileSystemError(path: path, operation: "mkdir", errno: errno)
+        }
+    }
+
+    static func fileExists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0
+    }
+
+    /// Size in bytes of the file at `path`, nil when it does not exist.
+    static func fileSize(_ path: String) -> Int? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int(info.st_size)
+    }
+}
+
+/// An exclusive advisory lock on a file, held until released or the process ends. It keeps two
+/// processes from writing one ledger: each keeps its projections in memory, and a second writer
+/// would validate against a state that no longer holds.
+final class ExclusiveFileLock: Sendable {
+    private let fd: Atomic<Int32>
+
+    /// Returns nil when another process holds the lock.
+    init?(path: String) throws(FileSystemError) {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw FileSystemError(path: path, operation: "open", errno: errno) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let error = errno
+            close(fd)
+            if error == EWOULDBLOCK { return nil }
+            throw FileSystemError(path: path, operation: "flock", errno: error)
+        }
+        self.fd = Atomic(fd)
+    }
+
+    deinit {
+        release()
+    }
+
+    func release() {
+        let fd = fd.exchange(-1, ordering: .acquiringAndReleasing)
+        if fd >= 0 { close(fd) }
+    }
+}

@@ -1,0 +1,108 @@
+import ArgumentParser
+import PurchaseLedger
+
+extension LedgerCommand {
+    struct History: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List an account's events in log order.")
+
+        @Option(help: ArgumentHelp("The account.", valueName: "A"))
+        var account: String
+
+        @Option(help: ArgumentHelp("Start after this position.", valueName: "N"))
+        var after: UInt64 = 0
+
+        @Option(help: "Print at most this many events.")
+        var limit: Int = .max
+
+        @OptionGroup var format: OutputFormat
+        @OptionGroup var location: LedgerLocation
+
+        func validate() throws {
+            guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
+        }
+
+        func run() async throws {
+            try await runOrFail {
+                let log = try LedgerLog.open(at: location.directory)
+                defer { log.close() }
+                let records = try log.history(account: account, after: after, limit: limit)
+                var out = ""
+                for record in records {
+                    if format.json {
+                        out += "{\"position\": \(record.position), \"event\": \(record.event.jsonLine)}\n"
+                    } else {
+                        out += Self.describe(record) + "\n"
+                    }
+                }
+                if records.isEmpty && !format.json { out = "no events for account \(account)\n" }
+                Console.output(out)
+            }
+        }
+
+        /// `  12  2026-03-01T09:30:00Z  transactionUpdated  p1 purchased transaction 1000…`
+        static func describe(_ record: LogRecord) -> String {
+            let event = record.event
+            var detail: [String] = []
+            switch event.payload {
+            case .paymentAdded(let added):
+                detail = [added.payment, added.product] + (added.quantity.map { ["×\($0)"] } ?? [])
+            case .transactionUpdated(let update):
+                detail = [update.payment, update.state.rawValue]
+                if let transaction = update.transaction { detail.append("transaction \(transaction)") }
+                if let original = update.originalTransaction { detail.append("original \(original)") }
+                if let error = update.error { detail.append("error \(error)") }
+                if let expiresAt = update.expiresAt { detail.append("expires \(expiresAt)") }
+                if let product = update.product { detail.append(product) }
+            case .downloadUpdated(let download):
+                detail = [download.payment, "download \(download.download)", download.state.rawValue,
+                          "\(Int(((download.progress ?? 0) * 100).rounded()))%"]
+            case .transactionFinished(let finished):
+                detail = [finished.payment]
+            case .consumed(let consumed):
+                detail = ["\(consumed.amount) \(consumed.item)"]
+            case .revoked(let revoked):
+                detail = ["transaction \(revoked.transaction)"] + (revoked.reason.map { ["(\($0))"] } ?? [])
+            }
+            let position = String(record.position)
+            let padded = String(repeating: " ", count: max(0, 8 - position.count)) + position
+            return "\(padded)  \(event.at)  \(event.type.rawValue)  \(detail.joined(separator: " "))  [\(event.id)]"
+        }
+    }
+
+    struct Stats: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a ledger's size: events, accounts, positions, catalog and data file.")
+
+        @OptionGroup var format: OutputFormat
+        @OptionGroup var location: LedgerLocation
+
+        func run() async throws {
+            try await runOrFail {
+                let log = try LedgerLog.open(at: location.directory)
+                defer { log.close() }
+                let events = try log.lastPosition()
+                let accounts = try log.accountCount()
+                let products = try log.catalog().products.count
+                let size = log.fileSize()
+                if format.json {
+                    Console.output("{\"events\": \(events), \"accounts\": \(accounts), \"firstPosition\": \(events > 0 ? 1 : 0), \"lastPosition\": \(events), \"products\": \(products), \"fileSize\": \(size)}\n")
+                } else {
+                    Console.output("""
+                        events     \(grouped(events))
+                        accounts   \(grouped(accounts))
+                        positions  \(events > 0 ? "1 … \(grouped(events))" : "none")
+                        products   \(products)
+                        file size  \(grouped(size)) bytes (\(megabytes(size)))
+
+                        """)
+                }
+            }
+        }
+
+        private func megabytes(_ bytes: Int) -> String {
+            let tenths = (bytes * 10 + (1 << 19)) >> 20
+            return "\(tenths / 10).\(tenths % 10) MiB"
+        }
+    }
+}

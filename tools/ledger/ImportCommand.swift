@@ -1,0 +1,221 @@
+import ArgumentParser
+import PurchaseLedger
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension LedgerCommand {
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Append the events of a JSON Lines file to a ledger, creating the ledger when needed.",
+            discussion: """
+                Every line is answered: appended, duplicate, or rejected with the spec's error code. \
+                Events are committed in batches; a report line is written only once its batch is durable. \
+                Exits 0 when every line was read, whatever the outcomes.
+                """)
+
+        @Option(help: ArgumentHelp("The catalog (interchange JSON, or an Xcode .storekit file). Required to create a ledger.", valueName: "CATALOG"))
+        var catalog: String?
+
+        @Option(help: ArgumentHelp("Write one JSON outcome per input line to this file ('-' for standard output).", valueName: "REPORT"))
+        var report: String?
+
+        @Option(help: "Events per durable commit.")
+        var batchSize = 1000
+
+        @OptionGroup var location: LedgerLocation
+
+        @Argument(help: ArgumentHelp("The events, as JSON Lines ('-' for standard input).", valueName: "EVENTS"))
+        var events: String
+
+        func validate() throws {
+            guard (1...100_000).contains(batchSize) else {
+                throw ValidationError("--batch-size must be from 1 to 100000")
+            }
+        }
+
+        func run() async throws {
+            try await runOrFail {
+                let catalogValue = try catalog.map { try Catalog(contentsOfFile: $0) }
+                var input = try LineReader(path: events, maximumLength: Event.maximumJSONLineLength)
+                defer { input.closeInput() }
+                let reportOutput = try report.map { try ReportOutput(path: $0) }
+                defer { reportOutput?.close() }
+                let ledger = try Ledger.open(at: location.directory, catalog: catalogValue)
+                var importer = Importer(ledger: ledger, report: reportOutput, showsProgress: Console.errorIsTerminal)
+                do {
+                    try await importer.run(&input, batchSize: batchSize)
+                } catch {
+                    await ledger.close()
+                    throw error
+                }
+                await ledger.close()
+                Console.error(importer.summary(directory: location.directory))
+            }
+        }
+    }
+}
+
+/// Reads lines in batches, appends each batch in one durable commit, and reports outcomes in
+/// input order. The next batch is parsed while the previous one commits.
+struct Importer {
+    let ledger: Ledger
+    let report: ReportOutput?
+    let showsProgress: Bool
+
+    private(set) var lines = 0
+    private(set) var appended = 0
+    private(set) var duplicates = 0
+    private(set) var rejections: [String: Int] = [:]
+    private let clock = ContinuousClock()
+    private var started: ContinuousClock.Instant
+    private var lastProgress: ContinuousClock.Instant
+
+    init(ledger: Ledger, report: ReportOutput?, showsProgress: Bool) {
+        self.ledger = ledger
+        self.report = report
+        self.showsProgress = showsProgress
+        started = clock.now
+        lastProgress = started
+    }
+
+    /// One input line: the event to append, or why it was rejected before reaching the ledger.
+    private enum Parsed {
+        case event(Event)
+        case rejected(LedgerError)
+    }
+
+    private struct Batch {
+        var firstLine: Int
+        var lines: [Parsed]
+        var appending: Task<[AppendResult], any Error>
+    }
+
+    mutating func run(_ input: inout LineReader, batchSize: Int) async throws {
+        var inFlight: Batch?
+        while true {
+            let (parsed, firstLine) = try readBatch(&input, size: batchSize)
+            let next: Batch? = parsed.isEmpty ? nil : {
+                let events = parsed.compactMap { if case .event(let event) = $0 { event } else { nil } }
+                let ledger = self.ledger
+                return Batch(firstLine: firstLine, lines: parsed, appending: Task { try await ledger.append(contentsOf: events) })
+            }()
+            if let previous = inFlight {
+                try await finish(previous)
+            }
+            guard let next else { break }
+            inFlight = next
+        }
+        if showsProgress { Console.status("\r\u{1B}[K") }
+    }
+
+    private mutating func readBatch(_ input: inout LineReader, size: Int) throws -> ([Parsed], Int) {
+        var parsed: [Parsed] = []
+        parsed.reserveCapacity(size)
+        let firstLine = lines + 1
+        while parsed.count < size, let line = try input.next() {
+            lines += 1
+            if line.isTruncated {
+                parsed.append(.rejected(LedgerError(.invalidEvent, "the line is longer than \(Event.maximumJSONLineLength) bytes")))
+                continue
+            }
+            do {
+                let event = try line.bytes.withUnsafeBufferPointer { buffer throws(LedgerError) in try Event(jsonLine: buffer) }
+                parsed.append(.event(event))
+            } catch {
+                parsed.append(.rejected(error))
+            }
+        }
+        return (parsed, firstLine)
+    }
+
+    /// Waits for the batch's commit, then writes its report lines.
+    private mutating func finish(_ batch: Batch) async throws {
+        let results: [AppendResult]
+        do {
+            results = try await batch.appending.value
+        } catch {
+            throw CommandFailure(message: "lines \(batch.firstLine)–\(batch.firstLine + batch.lines.count - 1) were not imported: \(describe(error))")
+        }
+        var reportText = ""
+        var next = results.makeIterator()
+        for (offset, line) in batch.lines.enumerated() {
+            let number = batch.firstLine + offset
+            let outcome: AppendResult
+            switch line {
+            case .event: outcome = next.next()!
+            case .rejected(let error): outcome = .failure(error)
+            }
+            switch outcome {
+            case .success(.appended(let position)):
+                appended += 1
+                reportText += "{\"line\": \(number), \"outcome\": \"appended\", \"position\": \(position)}\n"
+            case .success(.duplicate(let position)):
+                duplicates += 1
+                reportText += "{\"line\": \(number), \"outcome\": \"duplicate\", \"position\": \(position)}\n"
+            case .failure(let error):
+                rejections[error.code.rawValue, default: 0] += 1
+                reportText += "{\"line\": \(number), \"outcome\": \"rejected\", \"error\": \"\(error.code.rawValue)\"}\n"
+            }
+        }
+        try report?.write(reportText)
+        showProgress()
+    }
+
+    private mutating func showProgress() {
+        guard showsProgress else { return }
+        let now = clock.now
+        guard now - lastProgress > .milliseconds(200) else { return }
+        lastProgress = now
+        Console.status("\r\u{1B}[K\(grouped(lines)) lines · \(grouped(appended)) appended · \(grouped(rate(now))) lines/s")
+    }
+
+    private func rate(_ now: ContinuousClock.Instant) -> Int {
+        let elapsed = now - started
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return seconds > 0 ? Int(Double(lines) / seconds) : 0
+    }
+
+    func summary(directory: String) -> String {
+        let rejected = rejections.values.reduce(0, +)
+        var text = "imported \(grouped(lines)) lines into \(directory): \(grouped(appended)) appended, \(grouped(duplicates)) duplicate, \(grouped(rejected)) rejected"
+        if rejected > 0 {
+            let codes = rejections.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
+            text += " (" + codes.map { "\($0.key) \(grouped($0.value))" }.joined(separator: ", ") + ")"
+        }
+        return text + "; \(rate(clock.now)) lines/s; log at position \(ledger.position)"
+    }
+}
+
+struct CommandFailure: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+/// Where report lines go: a file (created or truncated) or standard output.
+final class ReportOutput {
+    private let fd: Int32
+    private let path: String
+
+    init(path: String) throws {
+        if path == "-" {
+            fd = STDOUT_FILENO
+            self.path = "standard output"
+        } else {
+            fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw CommandFailure(message: "cannot write the report \(path): \(String(cString: strerror(errno)))") }
+            self.path = path
+        }
+    }
+
+    func write(_ text: String) throws {
+        Console.send(Array(text.utf8), to: fd)
+    }
+
+    func close() {
+        if fd != STDOUT_FILENO { _ = fsync(fd); Glibc.close(fd) }
+    }
+}

@@ -1,0 +1,51 @@
+import ArgumentParser
+import PurchaseLedger
+
+/// The ledger directory every subcommand works on.
+struct LedgerLocation: ParsableArguments {
+    @Argument(help: ArgumentHelp("The ledger directory.", valueName: "LEDGER_DIR"))
+    var directory: String
+}
+
+/// Output format shared by the commands that can print JSON.
+struct OutputFormat: ParsableArguments {
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+}
+
+extension ExitCode {
+    /// `verify` found damage.
+    static let damaged = ExitCode(1)
+    /// The command could not do its job.
+    static let couldNotRun = ExitCode(2)
+}
+
+/// Runs `body`; on failure prints `ledger: <message>` to stderr and exits with status 2.
+func runOrFail<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let exit as ExitCode {
+        throw exit
+    } catch {
+        Console.error("ledger: \(describe(error))")
+        throw ExitCode.couldNotRun
+    }
+}
+
+/// A message for an error, without Swift type decoration.
+func describe(_ error: any Error) -> String {
+    switch error {
+    case let error as StorageError: error.message + (error.cause.map { " (\($0))" } ?? "")
+    case let error as CatalogError: "catalog: " + error.message
+    case let error as LedgerError: error.description
+    default: "\(error)"
+    }
+}
+
+/// Parses `--as-of`.
+func parseTimestamp(_ text: String) throws -> Timestamp {
+    guard let time = Timestamp(rfc3339: text) else {
+        throw ValidationError("'\(text)' is not an RFC 3339 timestamp such as 2026-01-31T12:00:00Z")
+    }
+    return time
+}
