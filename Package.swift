@@ -59,7 +59,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PurchaseLedgerTests",
-            dependencies: ["PurchaseLedger", "LMDB"],
+            dependencies: [
+                "PurchaseLedger", "LMDB",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),

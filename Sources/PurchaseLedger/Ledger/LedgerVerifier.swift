@@ -88,7 +88,13 @@ struct LedgerVerifier {
                 nextCatalog += 1
             }
             context.position = position - 1
-            switch try Rules.decide(event, in: context) {
+            let decision: Decision
+            do {
+                decision = try Rules.decide(event, in: context)
+            } catch let disagreement as IndexDisagreement {
+                throw damage(.indexMismatch, position, disagreement.message)
+            }
+            switch decision {
             case .append: break
             case .duplicate(let earlier):
                 throw damage(.ruleViolation, position, "event \"\(event.id)\" repeats the event at position \(earlier)")
@@ -160,6 +166,10 @@ struct LedgerVerifier {
 /// The rules' view during verification: the state replayed so far, and the indexes as they
 /// were before the record under check (an index entry pointing at a later position does not
 /// count yet).
+struct IndexDisagreement: Error {
+    var message: String
+}
+
 private struct VerificationContext: RuleContext {
     let reader: any LedgerStorageReader
     var catalog: Catalog
@@ -172,8 +182,16 @@ private struct VerificationContext: RuleContext {
         self.catalog = catalog
     }
 
+    /// The index's answer, checked against the log: an index entry naming an earlier record
+    /// that does not carry this id is damage to the index, not a duplicate.
     func position(ofEventID id: String) throws -> UInt64? {
         guard let found = try reader.position(ofEventID: id), found <= position else { return nil }
+        var matches = false
+        try reader.forEachRecord(from: found, through: found) { key, bytes in
+            matches = key == found && (try? LogRecordCodec.decode(bytes, expectedPosition: key))?.id == id
+            return false
+        }
+        guard matches else { throw IndexDisagreement(message: "the event-id index points event \"\(id)\" at position \(found), which holds another event") }
         return found
     }
 

@@ -1,0 +1,97 @@
+@testable import PurchaseLedger
+
+/// SplitMix64: a small, seeded, reproducible random number generator.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D2_49D1_33B8_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Generates event streams of every type that exercise every rule: small pools of accounts,
+/// payments, store transactions and downloads so that they collide; redeliveries under new ids;
+/// repeated ids; refunds; expiries around `newYear`. Most events are plausible StoreKit flows,
+/// some are not, so every error code shows up.
+struct EventStreamGenerator {
+    var random: SeededGenerator
+    let products = wordGameCatalog.products.map(\.id)
+    var emitted: [Event] = []
+    var clock = newYear
+    var counter = 0
+
+    init(seed: UInt64) {
+        random = SeededGenerator(seed: seed)
+    }
+
+    private mutating func pick<T>(_ items: [T]) -> T {
+        items[Int.random(in: 0..<items.count, using: &random)]
+    }
+
+    private mutating func chance(_ percent: Int) -> Bool {
+        Int.random(in: 0..<100, using: &random) < percent
+    }
+
+    mutating func events(_ count: Int) -> [Event] {
+        var result: [Event] = []
+        result.reserveCapacity(count)
+        for _ in 0..<count {
+            let event = next()
+            emitted.append(event)
+            result.append(event)
+        }
+        return result
+    }
+
+    private mutating func next() -> Event {
+        counter += 1
+        clock = Timestamp(seconds: clock.seconds + Int64.random(in: 1...600, using: &random), nanoseconds: chance(20) ? 500_000_000 : 0)
+        // Some events repeat an earlier id or an earlier content under a new id.
+        if !emitted.isEmpty, chance(6) {
+            var copy = pick(emitted)
+            if chance(50) { copy.id = "e\(counter)" }
+            return copy
+        }
+        let account = pick(["ana", "ben", "cleo"])
+        let payment = "p\(Int.random(in: 1...8, using: &random))"
+        let transaction = "\(1_000_000 + Int.random(in: 1...16, using: &random))"
+        let id = "e\(counter)"
+        let payload: Event.Payload
+        switch Int.random(in: 0..<100, using: &random) {
+        case 0..<18:
+            payload = .paymentAdded(PaymentAdded(
+                payment: payment, product: chance(5) ? "com.example.unknown" : pick(products),
+                quantity: chance(30) ? Int.random(in: 1...3, using: &random) : nil))
+        case 18..<55:
+            let state = pick(TransactionState.allCases)
+            let expires = chance(30) ? Timestamp(seconds: newYear.seconds + Int64.random(in: -3...3, using: &random) * 86_400) : nil
+            payload = .transactionUpdated(TransactionUpdated(
+                payment: payment, state: state,
+                transaction: state == .purchased || state == .restored ? transaction : nil,
+                originalTransaction: state == .restored || chance(25) ? "\(1_000_000 + Int.random(in: 1...16, using: &random))" : nil,
+                error: state == .failed ? pick(["paymentCancelled", "unknown"]) : nil,
+                expiresAt: expires,
+                product: chance(40) ? pick(products) : nil))
+        case 55..<70:
+            payload = .downloadUpdated(DownloadUpdated(
+                payment: payment, download: "d\(Int.random(in: 1...2, using: &random))", state: pick(DownloadState.allCases),
+                progress: chance(80) ? Double(Int.random(in: 0...4, using: &random)) / 4 : nil,
+                timeRemaining: chance(30) ? Double(Int.random(in: -1...30, using: &random)) : nil))
+        case 70..<85:
+            payload = .transactionFinished(TransactionFinished(payment: payment))
+        case 85..<93:
+            payload = .consumed(Consumed(item: pick(["hints", "com.example.gem"]), amount: Int64.random(in: 1...40, using: &random)))
+        default:
+            payload = .revoked(Revoked(transaction: transaction, reason: chance(50) ? "refund" : nil))
+        }
+        return Event(id: id, account: account, at: clock, payload: payload)
+    }
+}

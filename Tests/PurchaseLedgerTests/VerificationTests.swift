@@ -1,0 +1,109 @@
+import Testing
+@testable import PurchaseLedger
+import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `verify` finds damage and names its position; an intact ledger verifies.
+struct VerificationTests {
+    /// Appends `count` generated events in one commit, so that each record is written to the
+    /// data file exactly once (no stale copy in a freed page), then closes the ledger.
+    private func makeLedger(_ path: String, count: Int) async throws -> [LogRecord] {
+        let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+        var generator = EventStreamGenerator(seed: 5)
+        _ = try await ledger.append(contentsOf: generator.events(count))
+        var records: [LogRecord] = []
+        for try await record in ledger.records() { records.append(record) }
+        await ledger.close()
+        return records
+    }
+
+    private func verify(_ path: String) throws -> VerificationReport {
+        let log = try LedgerLog.open(at: path)
+        defer { log.close() }
+        return log.verify()
+    }
+
+    @Test func anIntactLedgerVerifies() async throws {
+        try await withTemporaryDirectory { directory in
+            let records = try await makeLedger(directory + "/ledger", count: 400)
+            let report = try verify(directory + "/ledger")
+            #expect(report.isIntact)
+            #expect(report.intactRecords == UInt64(records.count))
+        }
+    }
+
+    /// `at`: where in the log the damaged record lies, as a fraction of its length.
+    @Test(arguments: [0.0, 0.3, 0.5, 1.0])
+    func aFlippedByteInARecordIsFoundAtItsPosition(at fraction: Double) async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let records = try await makeLedger(path, count: 300)
+            let target = records[Int(fraction * Double(records.count - 1))]
+            let bytes = LogRecordCodec.record(target.event, position: target.position)
+            var file = try fileBytes(path + "/data.mdb")
+            let offsets = occurrences(of: bytes, in: file)
+            try #require(offsets.count == 1, "the record must be in the file exactly once")
+            file[offsets[0] + bytes.count / 2] ^= 0x20
+            try writeFile(path + "/data.mdb", file)
+
+            let report = try verify(path)
+            #expect(report.damage?.kind == .checksum)
+            #expect(report.damage?.position == target.position)
+            #expect(report.intactRecords == target.position - 1)
+            // A ledger with a damaged record does not open: no wrong answers served.
+            #expect(throws: StorageError.self) { try Ledger.open(at: path, configuration: .testing) }
+        }
+    }
+
+    @Test func anIndexThatDisagreesWithTheLogIsFound() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let records = try await makeLedger(path, count: 200)
+            // Point one event id at another position, through the storage itself.
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            let victim = records[10]
+            try storage.write { writer in
+                let lmdb = writer as! LMDBLedgerStorage.Writer
+                try (lmdb.txn as! LMDB.WriteTransaction).put(UInt64(3), in: lmdb.tables.events, forKey: victim.event.id)
+            }
+            storage.close()
+            let report = try verify(path)
+            #expect(report.damage?.kind == .indexMismatch)
+            #expect(report.damage?.position == victim.position)
+        }
+    }
+
+    @Test func aMissingRecordIsAGap() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            _ = try await makeLedger(path, count: 200)
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try storage.write { writer in
+                let lmdb = writer as! LMDBLedgerStorage.Writer
+                try (lmdb.txn as! LMDB.WriteTransaction).delete(in: lmdb.tables.log, key: UInt64(20))
+            }
+            storage.close()
+            let report = try verify(path)
+            #expect(report.damage?.kind == .sequenceGap)
+            #expect(report.damage?.position == 20)
+        }
+    }
+
+    private func occurrences(of needle: [UInt8], in haystack: [UInt8]) -> [Int] {
+        guard let first = needle.first, needle.count <= haystack.count else { return [] }
+        var found: [Int] = []
+        var index = 0
+        while index <= haystack.count - needle.count {
+            if haystack[index] == first && haystack[index..<index + needle.count].elementsEqual(needle) {
+                found.append(index)
+            }
+            index += 1
+        }
+        return found
+    }
+}
