@@ -66,16 +66,17 @@ public final class Ledger: Sendable {
         self.configuration = configuration
         let logger = configuration.logger
 
-        var lock: ExclusiveFileLock?
-        if !configuration.readOnly {
-            try LedgerDirectory.prepareForWriting(directory, creating: newCatalog != nil)
-            lock = try LedgerDirectory.lockForWriting(directory)
-        } else {
+        if configuration.readOnly {
             try LedgerDirectory.checkExists(directory)
+        } else {
+            try LedgerDirectory.prepareForWriting(directory, creating: newCatalog != nil)
         }
-        writerLock = lock
+        storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
+        var lock: ExclusiveFileLock?
         do {
-            storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
+            if !configuration.readOnly {
+                lock = try LedgerDirectory.lockForWriting(directory)
+            }
             log = LogReader(storage: storage)
             catalog = try Self.establishCatalog(newCatalog, storage: storage, directory: directory, logger: logger)
             let last = try log.lastPosition()
@@ -86,8 +87,10 @@ public final class Ledger: Sendable {
             ])
         } catch {
             lock?.release()
+            storage.close()
             throw error
         }
+        writerLock = lock
         if configuration.readOnly {
             writeQueue = nil
         } else {

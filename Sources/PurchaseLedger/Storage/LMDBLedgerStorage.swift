@@ -15,6 +15,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     let environment: Environment
     let isReadOnly: Bool
+    private let claim: OpenEnvironments.Claim
     private let directory: String
     private let tables: Tables
 
@@ -30,7 +31,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     init(directory: String, configuration: Environment.Configuration) throws {
         self.directory = directory
         isReadOnly = configuration.readOnly
-        environment = try Environment(directory: directory, configuration: configuration)
+        claim = try OpenEnvironments.claim(directory)
+        do {
+            environment = try Environment(directory: directory, configuration: configuration)
+        } catch {
+            claim.release()
+            throw error
+        }
         do {
             tables = try environment.openTables { opener in
                 Tables(
@@ -43,6 +50,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         } catch {
             environment.close()
+            claim.release()
             throw error
         }
     }
@@ -61,6 +69,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     func close() {
         environment.close()
+        claim.release()
     }
 
     // MARK: Keys
