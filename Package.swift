@@ -48,6 +48,7 @@ let package = Package(
             dependencies: [
                 "PurchaseLedger",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "tools/ledger",
             swiftSettings: strictSettings
@@ -66,9 +67,11 @@ let package = Package(
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
+        // Runs the built `ledger` binary, as scripts do.
         .testTarget(
             name: "LedgerToolTests",
-            dependencies: ["LedgerTool", "PurchaseLedger"],
+            dependencies: ["LedgerTool"],
+            exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
     ],

@@ -1,1 +1,230 @@
 import Testing
+@testable import LMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The safe LMDB layer against the real liblmdb, one temporary directory per test.
+struct EnvironmentTests {
+    struct Tables {
+        var numbers: Table<UInt64, String>
+        var names: Table<String, UInt64>
+        var blobs: Table<UInt64, [UInt8]>
+    }
+
+    private func withEnvironment<R>(
+        _ configure: (inout Environment.Configuration) -> Void = { _ in },
+        _ body: (Environment, Tables, String) throws -> R
+    ) throws -> R {
+        var template = Array("/tmp/lmdb-test-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw LMDBError(code: .invalidArgument, operation: "mkdtemp") }
+        let directory = String(cString: made)
+        defer {
+            unlink(directory + "/data.mdb")
+            unlink(directory + "/lock.mdb")
+            rmdir(directory)
+        }
+        var configuration = Environment.Configuration()
+        configure(&configuration)
+        let environment = try Environment(directory: directory, configuration: configuration)
+        defer { environment.close() }
+        let tables = try environment.openTables { opener in
+            Tables(numbers: try opener.table("numbers"), names: try opener.table("names"), blobs: try opener.table("blobs"))
+        }
+        return try body(environment, tables, directory)
+    }
+
+    @Test func writesAndReadsTypedValues() throws {
+        try withEnvironment { environment, tables, _ in
+            try environment.write { txn throws in
+                try txn.put("one", in: tables.numbers, forKey: 1)
+                try txn.put("two", in: tables.numbers, forKey: 2)
+                try txn.put(1, in: tables.names, forKey: "one")
+                // A write transaction reads its own writes.
+                #expect(try txn.value(in: tables.numbers, forKey: 2) == "two")
+            }
+            try environment.read { txn throws in
+                #expect(try txn.value(in: tables.numbers, forKey: 1) == "one")
+                #expect(try txn.value(in: tables.numbers, forKey: 3) == nil)
+                #expect(try txn.value(in: tables.names, forKey: "one") == 1)
+                #expect(try txn.count(tables.numbers) == 2)
+                #expect(try txn.contains(tables.numbers, key: 2))
+            }
+        }
+    }
+
+    @Test func insertRefusesExistingKeysAndAppendRefusesOutOfOrderKeys() throws {
+        try withEnvironment { environment, tables, _ in
+            try environment.write { txn throws in
+                #expect(try txn.insert("a", in: tables.numbers, forKey: 1))
+                #expect(try !txn.insert("b", in: tables.numbers, forKey: 1))
+                try txn.append("c", in: tables.numbers, forKey: 5)
+                let error = #expect(throws: LMDBError.self) { try txn.append("d", in: tables.numbers, forKey: 4) }
+                #expect(error?.code == .keyExists)
+                #expect(error?.message.isEmpty == false)
+            }
+        }
+    }
+
+    @Test func bigEndianKeysScanInNumericOrder() throws {
+        try withEnvironment { environment, tables, _ in
+            try environment.write { txn throws in
+                for key: UInt64 in [300, 2, 70_000, 1, 256] { try txn.put("\(key)", in: tables.numbers, forKey: key) }
+            }
+            var keys: [UInt64] = []
+            try environment.read { txn throws in
+                try txn.scan(tables.numbers, from: 2) { key, _ in
+                    keys.append(try UInt64(lmdbBytes: key))
+                    return true
+                }
+                #expect(try txn.lastKey(tables.numbers) == 70_000)
+            }
+            #expect(keys == [2, 256, 300, 70_000])
+        }
+    }
+
+    @Test func aThrowingWriteLeavesNothing() throws {
+        struct Stop: Error {}
+        try withEnvironment { environment, tables, _ in
+            #expect(throws: Stop.self) {
+                try environment.write { txn throws in
+                    try txn.put("lost", in: tables.numbers, forKey: 1)
+                    throw Stop()
+                }
+            }
+            try environment.read { txn throws in #expect(try txn.count(tables.numbers) == 0) }
+        }
+    }
+
+    @Test func aDiscardedWriteDoesNotTouchTheFile() throws {
+        try withEnvironment { environment, tables, directory in
+            try environment.write { txn throws in try txn.put("kept", in: tables.numbers, forKey: 1) }
+            let before = try contents(directory + "/data.mdb")
+            try environment.write { txn throws in
+                try txn.put("dropped", in: tables.numbers, forKey: 2)
+                txn.discard()
+            }
+            #expect(try contents(directory + "/data.mdb") == before)
+            try environment.read { txn throws in #expect(try txn.count(tables.numbers) == 1) }
+        }
+    }
+
+    @Test func theMapGrowsByItselfAndTheWriteRunsAgain() throws {
+        try withEnvironment({ $0.initialMapSize = 64 << 10 }) { environment, tables, _ in
+            var attempts = 0
+            let value = String(repeating: "v", count: 1000)
+            try environment.write { txn throws in
+                attempts += 1
+                for key in 0..<UInt64(2000) { try txn.put(value, in: tables.numbers, forKey: key) }
+            }
+            #expect(attempts > 1, "the first attempt must have hit MDB_MAP_FULL")
+            let info = try environment.info()
+            #expect(info.growthCount >= 1)
+            #expect(info.mapSize >= 2 << 20)
+            try environment.read { txn throws in #expect(try txn.count(tables.numbers) == 2000) }
+        }
+    }
+
+    @Test func aMaximumMapSizeEndsGrowthWithMapFull() throws {
+        try withEnvironment({ $0.initialMapSize = 64 << 10; $0.maximumMapSize = 256 << 10 }) { environment, tables, _ in
+            let value = [UInt8](repeating: 7, count: 4000)
+            let error = #expect(throws: LMDBError.self) {
+                try environment.write { txn throws in
+                    for key in 0..<UInt64(1000) { try txn.put(value, in: tables.blobs, forKey: key) }
+                }
+            }
+            #expect(error?.code == .mapFull)
+            let mapSize = try environment.info().mapSize
+            #expect(mapSize <= 256 << 10)
+        }
+    }
+
+    @Test func readersOnManyTasksWhileTheMapGrows() async throws {
+        try await withEnvironmentAsync { environment, tables in
+            try environment.write { txn throws in try txn.put("seed", in: tables.numbers, forKey: 0) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        for _ in 0..<300 {
+                            try environment.read { txn throws in
+                                #expect(try txn.value(in: tables.numbers, forKey: 0) == "seed")
+                            }
+                            await Task.yield()
+                        }
+                    }
+                }
+                group.addTask {
+                    let value = String(repeating: "w", count: 2000)
+                    for batch in 0..<UInt64(20) {
+                        try environment.write { txn throws in
+                            for key in 1...UInt64(100) { try txn.put(value, in: tables.numbers, forKey: batch * 1000 + key) }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try environment.info().growthCount >= 2)
+        }
+    }
+
+    private func withEnvironmentAsync(_ body: (Environment, Tables) async throws -> Void) async throws {
+        var template = Array("/tmp/lmdb-test-XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        defer {
+            unlink(directory + "/data.mdb")
+            unlink(directory + "/lock.mdb")
+            rmdir(directory)
+        }
+        var configuration = Environment.Configuration()
+        configuration.initialMapSize = 64 << 10
+        let environment = try Environment(directory: directory, configuration: configuration)
+        let tables = try environment.openTables { opener in
+            Tables(numbers: try opener.table("numbers"), names: try opener.table("names"), blobs: try opener.table("blobs"))
+        }
+        try await body(environment, tables)
+        environment.close()
+    }
+
+    @Test func errorsCarryTheCodeAndLMDBsText() throws {
+        var template = Array("/tmp/lmdb-test-XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        defer {
+            unlink(directory + "/data.mdb")
+            rmdir(directory)
+        }
+        let fd = open(directory + "/data.mdb", O_WRONLY | O_CREAT, 0o644)
+        _ = write(fd, Array(repeating: UInt8(0x41), count: 8192), 8192)
+        close(fd)
+        var configuration = Environment.Configuration()
+        configuration.readOnly = true
+        let error = #expect(throws: LMDBError.self) { try Environment(directory: directory, configuration: configuration) }
+        #expect(error?.code == .invalid)
+        #expect(error?.description.contains("mdb_env_open") == true)
+        #expect(error?.message == "MDB_INVALID: File is not an LMDB file")
+
+        let missing = #expect(throws: LMDBError.self) { try Environment(directory: directory + "/nope") }
+        #expect(missing?.code == .noSuchFile)
+    }
+
+    @Test func aClosedEnvironmentRefusesTransactions() throws {
+        try withEnvironment { environment, tables, _ in
+            environment.close()
+            #expect(throws: LMDBError.self) { try environment.read { txn throws in try txn.count(tables.numbers) } }
+        }
+    }
+
+    private func contents(_ path: String) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count <= 0 { return bytes }
+            bytes += chunk[0..<count]
+        }
+    }
+}

@@ -1,1 +1,243 @@
+import Foundation
 import Testing
+
+/// The `ledger` command line, run as a script would: the built binary, its exit status, its
+/// standard output and error, files in a temporary directory.
+struct LedgerToolTests {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+    static let asOf = "2026-01-01T00:00:00Z"
+
+    struct Run {
+        var status: Int32
+        var output: Data
+        var error: String
+        var text: String { String(decoding: output, as: UTF8.self) }
+    }
+
+    /// The `ledger` executable next to the test bundle in the build folder.
+    static var binary: URL {
+        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("ledger").path), directory.path != "/" {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("ledger")
+    }
+
+    @discardableResult
+    func ledger(_ arguments: String..., input: Data? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        let stdin = Pipe()
+        process.standardInput = stdin
+        try process.run()
+        if let input { stdin.fileHandleForWriting.write(input) }
+        try stdin.fileHandleForWriting.close()
+        // Drain both pipes before waiting, so that a large output cannot block the child.
+        let errorData = DataBox()
+        let reading = DispatchGroup()
+        DispatchQueue.global().async(group: reading) { errorData.data = error.fileHandleForReading.readDataToEndOfFile() }
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        reading.wait()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, output: outputData, error: String(decoding: errorData.data, as: UTF8.self))
+    }
+
+    private final class DataBox: @unchecked Sendable {
+        var data = Data()
+    }
+
+    func withDirectory<R>(_ body: (URL) throws -> R) throws -> R {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-tool-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        return try body(directory)
+    }
+
+    /// A JSON document as Foundation objects, for comparisons that ignore key order and number spelling.
+    func json(_ data: Data) throws -> NSObject {
+        try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) as! NSObject
+    }
+
+    // MARK: The interchange format's contract, on streams this code did not answer itself
+
+    static var cases: [String] {
+        let caseNames = (try? FileManager.default.contentsOfDirectory(atPath: fixtures.appendingPathComponent("spec-cases").path)) ?? []
+        let generatedNames = (try? FileManager.default.contentsOfDirectory(atPath: fixtures.appendingPathComponent("generated").path)) ?? []
+        let specCases = caseNames.filter { $0.hasSuffix(".report.jsonl") }.map { "spec-cases/" + $0.dropLast(".report.jsonl".count) }
+        let generated = generatedNames.filter { $0.hasSuffix(".report.jsonl") }.map { "generated/" + $0.dropLast(".report.jsonl".count) }
+        return (specCases + generated).sorted()
+    }
+
+    @Test(arguments: cases)
+    func answersLikeTheSpec(_ name: String) throws {
+        let base = Self.fixtures.appendingPathComponent(name)
+        let folder = base.deletingLastPathComponent()
+        let catalog = name.hasPrefix("generated/") ? base.path + ".catalog.json" : folder.appendingPathComponent("catalog.json").path
+        try withDirectory { directory in
+            let ledgerDir = directory.appendingPathComponent("ledger").path
+            let report = directory.appendingPathComponent("report.jsonl").path
+            let imported = try ledger("import", "--catalog", catalog, "--report", report, ledgerDir, base.path + ".jsonl")
+            #expect(imported.status == 0, "\(imported.error)")
+            let expectedReport = try String(contentsOfFile: base.path + ".report.jsonl", encoding: .utf8)
+            let actualReport = try String(contentsOfFile: report, encoding: .utf8)
+            for (index, (expected, actual)) in zip(expectedReport.split(separator: "\n"), actualReport.split(separator: "\n")).enumerated() {
+                #expect(actual == expected, "line \(index + 1)")
+            }
+            #expect(actualReport.split(separator: "\n").count == expectedReport.split(separator: "\n").count)
+
+            var positions: [String?] = [nil]
+            if let listed = try? String(contentsOfFile: base.path + ".positions", encoding: .utf8) {
+                positions += listed.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init)
+            }
+            for position in positions {
+                let expected = try json(Data(contentsOf: URL(fileURLWithPath: base.path + ".replay.json" + (position.map { ".\($0)" } ?? ""))))
+                let replay = position.map { try? ledger("replay", "--json", "--as-of", Self.asOf, "--position", $0, ledgerDir) }
+                    ?? (try? ledger("replay", "--json", "--as-of", Self.asOf, ledgerDir))
+                let run = try #require(replay)
+                #expect(run.status == 0, "\(run.error)")
+                #expect(try json(run.output) == expected, "replay at \(position ?? "the end")")
+            }
+
+            #expect(try ledger("verify", ledgerDir).status == 0)
+            let exported = try ledger("export", ledgerDir)
+            let exportFile = directory.appendingPathComponent("export.jsonl")
+            try exported.output.write(to: exportFile)
+            let copy = directory.appendingPathComponent("copy").path
+            #expect(try ledger("import", "--catalog", catalog, copy, exportFile.path).status == 0)
+            #expect(try ledger("export", copy).output == exported.output, "export → import → export is byte-identical")
+        }
+    }
+
+    // MARK: Exit codes and messages
+
+    @Test func createsOnlyWithACatalog() throws {
+        try withDirectory { directory in
+            let events = directory.appendingPathComponent("events.jsonl")
+            try Data(#"{"id":"e1","type":"paymentAdded","account":"u1","at":"2026-01-01T00:00:00Z","payment":"p1","product":"com.example.tenhints"}"#.utf8).write(to: events)
+            let run = try ledger("import", directory.appendingPathComponent("new").path, events.path)
+            #expect(run.status == 2)
+            #expect(run.error.contains("catalog"))
+            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("new/data.mdb").path))
+        }
+    }
+
+    @Test func importsFromStandardInputWithAStoreKitCatalog() throws {
+        let storekit = Self.fixtures.deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("PurchaseLedgerTests/Fixtures/UnitTestsConfiguration.storekit")
+        try withDirectory { directory in
+            let ledgerDir = directory.appendingPathComponent("ledger").path
+            let lines = """
+                {"id":"e1","type":"paymentAdded","account":"u1","at":"2026-01-01T00:00:00Z","payment":"p1","product":"lifetime"}
+                {"id":"e2","type":"transactionUpdated","account":"u1","at":"2026-01-01T00:01:00Z","payment":"p1","state":"purchased","transaction":"1"}
+                {"id":"e2","type":"transactionUpdated","account":"u1","at":"2026-01-01T00:01:00Z","payment":"p1","state":"purchased","transaction":"1"}
+                {"id":"e3","type":"transactionFinished","account":"u1","at":"2026-01-01T00:02:00Z","payment":"p2"}
+
+                """
+            let run = try ledger("import", "--catalog", storekit.path, "--report", "-", ledgerDir, "-", input: Data(lines.utf8))
+            #expect(run.status == 0, "\(run.error)")
+            #expect(run.text == """
+                {"line": 1, "outcome": "appended", "position": 1}
+                {"line": 2, "outcome": "appended", "position": 2}
+                {"line": 3, "outcome": "duplicate", "position": 2}
+                {"line": 4, "outcome": "rejected", "error": "unknownPayment"}
+
+                """)
+            #expect(run.error.contains("2 appended, 1 duplicate, 1 rejected"))
+            let replay = try ledger("replay", "--json", ledgerDir)
+            #expect(try json(replay.output) == json(Data(#"{"position": 2, "accounts": {"u1": {"entitlements": ["lifetime"], "balances": {}, "unfinished": [{"payment": "p1", "product": "lifetime", "state": "purchased", "transaction": "1", "downloads": []}]}}}"#.utf8)))
+            // A second import needs no catalog, and appends after the first.
+            let more = #"{"id":"e4","type":"transactionFinished","account":"u1","at":"2026-01-01T00:03:00Z","payment":"p1"}"#
+            let second = try ledger("import", "--report", "-", ledgerDir, "-", input: Data(more.utf8))
+            #expect(second.text == #"{"line": 1, "outcome": "appended", "position": 3}"# + "\n")
+            #expect(try ledger("replay", "--account", "u1", ledgerDir).text.contains("unfinished:   none"))
+            #expect(try ledger("history", "--account", "u1", ledgerDir).text.split(separator: "\n").count == 3)
+            let stats = try ledger("stats", "--json", ledgerDir)
+            let figures = try json(stats.output) as! [String: Any]
+            #expect(figures["events"] as? Int == 3)
+            #expect(figures["accounts"] as? Int == 1)
+            #expect(figures["products"] as? Int == 7)
+        }
+    }
+
+    @Test func verifyExitsOneAndNamesTheDamagedPosition() throws {
+        try withDirectory { directory in
+            let ledgerDir = directory.appendingPathComponent("ledger").path
+            let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
+            let events = (1...40).map { index in
+                #"{"id":"e\#(index)","type":"paymentAdded","account":"user-\#(index)","at":"2026-01-01T00:00:00Z","payment":"payment-\#(index)-abcdefghijklmnop","product":"com.example.tenhints"}"#
+            }.joined(separator: "\n")
+            let eventsFile = directory.appendingPathComponent("events.jsonl")
+            try Data(events.utf8).write(to: eventsFile)
+            // One batch: every record is written to the file exactly once.
+            #expect(try ledger("import", "--catalog", catalog, ledgerDir, eventsFile.path).status == 0)
+            #expect(try ledger("verify", ledgerDir).status == 0)
+
+            let dataFile = URL(fileURLWithPath: ledgerDir + "/data.mdb")
+            var bytes = try Data(contentsOf: dataFile)
+            let marker = Data("payment-27-abcdefghijklmnop".utf8)
+            let ranges = allRanges(of: marker, in: bytes)
+            // The payment id appears in the record only (the indexes hold event ids and accounts).
+            try #require(ranges.count == 1)
+            bytes[ranges[0].lowerBound + 3] ^= 0x01
+            try bytes.write(to: dataFile)
+
+            let verify = try ledger("verify", ledgerDir)
+            #expect(verify.status == 1)
+            #expect(verify.text.contains("position 27"))
+            #expect(verify.text.contains("checksum"))
+            let json = try ledger("verify", "--json", ledgerDir)
+            #expect(json.status == 1)
+            #expect(json.text.contains(#""position": 27"#))
+            // Replay refuses to answer from a damaged log.
+            #expect(try ledger("replay", "--json", ledgerDir).status == 2)
+        }
+    }
+
+    @Test func usageAndUnusableInputs() throws {
+        try withDirectory { directory in
+            #expect(try ledger("replay").status == 64)
+            #expect(try ledger("frobnicate").status == 64)
+            #expect(try ledger("replay", "--json", "--as-of", "tomorrow", directory.path).status == 64)
+            let missing = try ledger("verify", directory.appendingPathComponent("nothing").path)
+            #expect(missing.status == 2)
+            #expect(missing.error.contains("holds no ledger"))
+            let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
+            let unreadable = try ledger("import", "--catalog", catalog, directory.appendingPathComponent("l").path, directory.appendingPathComponent("absent.jsonl").path)
+            #expect(unreadable.status == 2)
+            #expect(unreadable.error.contains("absent.jsonl"))
+            let badCatalog = directory.appendingPathComponent("catalog.json")
+            try Data(#"{"products": [{"id": "a", "type": "gift"}]}"#.utf8).write(to: badCatalog)
+            let refused = try ledger("import", "--catalog", badCatalog.path, directory.appendingPathComponent("l2").path, "-", input: Data())
+            #expect(refused.status == 2)
+            #expect(refused.error.contains("catalog"))
+        }
+    }
+
+    @Test func replayBeyondTheLogIsAnError() throws {
+        try withDirectory { directory in
+            let ledgerDir = directory.appendingPathComponent("ledger").path
+            let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
+            #expect(try ledger("import", "--catalog", catalog, ledgerDir, "-", input: Data()).status == 0)
+            let empty = try ledger("replay", "--json", ledgerDir)
+            #expect(try json(empty.output) == json(Data(#"{"position": 0, "accounts": {}}"#.utf8)))
+            let beyond = try ledger("replay", "--json", "--position", "5", ledgerDir)
+            #expect(beyond.status == 2)
+            #expect(beyond.error.contains("beyond"))
+        }
+    }
+
+    private func allRanges(of needle: Data, in haystack: Data) -> [Range<Int>] {
+        var ranges: [Range<Int>] = []
+        var start = haystack.startIndex
+        while let range = haystack.range(of: needle, in: start..<haystack.endIndex) {
+            ranges.append(range)
+            start = range.upperBound
+        }
+        return ranges
+    }
+}

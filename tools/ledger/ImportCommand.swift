@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 import PurchaseLedger
 
 #if canImport(Glibc)
@@ -44,7 +45,9 @@ extension LedgerCommand {
                 defer { input.closeInput() }
                 let reportOutput = try report.map { try ReportOutput(path: $0) }
                 defer { reportOutput?.close() }
-                let ledger = try Ledger.open(at: location.directory, catalog: catalogValue)
+                var configuration = Ledger.Configuration()
+                configuration.logger.logLevel = .warning
+                let ledger = try Ledger.open(at: location.directory, catalog: catalogValue, configuration: configuration)
                 var importer = Importer(ledger: ledger, report: reportOutput, showsProgress: Console.errorIsTerminal)
                 do {
                     try await importer.run(&input, batchSize: batchSize)
