@@ -1,5 +1,11 @@
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// An LMDB environment: one memory-mapped data file in a directory, with named tables.
 ///
 /// - Reads run in read-only transactions opened with `MDB_NOTLS`, so they are not tied to a
@@ -43,27 +49,45 @@ public final class Environment: @unchecked Sendable {
     /// Guarded by `mapLock` held exclusively; read under the shared lock.
     private var mapSize: Int
     private let closed = Atomic<Bool>(false)
+    /// Set when a map growth failed half-way: LMDB's map is gone, so nothing may touch it again.
+    private let failed = Atomic<Bool>(false)
     private let growthCount = Atomic<Int>(0)
+    /// Transactions open on this thread: a second would deadlock against a pending map growth.
+    private let depth = ThreadLocalCounter()
 
     /// Opens (creating if writable and absent) the environment in `directory`, which must exist.
     public init(directory: String, configuration: Configuration = .init()) throws(LMDBError) {
         self.configuration = configuration
-        handle = try LMDBCall.createEnvironment()
+        let handle = try LMDBCall.createEnvironment()
         do {
             try LMDBCall.setMaxTables(handle, configuration.maxTables)
             try LMDBCall.setMaxReaders(handle, configuration.maxReaders)
-            try LMDBCall.setMapSize(handle, Self.roundedMapSize(configuration.initialMapSize))
+            // An existing environment keeps the map size recorded in its file (LMDB reads it
+            // when none was set); a new one starts at `initialMapSize`.
+            if !Self.dataFileExists(in: directory) {
+                try LMDBCall.setMapSize(handle, Self.roundedMapSize(configuration.initialMapSize))
+            }
             var flags: EnvironmentFlags = [.noThreadLocalStorage]
             if configuration.readOnly { flags.insert(.readOnly) }
             if configuration.durability == .noSync { flags.insert(.noSync) }
             try LMDBCall.open(handle, path: directory, flags: flags, mode: configuration.fileMode)
-            // An existing environment may have a larger map than asked for; LMDB adopts it.
-            mapSize = try LMDBCall.info(handle).mapSize
-            _ = try LMDBCall.clearStaleReaders(handle)
+            var size = try LMDBCall.info(handle).mapSize
+            if size < configuration.initialMapSize, !configuration.readOnly {
+                try LMDBCall.setMapSize(handle, Self.roundedMapSize(configuration.initialMapSize))
+                size = try LMDBCall.info(handle).mapSize
+            }
+            // Reader slots left by crashed processes; best effort.
+            _ = try? LMDBCall.clearStaleReaders(handle)
+            mapSize = size
         } catch {
             LMDBCall.close(handle)
             throw error
         }
+        self.handle = handle
+    }
+
+    private static func dataFileExists(in directory: String) -> Bool {
+        access(directory + "/data.mdb", F_OK) == 0
     }
 
     deinit {
@@ -160,7 +184,10 @@ public final class Environment: @unchecked Sendable {
 
     private func checkOpen() throws(LMDBError) {
         if closed.load(ordering: .acquiring) {
-            throw LMDBError(code: .invalidArgument, operation: "use of a closed environment")
+            throw LMDBError(code: .unusable, operation: "use of a closed environment")
+        }
+        if failed.load(ordering: .acquiring) {
+            throw LMDBError(code: .unusable, operation: "use of an environment whose map could not grow")
         }
     }
 
@@ -171,6 +198,14 @@ public final class Environment: @unchecked Sendable {
         readOnly: Bool, _ body: (ReadTransaction) throws -> R,
         finish: (ReadTransaction) throws -> Void
     ) throws -> R {
+        // A second transaction on one thread would wait, under the shared map lock, for a map
+        // growth that waits for the first: refuse it instead of hanging.
+        guard depth.value == 0 else {
+            throw LMDBError(code: .unusable, operation: "nested transaction", detail: "a thread may hold one transaction at a time")
+        }
+        depth.value = 1
+        defer { depth.value = 0 }
+        var readerRetries = 0
         while true {
             do {
                 return try mapLock.withShared {
@@ -194,12 +229,16 @@ public final class Environment: @unchecked Sendable {
                     mapSize = try LMDBCall.info(handle).mapSize
                 }
             } catch let error as LMDBError where error.code == .readersFull {
-                // Slots left behind by dead processes are reclaimed; if none were, give up.
+                // Reclaim slots left by dead processes, or wait briefly for live readers to end.
                 let cleared = try mapLock.withShared { () throws -> Int in
                     try checkOpen()
                     return try LMDBCall.clearStaleReaders(handle)
                 }
-                if cleared == 0 { throw error }
+                readerRetries += 1
+                if cleared == 0 {
+                    guard readerRetries <= 20 else { throw error }
+                    usleep(UInt32(1000 * readerRetries))
+                }
             }
         }
     }
@@ -215,7 +254,14 @@ public final class Environment: @unchecked Sendable {
                 guard current < maximum else { throw error }
                 next = min(next, maximum)
             }
-            try LMDBCall.setMapSize(handle, Self.roundedMapSize(next))
+            do {
+                try LMDBCall.setMapSize(handle, Self.roundedMapSize(next))
+            } catch {
+                // LMDB unmapped the old map before failing to map the new one: the environment
+                // must not be used again (the process keeps running; reopening recovers).
+                failed.store(true, ordering: .releasing)
+                throw error
+            }
             mapSize = try LMDBCall.info(handle).mapSize
             growthCount.add(1, ordering: .relaxed)
         }

@@ -47,8 +47,13 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let noSpace = Code(rawValue: 28)
         /// `EAGAIN`: the environment is locked by another process (`MDB_RDONLY` without a lock file).
         public static let wouldBlock = Code(rawValue: 11)
+        /// Not an LMDB code: the environment was closed (or failed beyond repair), or a thread
+        /// that already has a transaction open began another.
+        public static let unusable = Code(rawValue: -1)
 
-        public var description: String { LMDBCall.errorText(rawValue) }
+        public var description: String {
+            self == .unusable ? "the environment cannot be used here" : LMDBCall.errorText(rawValue)
+        }
     }
 
     /// The code LMDB (or the system call beneath it) returned.

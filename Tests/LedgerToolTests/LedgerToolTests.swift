@@ -231,6 +231,51 @@ struct LedgerToolTests {
         }
     }
 
+    @Test(arguments: [1, 7, 1000])
+    func linesAreCheckedInInputOrderWhateverTheBatchSize(batchSize: Int) throws {
+        try withDirectory { directory in
+            let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
+            // Every second line depends on the one before it.
+            var lines: [String] = []
+            for index in 0..<1500 {
+                lines.append(#"{"id":"a\#(index)","type":"paymentAdded","account":"u","at":"2026-01-01T00:00:00Z","payment":"p\#(index)","product":"com.example.gem"}"#)
+                lines.append(#"{"id":"b\#(index)","type":"transactionUpdated","account":"u","at":"2026-01-01T00:00:00Z","payment":"p\#(index)","state":"purchasing"}"#)
+            }
+            let events = directory.appendingPathComponent("events.jsonl")
+            try Data(lines.joined(separator: "\n").utf8).write(to: events)
+            let ledgerDir = directory.appendingPathComponent("ledger").path
+            let run = try ledger("import", "--batch-size", String(batchSize), "--catalog", catalog, "--report", "-", ledgerDir, events.path)
+            #expect(run.status == 0)
+            let expected = (1...3000).map { #"{"line": \#($0), "outcome": "appended", "position": \#($0)}"# }.joined(separator: "\n") + "\n"
+            #expect(run.text == expected)
+            #expect(try ledger("export", ledgerDir).output == Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
+    }
+
+    @Test func reportProblemsAreErrors() throws {
+        try withDirectory { directory in
+            let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
+            let events = directory.appendingPathComponent("events.jsonl")
+            let line = #"{"id":"e1","type":"paymentAdded","account":"u","at":"2026-01-01T00:00:00Z","payment":"p1","product":"com.example.gem"}"#
+            try Data(line.utf8).write(to: events)
+            // A report that cannot be written.
+            let full = try ledger("import", "--catalog", catalog, "--report", "/dev/full", directory.appendingPathComponent("a").path, events.path)
+            #expect(full.status == 2)
+            #expect(full.error.contains("report"))
+            // A report that would overwrite its own input.
+            let same = try ledger("import", "--catalog", catalog, "--report", events.path, directory.appendingPathComponent("b").path, events.path)
+            #expect(same.status == 2)
+            #expect(try Data(contentsOf: events) == Data(line.utf8))
+        }
+    }
+
+    @Test func asOfMustBeWritableInUTC() throws {
+        try withDirectory { directory in
+            let run = try ledger("replay", "--as-of", "9999-12-31T23:59:59-05:00", directory.path)
+            #expect(run.status == 64)
+        }
+    }
+
     private func allRanges(of needle: Data, in haystack: Data) -> [Range<Int>] {
         var ranges: [Range<Int>] = []
         var start = haystack.startIndex

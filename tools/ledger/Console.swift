@@ -6,12 +6,16 @@ import Darwin
 
 /// Unbuffered writes to the standard streams, retried on short writes, without Foundation.
 enum Console {
-    static func output(_ text: String) {
-        send(Array(text.utf8), to: STDOUT_FILENO)
+    /// Writes to standard output; a failed write (a full disk, a closed pipe) is an error, so
+    /// that a truncated export never ends with status 0.
+    static func output(_ text: String) throws {
+        try output(bytes: Array(text.utf8))
     }
 
-    static func output(bytes: [UInt8]) {
-        send(bytes, to: STDOUT_FILENO)
+    static func output(bytes: [UInt8]) throws {
+        if let failure = send(bytes, to: STDOUT_FILENO) {
+            throw CommandFailure(message: "cannot write to standard output: \(String(cString: strerror(failure)))")
+        }
     }
 
     static func error(_ line: String) {
@@ -25,17 +29,20 @@ enum Console {
 
     static var errorIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
-    static func send(_ bytes: [UInt8], to fd: Int32) {
-        bytes.withUnsafeBytes { raw in
+    /// Writes all of `bytes`; returns the errno of a failed write, nil on success.
+    @discardableResult
+    static func send(_ bytes: [UInt8], to fd: Int32) -> Int32? {
+        bytes.withUnsafeBytes { raw -> Int32? in
             var offset = 0
             while offset < raw.count {
                 let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
-                    return
+                    return errno
                 }
                 offset += written
             }
+            return nil
         }
     }
 }

@@ -16,7 +16,7 @@ extension LedgerCommand {
             try await runOrFail {
                 let log = try LedgerLog.open(at: location.directory)
                 defer { log.close() }
-                try log.exportJSONLines { Console.output(bytes: $0) }
+                try log.exportJSONLines { try Console.output(bytes: $0) }
             }
         }
     }
@@ -39,18 +39,20 @@ extension LedgerCommand {
                 defer { log.close() }
                 return log.verify()
             }
-            if format.json {
-                var fields = ["\"intact\": \(report.isIntact)", "\"intactRecords\": \(report.intactRecords)"]
-                if let damage = report.damage {
-                    fields.append("\"damage\": \"\(damage.kind.rawValue)\"")
-                    if let position = damage.position { fields.append("\"position\": \(position)") }
+            try await runOrFail {
+                if format.json {
+                    var fields = ["\"intact\": \(report.isIntact)", "\"intactRecords\": \(report.intactRecords)"]
+                    if let damage = report.damage {
+                        fields.append("\"damage\": \"\(damage.kind.rawValue)\"")
+                        if let position = damage.position { fields.append("\"position\": \(position)") }
+                    }
+                    try Console.output("{" + fields.joined(separator: ", ") + "}\n")
+                } else if let damage = report.damage {
+                    try Console.output("damaged: \(damage)\n")
+                    try Console.output("\(grouped(report.intactRecords)) records intact before it\n")
+                } else {
+                    try Console.output("intact: \(grouped(report.intactRecords)) records, indexes and rules check out\n")
                 }
-                Console.output("{" + fields.joined(separator: ", ") + "}\n")
-            } else if let damage = report.damage {
-                Console.output("damaged: \(damage)\n")
-                Console.output("\(grouped(report.intactRecords)) records intact before it\n")
-            } else {
-                Console.output("intact: \(grouped(report.intactRecords)) records, indexes and rules check out\n")
             }
             if !report.isIntact { throw ExitCode.damaged }
         }

@@ -36,7 +36,7 @@ extension LedgerCommand {
                     }
                 }
                 if records.isEmpty && !format.json { out = "no events for account \(account)\n" }
-                Console.output(out)
+                try Console.output(out)
             }
         }
 
@@ -86,9 +86,9 @@ extension LedgerCommand {
                 let products = try log.catalog().products.count
                 let size = log.fileSize()
                 if format.json {
-                    Console.output("{\"events\": \(events), \"accounts\": \(accounts), \"firstPosition\": \(events > 0 ? 1 : 0), \"lastPosition\": \(events), \"products\": \(products), \"fileSize\": \(size)}\n")
+                    try Console.output("{\"events\": \(events), \"accounts\": \(accounts), \"firstPosition\": \(events > 0 ? 1 : 0), \"lastPosition\": \(events), \"products\": \(products), \"fileSize\": \(size)}\n")
                 } else {
-                    Console.output("""
+                    try Console.output("""
                         events     \(grouped(events))
                         accounts   \(grouped(accounts))
                         positions  \(events > 0 ? "1 … \(grouped(events))" : "none")

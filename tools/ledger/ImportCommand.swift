@@ -43,27 +43,32 @@ extension LedgerCommand {
                 let catalogValue = try catalog.map { try Catalog(contentsOfFile: $0) }
                 var input = try LineReader(path: events, maximumLength: Event.maximumJSONLineLength)
                 defer { input.closeInput() }
-                let reportOutput = try report.map { try ReportOutput(path: $0) }
-                defer { reportOutput?.close() }
+                if let report, report != "-", input.isSameFile(as: report) {
+                    throw CommandFailure(message: "the report \(report) would overwrite the events it reports on")
+                }
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 let ledger = try Ledger.open(at: location.directory, catalog: catalogValue, configuration: configuration)
-                var importer = Importer(ledger: ledger, report: reportOutput, showsProgress: Console.errorIsTerminal)
                 do {
+                    // Opened only once the ledger is usable: a failed import leaves an old report alone.
+                    let reportOutput = try report.map { try ReportOutput(path: $0) }
+                    var importer = Importer(ledger: ledger, report: reportOutput, showsProgress: Console.errorIsTerminal)
                     try await importer.run(&input, batchSize: batchSize)
+                    try reportOutput?.close()
+                    await ledger.close()
+                    Console.error(importer.summary(directory: location.directory))
                 } catch {
                     await ledger.close()
                     throw error
                 }
-                await ledger.close()
-                Console.error(importer.summary(directory: location.directory))
             }
         }
     }
 }
 
 /// Reads lines in batches, appends each batch in one durable commit, and reports outcomes in
-/// input order. The next batch is parsed while the previous one commits.
+/// input order. The next batch is parsed while the previous one commits; it is submitted only
+/// once the previous one is durable, so lines are checked in input order.
 struct Importer {
     let ledger: Ledger
     let report: ReportOutput?
@@ -94,23 +99,19 @@ struct Importer {
     private struct Batch {
         var firstLine: Int
         var lines: [Parsed]
-        var appending: Task<[AppendResult], any Error>
+        var appending: PendingAppends
     }
 
     mutating func run(_ input: inout LineReader, batchSize: Int) async throws {
         var inFlight: Batch?
         while true {
             let (parsed, firstLine) = try readBatch(&input, size: batchSize)
-            let next: Batch? = parsed.isEmpty ? nil : {
-                let events = parsed.compactMap { if case .event(let event) = $0 { event } else { nil } }
-                let ledger = self.ledger
-                return Batch(firstLine: firstLine, lines: parsed, appending: Task { try await ledger.append(contentsOf: events) })
-            }()
             if let previous = inFlight {
                 try await finish(previous)
             }
-            guard let next else { break }
-            inFlight = next
+            guard !parsed.isEmpty else { break }
+            let events = parsed.compactMap { if case .event(let event) = $0 { event } else { nil } }
+            inFlight = Batch(firstLine: firstLine, lines: parsed, appending: ledger.submit(contentsOf: events))
         }
         if showsProgress { Console.status("\r\u{1B}[K") }
     }
@@ -139,7 +140,7 @@ struct Importer {
     private mutating func finish(_ batch: Batch) async throws {
         let results: [AppendResult]
         do {
-            results = try await batch.appending.value
+            results = try await batch.appending.results()
         } catch {
             throw CommandFailure(message: "lines \(batch.firstLine)–\(batch.firstLine + batch.lines.count - 1) were not imported: \(describe(error))")
         }
@@ -198,7 +199,9 @@ struct CommandFailure: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// Where report lines go: a file (created or truncated) or standard output.
+/// Where report lines go: a file (created or truncated) or standard output. A write that
+/// fails (a full disk, a closed pipe) ends the import with an error: a report with holes is
+/// worse than none.
 final class ReportOutput {
     private let fd: Int32
     private let path: String
@@ -215,10 +218,17 @@ final class ReportOutput {
     }
 
     func write(_ text: String) throws {
-        Console.send(Array(text.utf8), to: fd)
+        if let failure = Console.send(Array(text.utf8), to: fd) {
+            throw CommandFailure(message: "cannot write the report to \(path): \(String(cString: strerror(failure)))")
+        }
     }
 
-    func close() {
-        if fd != STDOUT_FILENO { _ = fsync(fd); Glibc.close(fd) }
+    /// Flushes the report to disk and closes it.
+    func close() throws {
+        guard fd != STDOUT_FILENO else { return }
+        defer { Glibc.close(fd) }
+        if fsync(fd) != 0 {
+            throw CommandFailure(message: "cannot write the report to \(path): \(String(cString: strerror(errno)))")
+        }
     }
 }

@@ -49,6 +49,14 @@ struct LineReader {
         }
     }
 
+    /// True when `path` names the file being read (same device and inode).
+    func isSameFile(as path: String) -> Bool {
+        var input = stat()
+        var other = stat()
+        guard fstat(fd, &input) == 0, stat(path, &other) == 0 else { return false }
+        return input.st_dev == other.st_dev && input.st_ino == other.st_ino
+    }
+
     func closeInput() {
         if ownsDescriptor { close(fd) }
     }

@@ -44,7 +44,7 @@ func describe(_ error: any Error) -> String {
 
 /// Parses `--as-of`.
 func parseTimestamp(_ text: String) throws -> Timestamp {
-    guard let time = Timestamp(rfc3339: text) else {
+    guard let time = Timestamp(rfc3339: text), time.isRepresentable else {
         throw ValidationError("'\(text)' is not an RFC 3339 timestamp such as 2026-01-31T12:00:00Z")
     }
     return time

@@ -36,9 +36,9 @@ extension LedgerCommand {
                 }
                 let state = try log.state(at: position ?? last)
                 if json {
-                    Console.output(state.replayJSON(asOf: time, account: account) + "\n")
+                    try Console.output(state.replayJSON(asOf: time, account: account) + "\n")
                 } else {
-                    Console.output(Self.text(state, asOf: time, account: account))
+                    try Console.output(Self.text(state, asOf: time, account: account))
                 }
             }
         }

@@ -40,3 +40,21 @@ final class ReadWriteLock: @unchecked Sendable {
         return try body()
     }
 }
+
+/// A per-thread integer (pthread thread-specific data), for the transaction depth check.
+final class ThreadLocalCounter: @unchecked Sendable {
+    private var key = pthread_key_t()
+
+    init() {
+        pthread_key_create(&key, nil)
+    }
+
+    deinit {
+        pthread_key_delete(key)
+    }
+
+    var value: Int {
+        get { Int(bitPattern: pthread_getspecific(key)) }
+        set { pthread_setspecific(key, UnsafeRawPointer(bitPattern: newValue)) }
+    }
+}

@@ -25,6 +25,13 @@ public struct Catalog: Sendable, Hashable {
         /// The subscription group, if any (informational).
         public var group: String?
 
+        /// Equal, comparing every string byte for byte.
+        func isSame(as other: Product) -> Bool {
+            sameBytes(id, other.id) && type == other.type && sameBytes(group, other.group)
+                && grants.count == other.grants.count
+                && grants.allSatisfy { item, amount in other.grants.contains { sameBytes($0.key, item) && $0.value == amount } }
+        }
+
         public init(id: String, type: ProductType, grants: [String: Int64]? = nil, group: String? = nil) {
             self.id = id
             self.type = type
@@ -35,33 +42,43 @@ public struct Catalog: Sendable, Hashable {
 
     /// The products, in the order of their source.
     public private(set) var products: [Product]
-    private var byID: [String: Int]
+    private var byID: [UTF8Key: Int]
+    /// Product ids and grant items as Swift compares strings (canonical equivalence), to refuse
+    /// names that differ in bytes but not to the eye.
+    private var canonicalNames: [String: String]
 
     /// Product ids are 1–256 bytes and unique; grants belong to consumables only, with item names
     /// of 1–256 bytes and amounts from 1 to 1,000,000,000.
     public init(products: [Product]) throws(CatalogError) {
         self.products = []
         byID = [:]
+        canonicalNames = [:]
         for product in products {
             try add(product)
         }
     }
 
+    /// The product with exactly this id (compared byte for byte).
     public subscript(productID: String) -> Product? {
-        byID[productID].map { products[$0] }
+        byID[UTF8Key(productID)].map { products[$0] }
     }
 
     private mutating func add(_ product: Product) throws(CatalogError) {
         guard (1...256).contains(product.id.utf8.count) else {
             throw CatalogError(.invalid, "product id \"\(product.id)\" must be 1 to 256 bytes")
         }
-        guard byID[product.id] == nil else {
+        guard byID[UTF8Key(product.id)] == nil else {
             throw CatalogError(.invalid, "product \"\(product.id)\" is listed twice")
         }
+        try checkDistinct(product.id, "product id")
         if product.type != .consumable, !product.grants.isEmpty {
             throw CatalogError(.invalid, "product \"\(product.id)\" is \(product.type.rawValue): only consumables have grants")
         }
+        if product.type == .consumable, product.grants.isEmpty {
+            throw CatalogError(.invalid, "product \"\(product.id)\": grants must name at least one item (or be left out)")
+        }
         for (item, amount) in product.grants {
+            try checkDistinct(item, "grant item")
             guard (1...256).contains(item.utf8.count) else {
                 throw CatalogError(.invalid, "product \"\(product.id)\": grant item names must be 1 to 256 bytes")
             }
@@ -69,13 +86,22 @@ public struct Catalog: Sendable, Hashable {
                 throw CatalogError(.invalid, "product \"\(product.id)\": grant of \"\(item)\" must be from 1 to 1000000000 (got \(amount))")
             }
         }
-        byID[product.id] = products.count
+        byID[UTF8Key(product.id)] = products.count
         products.append(product)
+    }
+
+    /// Refuses a name that equals another one as a Swift string but not in bytes ("é" written
+    /// precomposed and decomposed): projections key balances by item, and people read ids.
+    private mutating func checkDistinct(_ name: String, _ kind: String) throws(CatalogError) {
+        if let existing = canonicalNames[name], !sameBytes(existing, name) {
+            throw CatalogError(.invalid, "\(kind) \"\(name)\" differs from \"\(existing)\" only in its Unicode encoding")
+        }
+        canonicalNames[name] = name
     }
 
     /// Two catalogs are equal when they hold the same products, whatever their order.
     public static func == (lhs: Catalog, rhs: Catalog) -> Bool {
-        lhs.products.count == rhs.products.count && lhs.products.allSatisfy { rhs[$0.id] == $0 }
+        lhs.products.count == rhs.products.count && lhs.products.allSatisfy { rhs[$0.id]?.isSame(as: $0) == true }
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -85,12 +111,13 @@ public struct Catalog: Sendable, Hashable {
     }
 
     /// Checks that `newer` keeps every product of this catalog unchanged (it may add some).
+    /// Products are compared byte for byte.
     func checkSuccessor(_ newer: Catalog) throws(CatalogError) {
         for product in products {
             guard let replacement = newer[product.id] else {
                 throw CatalogError(.conflict, "the new catalog drops product \"\(product.id)\", which this ledger already has; a catalog may only add products")
             }
-            guard replacement == product else {
+            guard replacement.isSame(as: product) else {
                 throw CatalogError(.conflict, "the new catalog changes product \"\(product.id)\"; a catalog may only add products (give the changed product a new id)")
             }
         }

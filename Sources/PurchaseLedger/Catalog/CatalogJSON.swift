@@ -31,9 +31,12 @@ extension Catalog {
                 grants = [:]
                 for (item, amount) in items {
                     guard case .number(let number) = amount, let value = number.integer else {
-                        throw CatalogError(.invalid, "product \"\(id)\": the grant of \"\(item)\" must be an integer")
+                        throw CatalogError(.invalid, "product \"\(id)\": the grant of \"\(item.string)\" must be an integer")
                     }
-                    grants?[item] = value
+                    guard grants?[item.string] == nil else {
+                        throw CatalogError(.invalid, "product \"\(id)\": grant items \"\(item.string)\" differ only in their Unicode encoding")
+                    }
+                    grants?[item.string] = value
                 }
             case let other?:
                 throw CatalogError(.invalid, "product \"\(id)\": \"grants\" must be an object, not \(other.typeName)")

@@ -17,11 +17,11 @@ extension Catalog {
         }
         var products: [Product] = []
 
-        func entries(_ value: JSONValue?, _ section: String) throws(CatalogError) -> [[String: JSONValue]] {
+        func entries(_ value: JSONValue?, _ section: String) throws(CatalogError) -> [[UTF8Key: JSONValue]] {
             switch value {
             case nil, .null?: return []
             case .array(let items)?:
-                var objects: [[String: JSONValue]] = []
+                var objects: [[UTF8Key: JSONValue]] = []
                 for item in items {
                     guard case .object(let object) = item else {
                         throw CatalogError(.invalid, "\(section) must hold objects")
@@ -34,7 +34,7 @@ extension Catalog {
             }
         }
 
-        func productID(_ object: [String: JSONValue], _ section: String) throws(CatalogError) -> String {
+        func productID(_ object: [UTF8Key: JSONValue], _ section: String) throws(CatalogError) -> String {
             guard case .string(let id)? = object["productID"] else {
                 throw CatalogError(.invalid, "an entry of \(section) has no \"productID\"")
             }

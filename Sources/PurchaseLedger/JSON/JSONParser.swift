@@ -70,7 +70,7 @@ struct JSONParser {
     private mutating func parseObject(depth: Int) throws(JSONSyntaxError) -> JSONValue {
         guard depth <= Self.maximumDepth else { throw error("nesting deeper than \(Self.maximumDepth) levels") }
         index += 1
-        var members: [String: JSONValue] = [:]
+        var members: [UTF8Key: JSONValue] = [:]
         skipWhitespace()
         if current == UInt8(ascii: "}") {
             index += 1
@@ -86,7 +86,7 @@ struct JSONParser {
             index += 1
             skipWhitespace()
             let value = try parseValue(depth: depth)
-            guard members.updateValue(value, forKey: key) == nil else {
+            guard members.updateValue(value, forKey: UTF8Key(key)) == nil else {
                 throw JSONSyntaxError(message: "duplicate key \"\(key)\"", offset: keyOffset)
             }
             skipWhitespace()

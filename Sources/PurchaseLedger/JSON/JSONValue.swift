@@ -6,7 +6,8 @@ enum JSONValue: Sendable, Equatable {
     case number(JSONNumber)
     case string(String)
     case array([JSONValue])
-    case object([String: JSONValue])
+    /// Keys compared by their bytes: `"é"` and `"e\u0301"` are two keys, as RFC 8259 reads them.
+    case object([UTF8Key: JSONValue])
 
     /// A short name of the value's JSON type, for error messages.
     var typeName: String {

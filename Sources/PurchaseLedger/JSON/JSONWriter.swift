@@ -20,6 +20,16 @@ struct JSONWriter {
 
     var string: String { String(decoding: bytes, as: UTF8.self) }
 
+    /// Ends a line (between top-level values, as in JSON Lines).
+    mutating func newline() {
+        bytes.append(0x0A)
+    }
+
+    /// Starts over, keeping the buffer's capacity.
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+    }
+
     mutating func beginObject() {
         separate()
         bytes.append(UInt8(ascii: "{"))

@@ -1,16 +1,25 @@
 /// One write transaction's worth of appends: the rules' view of the ledger as each event
 /// leaves it, and the changes to publish once the transaction commits.
 ///
-/// What an event changes is kept aside here (accounts copied on first change, new revocations
-/// and credits); the shared state is untouched until `publish`, so readers never see an event
-/// before it is durable, and a failed or retried transaction leaves nothing behind.
+/// Changes are kept aside here, one fact at a time (an entry, a balance, a revocation), over
+/// the published state, which only this writer changes and which stays untouched until
+/// `publish`: readers never see an event before it is durable, a failed or retried transaction
+/// leaves nothing behind, and a batch costs what it changes, not the size of the accounts it
+/// touches.
 struct AppendSession: RuleContext, ProjectionStore {
-    /// Read access to the published state, which only this writer changes.
+    /// Read access to the published state.
     struct Base {
         var position: UInt64
-        var account: (String) -> AccountState?
-        var revocation: (String) -> UInt64?
-        var consumableCredit: (String) -> EntryReference?
+        var entry: (UTF8Key, UTF8Key) -> QueueEntry?
+        var balance: (UTF8Key, UTF8Key) -> Int64?
+        var accountHolds: (UTF8Key, UTF8Key) -> Bool
+        var revocation: (UTF8Key) -> UInt64?
+        var consumableCredit: (UTF8Key) -> EntryReference?
+    }
+
+    private struct Pair: Hashable {
+        var account: UTF8Key
+        var key: UTF8Key
     }
 
     let writer: any LedgerStorageWriter
@@ -18,9 +27,11 @@ struct AppendSession: RuleContext, ProjectionStore {
     private let base: Base
     private(set) var position: UInt64
     private(set) var appendedCount = 0
-    private var changedAccounts: [String: AccountState] = [:]
-    private var newRevocations: [String: UInt64] = [:]
-    private var newCredits: [String: EntryReference] = [:]
+    private var entries: [Pair: QueueEntry] = [:]
+    private var balances: [Pair: Int64] = [:]
+    private var references: Set<Pair> = []
+    private var revocations: [UTF8Key: UInt64] = [:]
+    private var credits: [UTF8Key: EntryReference] = [:]
 
     init(writer: any LedgerStorageWriter, catalog: Catalog, base: Base) {
         self.writer = writer
@@ -41,31 +52,44 @@ struct AppendSession: RuleContext, ProjectionStore {
 
     // MARK: ProjectionStore
 
-    func account(_ id: String) -> AccountState? {
-        changedAccounts[id] ?? base.account(id)
+    func entry(_ account: UTF8Key, _ payment: UTF8Key) -> QueueEntry? {
+        entries[Pair(account: account, key: payment)] ?? base.entry(account, payment)
     }
 
-    mutating func updateAccount(_ id: String, _ body: (inout AccountState) -> Void) {
-        if changedAccounts[id] == nil {
-            changedAccounts[id] = base.account(id) ?? AccountState()
-        }
-        body(&changedAccounts[id]!)
+    func balance(_ account: UTF8Key, _ item: UTF8Key) -> Int64? {
+        balances[Pair(account: account, key: item)] ?? base.balance(account, item)
     }
 
-    func revocation(of transaction: String) -> UInt64? {
-        newRevocations[transaction] ?? base.revocation(transaction)
+    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) -> Bool {
+        references.contains(Pair(account: account, key: transaction)) || base.accountHolds(account, transaction)
     }
 
-    mutating func setRevocation(_ position: UInt64, of transaction: String) {
-        newRevocations[transaction] = position
+    func revocation(of transaction: UTF8Key) -> UInt64? {
+        revocations[transaction] ?? base.revocation(transaction)
     }
 
-    func consumableCredit(of transaction: String) -> EntryReference? {
-        newCredits[transaction] ?? base.consumableCredit(transaction)
+    func consumableCredit(of transaction: UTF8Key) -> EntryReference? {
+        credits[transaction] ?? base.consumableCredit(transaction)
     }
 
-    mutating func setConsumableCredit(_ entry: EntryReference, of transaction: String) {
-        newCredits[transaction] = entry
+    mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) {
+        entries[Pair(account: account, key: UTF8Key(entry.payment))] = entry
+    }
+
+    mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) {
+        balances[Pair(account: account, key: item)] = value
+    }
+
+    mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) {
+        references.insert(Pair(account: account, key: transaction))
+    }
+
+    mutating func setRevocation(_ position: UInt64, of transaction: UTF8Key) {
+        revocations[transaction] = position
+    }
+
+    mutating func setConsumableCredit(_ entry: EntryReference, of transaction: UTF8Key) {
+        credits[transaction] = entry
     }
 
     // MARK: Appending
@@ -96,13 +120,13 @@ struct AppendSession: RuleContext, ProjectionStore {
         }
     }
 
-    /// Makes the committed changes visible.
+    /// Makes the committed changes visible: O(changes), in place.
     func publish(into state: inout LedgerState) {
-        for (account, accountState) in changedAccounts {
-            state.accounts[account] = accountState
-        }
-        state.revocations.merge(newRevocations) { _, new in new }
-        state.consumableCredits.merge(newCredits) { _, new in new }
+        for (pair, entry) in entries { state.setEntry(entry, of: pair.account) }
+        for (pair, value) in balances { state.setBalance(value, of: pair.account, item: pair.key) }
+        for pair in references { state.addReference(pair.key, of: pair.account) }
+        for (transaction, position) in revocations { state.setRevocation(position, of: transaction) }
+        for (transaction, entry) in credits { state.setConsumableCredit(entry, of: transaction) }
         state.position = position
     }
 }

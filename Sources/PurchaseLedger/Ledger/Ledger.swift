@@ -97,9 +97,11 @@ public final class Ledger: Sendable {
             // The queue calls back into `self` only while the ledger is open.
             let box = WeakLedger()
             writeQueue = WriteQueue(maximumBatchEvents: configuration.maximumBatchEvents) { requests in
-                box.ledger?.commit(requests) ?? requests.forEach {
-                    $0.continuation.resume(throwing: StorageError(.closed, "the ledger is closed"))
+                guard let ledger = box.ledger else {
+                    for request in requests { request.pending.complete(.failure(StorageError(.closed, "the ledger is closed"))) }
+                    return
                 }
+                ledger.commit(requests)
             }
             box.ledger = self
         }
@@ -111,8 +113,8 @@ public final class Ledger: Sendable {
         _ given: Catalog?, storage: any LedgerStorage, directory: String, logger: Logger
     ) throws -> Catalog {
         let reader = LogReader(storage: storage)
-        let marker = try storage.read { try $0.formatMarker() }
-        guard let recorded = try reader.currentCatalog(), marker != nil else {
+        let (marker, catalogCount, last) = try storage.read { (try $0.formatMarker(), try $0.catalogs().count, try $0.lastPosition()) }
+        if marker == nil && catalogCount == 0 && last == 0 {
             guard !storage.isReadOnly else {
                 throw StorageError(.notALedger, "\(directory) holds no ledger")
             }
@@ -125,6 +127,9 @@ public final class Ledger: Sendable {
             }
             logger.info("created ledger", metadata: ["directory": "\(directory)", "products": "\(given.products.count)"])
             return given
+        }
+        guard let recorded = try reader.currentCatalog(), catalogCount > 0 else {
+            throw StorageError(.damaged, "\(directory) holds a log without its catalog")
         }
         guard marker == LMDBLedgerStorage.formatMarker else {
             throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker ?? "?"), this version reads \(LMDBLedgerStorage.formatMarker)")
@@ -146,8 +151,9 @@ public final class Ledger: Sendable {
     public func close() async {
         guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         await writeQueue?.close()
-        storage.close()
+        // The writer lock first: a reopen in this process must not find it still held.
         writerLock?.release()
+        storage.close()
     }
 
     // MARK: Appending
@@ -165,44 +171,63 @@ public final class Ledger: Sendable {
     /// ones before it left: one result per event. A rejected event rejects only itself. Throws
     /// only when the storage fails, and then nothing of the batch was written.
     public func append(contentsOf events: [Event]) async throws -> [AppendResult] {
-        guard let writeQueue else {
-            throw StorageError(.readOnly, "the ledger at \(directory) is open read-only")
-        }
-        guard !events.isEmpty else { return [] }
-        return try await writeQueue.submit(events)
+        try await submit(contentsOf: events).results()
     }
 
-    /// The writer's side of group commit: one write transaction for every queued request.
+    /// Queues events behind everything submitted before, and returns at once; `results()` waits
+    /// for the commit. Submissions are checked and logged in the order they were made, so a
+    /// producer can pipeline (submit the next batch while the previous one commits) without
+    /// reordering its events.
+    public func submit(contentsOf events: [Event]) -> PendingAppends {
+        guard let writeQueue else {
+            return PendingAppends(failure: StorageError(.readOnly, "the ledger at \(directory) is open read-only"))
+        }
+        guard !events.isEmpty else { return PendingAppends(results: []) }
+        return writeQueue.submit(events)
+    }
+
+    /// The writer's side of group commit: one write transaction for the queued requests. If it
+    /// fails and held several requests, each is committed alone, so that one request (one that
+    /// reaches the size limit, say) cannot fail the others.
     private func commit(_ requests: [WriteQueue.Request]) {
         do {
-            let (results, session) = try storage.write { writer in
-                var session = AppendSession(writer: writer, catalog: catalog, base: AppendSession.Base(
-                    position: state.withLock { $0.position },
-                    account: { id in self.state.withLock { $0.accounts[id] } },
-                    revocation: { transaction in self.state.withLock { $0.revocations[transaction] } },
-                    consumableCredit: { transaction in self.state.withLock { $0.consumableCredits[transaction] } }))
-                var results: [[AppendResult]] = []
-                results.reserveCapacity(requests.count)
-                for request in requests {
-                    results.append(try request.events.map { try session.append($0) })
-                }
-                // Nothing to store: abort, so that not even LMDB's meta page changes.
-                if session.appendedCount == 0 { writer.discard() }
-                return (results, session)
-            }
-            if session.appendedCount > 0 {
-                state.withLock { session.publish(into: &$0) }
-            }
+            let results = try commitTogether(requests)
             for (request, result) in zip(requests, results) {
-                request.continuation.resume(returning: result)
+                request.pending.complete(.success(result))
             }
+        } catch where requests.count > 1 {
+            for request in requests { commit([request]) }
         } catch {
             let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
-            configuration.logger.error("append failed; nothing of the batch was written", metadata: ["error": "\(failure)"])
-            for request in requests {
-                request.continuation.resume(throwing: failure)
-            }
+            configuration.logger.error("append failed; nothing of it was written", metadata: [
+                "events": "\(requests[0].events.count)", "error": "\(failure)",
+            ])
+            requests[0].pending.complete(.failure(failure))
         }
+    }
+
+    private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
+        let (results, session) = try storage.write { writer in
+            var session = AppendSession(writer: writer, catalog: catalog, base: AppendSession.Base(
+                position: state.withLock { $0.position },
+                entry: { account, payment in self.state.withLock { $0.entry(account, payment) } },
+                balance: { account, item in self.state.withLock { $0.balance(account, item) } },
+                accountHolds: { account, transaction in self.state.withLock { $0.accountHolds(account, transaction: transaction) } },
+                revocation: { transaction in self.state.withLock { $0.revocation(of: transaction) } },
+                consumableCredit: { transaction in self.state.withLock { $0.consumableCredit(of: transaction) } }))
+            var results: [[AppendResult]] = []
+            results.reserveCapacity(requests.count)
+            for request in requests {
+                results.append(try request.events.map { try session.append($0) })
+            }
+            // Nothing to store: abort, so that not even LMDB's meta page changes.
+            if session.appendedCount == 0 { writer.discard() }
+            return (results, session)
+        }
+        if session.appendedCount > 0 {
+            state.withLock { session.publish(into: &$0) }
+        }
+        return results
     }
 
     // MARK: Queries
@@ -213,6 +238,8 @@ public final class Ledger: Sendable {
     }
 
     /// The current projections of every account (a value: later appends do not change it).
+    /// It shares storage with the live state, so the next commit copies what it changes: for
+    /// audits and tests, not for every request; `projection(of:)` is the per-account query.
     public var currentState: LedgerState {
         state.withLock { $0 }
     }
@@ -229,7 +256,7 @@ public final class Ledger: Sendable {
 
     /// `account`'s consumable balances.
     public func balances(of account: String) -> [String: Int64] {
-        state.withLock { $0.accounts[account]?.balances } ?? [:]
+        projection(of: account)?.balances ?? [:]
     }
 
     /// `account`'s entries not yet finished, in the order opened.
@@ -258,12 +285,13 @@ public final class Ledger: Sendable {
     }
 
     /// Counts and sizes, for `ledger stats`.
-    public func statistics() throws -> LedgerStatistics {
-        let snapshot = currentState
+    public func statistics() -> LedgerStatistics {
+        let (events, accounts, entries, unfinished) = state.withLock {
+            ($0.position, $0.accounts.count, $0.entryCount, $0.unfinishedCount)
+        }
         return LedgerStatistics(
-            events: snapshot.position, accounts: snapshot.accounts.count, entries: snapshot.entryCount,
-            unfinishedEntries: snapshot.unfinishedCount, products: catalog.products.count,
-            fileSize: storage.sizeOnDisk())
+            events: events, accounts: accounts, entries: entries, unfinishedEntries: unfinished,
+            products: catalog.products.count, fileSize: storage.sizeOnDisk())
     }
 }
 

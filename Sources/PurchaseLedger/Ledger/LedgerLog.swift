@@ -50,9 +50,10 @@ public final class LedgerLog: Sendable {
         try log.lastPosition()
     }
 
-    /// Visits records `start...end` in order (through the last one when `end` is nil).
+    /// Visits records `start...end` in order (through the last one when `end` is nil or beyond).
     public func forEachRecord(from start: UInt64 = 1, through end: UInt64? = nil, _ body: (LogRecord) throws -> Void) throws {
-        try log.forEachRecord(from: start, through: try end ?? log.lastPosition(), body)
+        let last = try log.lastPosition()
+        try log.forEachRecord(from: start, through: min(end ?? last, last), body)
     }
 
     /// The log's records from `position` on, as an async sequence.
@@ -79,20 +80,16 @@ public final class LedgerLog: Sendable {
     /// `write` about 64 KiB at a time. The output re-imports to the same log and, exported
     /// again, gives the same bytes.
     public func exportJSONLines(_ write: ([UInt8]) throws -> Void) throws {
-        var buffer = JSONWriter(capacity: 1 << 16)
-        var pending: [UInt8] = []
-        pending.reserveCapacity(1 << 16 + 1024)
+        var writer = JSONWriter(capacity: 1 << 16 + 1024)
         try forEachRecord { record in
-            buffer = JSONWriter(capacity: 256)
-            record.event.write(to: &buffer)
-            pending.append(contentsOf: buffer.bytes)
-            pending.append(0x0A)
-            if pending.count >= 1 << 16 {
-                try write(pending)
-                pending.removeAll(keepingCapacity: true)
+            record.event.write(to: &writer)
+            writer.newline()
+            if writer.bytes.count >= 1 << 16 {
+                try write(writer.bytes)
+                writer.removeAll()
             }
         }
-        if !pending.isEmpty { try write(pending) }
+        if !writer.bytes.isEmpty { try write(writer.bytes) }
     }
 
     /// Bytes of the data file.

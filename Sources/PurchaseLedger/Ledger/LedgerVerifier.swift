@@ -37,7 +37,8 @@ public struct VerificationReport: Sendable, Hashable {
     public var isIntact: Bool { damage == nil }
 }
 
-/// Checks a ledger in one read transaction (a consistent snapshot): every record's checksum,
+/// Checks a ledger in one read transaction (a consistent snapshot, which holds old pages for
+/// the duration, as an audit should): every record's checksum,
 /// version, position and encoding; the key sequence; every event against the rules, replayed
 /// from the start; and the three indexes against the log.
 struct LedgerVerifier {
@@ -54,6 +55,9 @@ struct LedgerVerifier {
             return VerificationReport(intactRecords: intact, damage: nil)
         } catch let found as Found {
             return VerificationReport(intactRecords: intact, damage: found.damage)
+        } catch let error as StorageError where error.code == .damaged {
+            // A malformed log key.
+            return VerificationReport(intactRecords: intact, damage: .init(kind: .sequenceGap, position: intact + 1, message: error.message))
         } catch {
             let damage = VerificationReport.Damage(kind: .storage, position: intact + 1, message: "\(StorageErrors.map(error, maximumSize: nil))")
             return VerificationReport(intactRecords: intact, damage: damage)
@@ -70,7 +74,7 @@ struct LedgerVerifier {
         var nextCatalog = 1
         var expected: UInt64 = 1
         var credited = 0
-        try reader.forEachRecord(from: 1, through: .max) { position, bytes in
+        try reader.forEachRecord(from: 0, through: .max) { position, bytes in
             guard position == expected else {
                 throw damage(.sequenceGap, expected, "the log jumps from position \(expected - 1) to \(position)")
             }
@@ -93,6 +97,8 @@ struct LedgerVerifier {
                 decision = try Rules.decide(event, in: context)
             } catch let disagreement as IndexDisagreement {
                 throw damage(.indexMismatch, position, disagreement.message)
+            } catch {
+                throw damage(.indexMismatch, position, "an index cannot be read: \(error)")
             }
             switch decision {
             case .append: break
@@ -101,19 +107,19 @@ struct LedgerVerifier {
             case .reject(let error):
                 throw damage(.ruleViolation, position, "event \"\(event.id)\" is rejected by the rules: \(error)")
             }
-            guard try reader.position(ofEventID: event.id) == position else {
+            guard (try? reader.position(ofEventID: event.id)) == position else {
                 throw damage(.indexMismatch, position, "the event-id index does not point event \"\(event.id)\" here")
             }
-            guard try reader.hasHistoryEntry(account: event.account, position: position) else {
+            guard (try? reader.hasHistoryEntry(account: event.account, position: position)) == true else {
                 throw damage(.indexMismatch, position, "the history index lacks this event of account \"\(event.account)\"")
             }
             if case .transactionUpdated(let update) = event.payload,
                update.state == .purchased || update.state == .restored, let transaction = update.transaction {
                 let entry = EntryReference(account: event.account, payment: update.payment)
-                guard try reader.holder(ofTransaction: transaction) == entry else {
+                guard (try? reader.holder(ofTransaction: transaction)) == entry else {
                     throw damage(.indexMismatch, position, "the transaction index does not give transaction \"\(transaction)\" to this entry")
                 }
-                context.holders[transaction] = entry
+                context.holders[UTF8Key(transaction)] = entry
                 credited += 1
             }
             do {
@@ -127,6 +133,9 @@ struct LedgerVerifier {
         }
         let counts = try reader.counts()
         let records = Int(expected - 1)
+        if counts.records != records {
+            throw damage(.sequenceGap, expected, "the log holds \(counts.records) records, but they run 1 through \(records) only")
+        }
         if counts.eventIDs != records {
             throw damage(.indexMismatch, nil, "the event-id index has \(counts.eventIDs) entries for \(records) events")
         }
@@ -174,7 +183,7 @@ private struct VerificationContext: RuleContext {
     let reader: any LedgerStorageReader
     var catalog: Catalog
     var state = LedgerState()
-    var holders: [String: EntryReference] = [:]
+    var holders: [UTF8Key: EntryReference] = [:]
     var position: UInt64 = 0
 
     init(reader: any LedgerStorageReader, catalog: Catalog) {
@@ -196,14 +205,26 @@ private struct VerificationContext: RuleContext {
     }
 
     func holder(ofTransaction transaction: String) throws -> EntryReference? {
-        holders[transaction]
+        holders[UTF8Key(transaction)]
     }
 
-    func account(_ id: String) -> AccountState? {
-        state.accounts[id]
+    func entry(_ account: UTF8Key, _ payment: UTF8Key) -> QueueEntry? {
+        state.entry(account, payment)
     }
 
-    func revocation(of transaction: String) -> UInt64? {
-        state.revocations[transaction]
+    func balance(_ account: UTF8Key, _ item: UTF8Key) -> Int64? {
+        state.balance(account, item)
+    }
+
+    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) -> Bool {
+        state.accountHolds(account, transaction: transaction)
+    }
+
+    func revocation(of transaction: UTF8Key) -> UInt64? {
+        state.revocation(of: transaction)
+    }
+
+    func consumableCredit(of transaction: UTF8Key) -> EntryReference? {
+        state.consumableCredit(of: transaction)
     }
 }

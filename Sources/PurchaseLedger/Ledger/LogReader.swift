@@ -16,7 +16,8 @@ struct LogReader: Sendable {
     func forEachRecord(from start: UInt64, through end: UInt64, _ body: (LogRecord) throws -> Void) throws {
         var next = max(start, 1)
         while next <= end {
-            let chunkEnd = min(end, next + UInt64(Self.chunkSize) - 1)
+            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(Self.chunkSize) - 1)
+            let chunkEnd = overflow ? end : min(end, chunkLimit)
             let records = try storage.read { reader in
                 var records: [LogRecord] = []
                 records.reserveCapacity(Int(chunkEnd - next + 1))
@@ -35,6 +36,7 @@ struct LogReader: Sendable {
                 return records
             }
             for record in records { try body(record) }
+            guard chunkEnd < end else { return }
             next = chunkEnd + 1
         }
     }
@@ -65,10 +67,7 @@ struct LogReader: Sendable {
         try storage.read { reader in
             try reader.positions(ofAccount: account, after: position, limit: limit).map { position in
                 var event: Event?
-                try reader.forEachRecord(from: position, through: position) { key, bytes in
-                    if key == position { event = try Self.decode(bytes, at: key) }
-                    return false
-                }
+                _ = try reader.record(at: position) { bytes in event = try Self.decode(bytes, at: position) }
                 guard let event else {
                     throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)
                 }

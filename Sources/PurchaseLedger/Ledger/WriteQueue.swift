@@ -1,61 +1,126 @@
 import Dispatch
 import Synchronization
 
-/// The single writer. Appends from any number of tasks are queued here; one serial dispatch
-/// queue takes whatever is waiting, commits it in one write transaction (group commit) and only
-/// then resumes each caller with its own results.
+/// Appends submitted to the ledger, awaiting their commit. Submitted in order, applied in
+/// that order: a producer that submits several batches one after the other can wait for
+/// their results later and still have them checked and logged in submission order.
+public final class PendingAppends: Sendable {
+    private enum State {
+        case pending
+        case waiting(CheckedContinuation<[AppendResult], any Error>)
+        case done(Result<[AppendResult], any Error>)
+        case taken
+    }
+
+    private let state = Mutex(State.pending)
+
+    init() {}
+
+    init(failure: any Error) {
+        state.withLock { $0 = .done(.failure(failure)) }
+    }
+
+    init(results: [AppendResult]) {
+        state.withLock { $0 = .done(.success(results)) }
+    }
+
+    /// One result per submitted event, once the commit that holds them is durable. Throws when
+    /// the storage failed (nothing of the submission was written) or the ledger was closed.
+    /// Call it once.
+    public func results() async throws -> [AppendResult] {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready: Result<[AppendResult], any Error>? = state.withLock { state in
+                switch state {
+                case .pending:
+                    state = .waiting(continuation)
+                    return nil
+                case .done(let result):
+                    state = .taken
+                    return result
+                case .waiting, .taken:
+                    preconditionFailure("PendingAppends.results() called twice")
+                }
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+
+    func complete(_ result: Result<[AppendResult], any Error>) {
+        let waiting: CheckedContinuation<[AppendResult], any Error>? = state.withLock { state in
+            switch state {
+            case .pending:
+                state = .done(result)
+                return nil
+            case .waiting(let continuation):
+                state = .taken
+                return continuation
+            case .done, .taken:
+                preconditionFailure("an append completed twice")
+            }
+        }
+        waiting?.resume(with: result)
+    }
+}
+
+/// The single writer. Appends from any number of tasks are queued here in the order they are
+/// submitted; one serial dispatch queue takes whatever is waiting, commits it in one write
+/// transaction (group commit), and only then completes each submission with its own results.
 ///
 /// The commit runs synchronously on the writer's thread: an LMDB write transaction begins and
-/// commits on one thread and never spans an `await`, and no task of the cooperative pool blocks
-/// on a disk flush.
+/// commits on one thread and never spans an `await`, and no task of the cooperative pool
+/// blocks on a disk flush.
 final class WriteQueue: Sendable {
     struct Request: Sendable {
         let events: [Event]
-        let continuation: CheckedContinuation<[AppendResult], any Error>
+        let pending: PendingAppends
     }
 
-    private struct Pending {
+    private struct Queue {
         var requests: [Request] = []
-        var eventCount = 0
+        /// Requests before `head` were taken by the writer (compacted now and then).
+        var head = 0
         var isDraining = false
         var isClosed = false
     }
 
-    private let pending = Mutex(Pending())
-    private let queue = DispatchQueue(label: "PurchaseLedger.writer", qos: .userInitiated)
+    private let queued = Mutex(Queue())
+    private let dispatchQueue = DispatchQueue(label: "PurchaseLedger.writer", qos: .userInitiated)
     /// Most events one transaction takes from the queue (a larger single request goes alone).
     private let maximumBatchEvents: Int
     private let commit: @Sendable ([Request]) -> Void
 
-    /// `commit` must resume every request's continuation exactly once.
+    /// `commit` must complete every request's `pending` exactly once.
     init(maximumBatchEvents: Int, commit: @escaping @Sendable ([Request]) -> Void) {
         self.maximumBatchEvents = maximumBatchEvents
         self.commit = commit
     }
 
-    func submit(_ events: [Event]) async throws -> [AppendResult] {
-        try await withCheckedThrowingContinuation { continuation in
-            let startDrain = pending.withLock { state -> Bool? in
-                guard !state.isClosed else { return nil }
-                state.requests.append(Request(events: events, continuation: continuation))
-                state.eventCount += events.count
-                guard !state.isDraining else { return false }
-                state.isDraining = true
-                return true
+    /// Queues `events` behind everything submitted before; returns at once.
+    func submit(_ events: [Event]) -> PendingAppends {
+        let pending = PendingAppends()
+        let accepted = queued.withLock { queue -> Bool in
+            guard !queue.isClosed else { return false }
+            queue.requests.append(Request(events: events, pending: pending))
+            if !queue.isDraining {
+                queue.isDraining = true
+                // Scheduled under the lock, so that `close()`'s barrier lands after it.
+                dispatchQueue.async { self.drain() }
             }
-            switch startDrain {
-            case nil: continuation.resume(throwing: StorageError(.closed, "the ledger is closed"))
-            case true?: queue.async { self.drain() }
-            case false?: break
-            }
+            return true
         }
+        if !accepted {
+            pending.complete(.failure(StorageError(.closed, "the ledger is closed")))
+        }
+        return pending
     }
 
     /// Stops accepting appends and returns once everything accepted before is committed.
     func close() async {
-        pending.withLock { $0.isClosed = true }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            queue.async { done.resume() }
+            queued.withLock { queue in
+                queue.isClosed = true
+                dispatchQueue.async { done.resume() }
+            }
         }
     }
 
@@ -65,22 +130,29 @@ final class WriteQueue: Sendable {
         }
     }
 
+    /// Whole requests, in order, up to `maximumBatchEvents` (at least one request).
     private func takeBatch() -> [Request]? {
-        pending.withLock { state in
-            guard !state.requests.isEmpty else {
-                state.isDraining = false
+        queued.withLock { queue in
+            guard queue.head < queue.requests.count else {
+                queue.requests.removeAll(keepingCapacity: true)
+                queue.head = 0
+                queue.isDraining = false
                 return nil
             }
-            var taken = 0
+            var end = queue.head
             var events = 0
-            for request in state.requests {
-                if taken > 0 && events + request.events.count > maximumBatchEvents { break }
-                taken += 1
-                events += request.events.count
+            while end < queue.requests.count {
+                let count = queue.requests[end].events.count
+                if end > queue.head && events + count > maximumBatchEvents { break }
+                events += count
+                end += 1
             }
-            let batch = Array(state.requests.prefix(taken))
-            state.requests.removeFirst(taken)
-            state.eventCount -= events
+            let batch = Array(queue.requests[queue.head..<end])
+            queue.head = end
+            if queue.head > 1024 && queue.head * 2 > queue.requests.count {
+                queue.requests.removeFirst(queue.head)
+                queue.head = 0
+            }
             return batch
         }
     }

@@ -1,7 +1,7 @@
 /// Events as JSON Lines, the interchange format.
 ///
 /// Decoding is strict about what the format names (types, required fields, ranges) and
-/// ignores unknown fields. `null` for an optional field means absent. Encoding is canonical:
+/// ignores unknown fields. `null` is a value of the wrong type, not an absent field. Encoding is canonical:
 /// fields in the spec's order, optional fields only when present, timestamps in UTC, so a
 /// ledger exported, imported and exported again gives the same bytes.
 extension Event {
@@ -138,7 +138,7 @@ extension Event {
 /// Typed access to the members of a JSON object, with the spec's messages for missing and
 /// mistyped fields. `null` is a value of the wrong type, not an absent field.
 struct FieldReader {
-    let fields: [String: JSONValue]
+    let fields: [UTF8Key: JSONValue]
 
     func string(_ name: String) throws(LedgerError) -> String {
         guard let value = try optionalString(name) else { throw .invalid("missing required field `\(name)`") }
@@ -146,7 +146,7 @@ struct FieldReader {
     }
 
     func optionalString(_ name: String) throws(LedgerError) -> String? {
-        guard let value = fields[name] else { return nil }
+        guard let value = fields[UTF8Key(name)] else { return nil }
         guard case .string(let text) = value else {
             throw .invalid("`\(name)` must be a string, not \(value.typeName)")
         }
@@ -173,7 +173,7 @@ struct FieldReader {
     /// An integer is judged by its value: `2`, `2.0` and `2e0` are all 2. Values beyond the
     /// 64-bit range saturate (no field accepts them anyway: they fail its range or balance check).
     func optionalInt64(_ name: String) throws(LedgerError) -> Int64? {
-        guard let value = fields[name] else { return nil }
+        guard let value = fields[UTF8Key(name)] else { return nil }
         guard case .number(let number) = value else {
             throw .invalid("`\(name)` must be an integer, not \(value.typeName)")
         }
@@ -186,7 +186,7 @@ struct FieldReader {
     /// A number, nudged so that comparisons with `bounds` agree with its exact decimal value;
     /// finite even for literals beyond a double's range.
     func optionalDouble(_ name: String, bounds: [Int]) throws(LedgerError) -> Double? {
-        guard let value = fields[name] else { return nil }
+        guard let value = fields[UTF8Key(name)] else { return nil }
         guard case .number(let number) = value else {
             throw .invalid("`\(name)` must be a number, not \(value.typeName)")
         }

@@ -5,7 +5,7 @@
 /// is 1…10; `amount` ≥ 1; `progress` 0…1; `timeRemaining` not below -1; the fields a state
 /// requires. Limits the spec leaves open, chosen so that every value fits an index key and no
 /// event can grow without bound: other names and ids at most 256 bytes, free text (`error`,
-/// `reason`) at most 1,024 bytes, timestamps within years 0001–9999.
+/// `reason`) at most 1,024 bytes, timestamps within years 0000–9999 (UTC).
 enum EventLimits {
     static let keyBytes = 1...128
     static let nameBytes = 0...256
@@ -98,7 +98,7 @@ extension Event {
 
     private static func checkTime(_ time: Timestamp, _ field: String) throws(LedgerError) {
         guard time.isRepresentable else {
-            throw .invalid("`\(field)` must lie between years 0001 and 9999")
+            throw .invalid("`\(field)` must lie between years 0000 and 9999 (UTC)")
         }
     }
 

@@ -28,29 +28,23 @@ public struct DownloadStatus: Sendable, Hashable {
     public var progress: Double
 }
 
-extension AccountState {
-    func projection(account: String, asOf time: Timestamp, revoked: [String: UInt64]) -> AccountProjection {
-        var entitled: Set<String> = []
+extension AccountProjection {
+    init(account: String, state: AccountState, asOf time: Timestamp, isRevoked: (UTF8Key) -> Bool) {
+        var entitled: Set<UTF8Key> = []
         var unfinished: [QueueEntry] = []
-        for entry in entries.values {
-            if entry.entitles(at: time, revoked: revoked) { entitled.insert(entry.product) }
+        for entry in state.entries.values {
+            if entry.entitles(at: time, isRevoked: isRevoked) { entitled.insert(UTF8Key(entry.product)) }
             if !entry.isFinished { unfinished.append(entry) }
         }
         unfinished.sort { $0.openedAt < $1.openedAt }
-        return AccountProjection(
-            account: account,
-            entitlements: entitled.sorted(by: utf8Order),
-            balances: balances,
-            unfinished: unfinished.map { entry in
-                UnfinishedTransaction(
-                    payment: entry.payment, product: entry.product, state: entry.state,
-                    transaction: entry.transaction,
-                    downloads: entry.downloads.map { DownloadStatus(id: $0.id, state: $0.state, progress: $0.progress) })
-            })
+        self.account = account
+        entitlements = entitled.sorted().map(\.string)
+        // Balance items are catalog grant items, which the catalog keeps distinct as strings too.
+        balances = Dictionary(state.balances.map { ($0.key.string, $0.value) }, uniquingKeysWith: { first, _ in first })
+        self.unfinished = unfinished.map { entry in
+            UnfinishedTransaction(
+                payment: entry.payment, product: entry.product, state: entry.state, transaction: entry.transaction,
+                downloads: entry.downloads.map { DownloadStatus(id: $0.id, state: $0.state, progress: $0.progress) })
+        }
     }
-}
-
-/// Byte order of UTF-8, the order of every sorted list the ledger prints.
-func utf8Order(_ lhs: String, _ rhs: String) -> Bool {
-    lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
 }

@@ -1,32 +1,40 @@
 /// The projections of every account after the first `position` events of a log.
 ///
-/// A value: taking it from a live ledger is cheap, and it never changes afterwards. Two states
-/// are equal when every account's entries, balances and revocations are equal, which is how
-/// the tests compare a state kept up to date on append with one rebuilt by replay.
+/// A value: it never changes once taken. Two states are equal when every account's entries,
+/// balances and transactions are equal, and the ledger-wide revocations and credits too: this is
+/// how the tests compare a state kept up to date on append with one rebuilt by replay.
 public struct LedgerState: Sendable, Equatable {
     /// How many events of the log this state reflects (0 for an empty log).
     public internal(set) var position: UInt64 = 0
-    var accounts: [String: AccountState] = [:]
+    var accounts: [UTF8Key: AccountState] = [:]
     /// Revoked store transaction id → position of its first revocation (ids are global).
-    var revocations: [String: UInt64] = [:]
+    var revocations: [UTF8Key: UInt64] = [:]
     /// Store transaction id → the purchased consumable entry it credited.
-    var consumableCredits: [String: EntryReference] = [:]
+    var consumableCredits: [UTF8Key: EntryReference] = [:]
+    /// Entries of every account, and those not finished: kept on every change, for statistics.
+    private(set) var entryCount = 0
+    private(set) var unfinishedCount = 0
 
     public init() {}
 
     /// The accounts with at least one appended event, in UTF-8 byte order.
     public var accountIDs: [String] {
-        accounts.keys.sorted(by: utf8Order)
+        accounts.keys.sorted().map(\.string)
     }
 
     /// What `account` owns as of `time`; nil when the log has no event of that account.
     public func projection(of account: String, asOf time: Timestamp = .now()) -> AccountProjection? {
-        accounts[account].map { $0.projection(account: account, asOf: time, revoked: revocations) }
+        projection(of: UTF8Key(account), asOf: time)
     }
 
     /// Every account's projection, in account order.
     public func projections(asOf time: Timestamp = .now()) -> [AccountProjection] {
-        accountIDs.map { accounts[$0]!.projection(account: $0, asOf: time, revoked: revocations) }
+        accounts.keys.sorted().compactMap { projection(of: $0, asOf: time) }
+    }
+
+    func projection(of account: UTF8Key, asOf time: Timestamp) -> AccountProjection? {
+        guard let state = accounts[account] else { return nil }
+        return AccountProjection(account: account.string, state: state, asOf: time) { revocations[$0] != nil }
     }
 
     /// Applies the event appended at `position`, which must be the next one.
@@ -35,36 +43,48 @@ public struct LedgerState: Sendable, Equatable {
         try Projector.apply(event, at: position, catalog: catalog, to: &self)
         self.position = position
     }
-
-    /// Counts for `ledger stats`.
-    var entryCount: Int { accounts.values.reduce(0) { $0 + $1.entries.count } }
-    var unfinishedCount: Int {
-        accounts.values.reduce(0) { total, account in total + account.entries.values.count { !$0.isFinished } }
-    }
 }
 
 extension LedgerState: ProjectionStore {
-    func account(_ id: String) -> AccountState? {
-        accounts[id]
+    func entry(_ account: UTF8Key, _ payment: UTF8Key) -> QueueEntry? {
+        accounts[account]?.entries[payment]
     }
 
-    mutating func updateAccount(_ id: String, _ body: (inout AccountState) -> Void) {
-        body(&accounts[id, default: AccountState()])
+    func balance(_ account: UTF8Key, _ item: UTF8Key) -> Int64? {
+        accounts[account]?.balances[item]
     }
 
-    func revocation(of transaction: String) -> UInt64? {
+    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) -> Bool {
+        accounts[account]?.referencedTransactions.contains(transaction) ?? false
+    }
+
+    func revocation(of transaction: UTF8Key) -> UInt64? {
         revocations[transaction]
     }
 
-    mutating func setRevocation(_ position: UInt64, of transaction: String) {
-        revocations[transaction] = position
-    }
-
-    func consumableCredit(of transaction: String) -> EntryReference? {
+    func consumableCredit(of transaction: UTF8Key) -> EntryReference? {
         consumableCredits[transaction]
     }
 
-    mutating func setConsumableCredit(_ entry: EntryReference, of transaction: String) {
+    mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) {
+        let previous = accounts[account, default: AccountState()].entries.updateValue(entry, forKey: UTF8Key(entry.payment))
+        if previous == nil { entryCount += 1 }
+        unfinishedCount += (entry.isFinished ? 0 : 1) - (previous.map { $0.isFinished ? 0 : 1 } ?? 0)
+    }
+
+    mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) {
+        accounts[account, default: AccountState()].balances[item] = value
+    }
+
+    mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) {
+        accounts[account, default: AccountState()].referencedTransactions.insert(transaction)
+    }
+
+    mutating func setRevocation(_ position: UInt64, of transaction: UTF8Key) {
+        revocations[transaction] = position
+    }
+
+    mutating func setConsumableCredit(_ entry: EntryReference, of transaction: UTF8Key) {
         consumableCredits[transaction] = entry
     }
 }

@@ -8,10 +8,11 @@ extension LedgerState {
         writer.member("position", Int64(position))
         writer.key("accounts")
         writer.beginObject()
-        let selected = account.map { accounts[$0] == nil ? [] : [$0] } ?? accountIDs
+        let selected = account.map { [UTF8Key($0)] } ?? accounts.keys.sorted()
         for id in selected {
-            writer.key(id)
-            accounts[id]!.projection(account: id, asOf: time, revoked: revocations).write(to: &writer)
+            guard let projection = projection(of: id, asOf: time) else { continue }
+            writer.key(id.string)
+            projection.write(to: &writer)
         }
         writer.endObject()
         writer.endObject()

@@ -1,19 +1,3 @@
-/// The state an appended event changes: the accounts, and two ledger-wide facts about store
-/// transactions (ids are global): which are revoked, and which purchased consumable entry each
-/// credited. `LedgerState` is one (changed in place, for replay); the writer's `AppendSession`
-/// is another (changes kept aside until the commit).
-protocol ProjectionStore {
-    func account(_ id: String) -> AccountState?
-    /// Runs `body` on the account's state, creating an empty one first when needed.
-    mutating func updateAccount(_ id: String, _ body: (inout AccountState) -> Void)
-    /// The position of the revocation of `transaction`, if revoked.
-    func revocation(of transaction: String) -> UInt64?
-    mutating func setRevocation(_ position: UInt64, of transaction: String)
-    /// The purchased consumable entry that `transaction` credited, if any.
-    func consumableCredit(of transaction: String) -> EntryReference?
-    mutating func setConsumableCredit(_ entry: EntryReference, of transaction: String)
-}
-
 /// A log record that cannot be applied: the log and the catalog disagree.
 struct ProjectionInconsistency: Error, CustomStringConvertible {
     var description: String
@@ -26,94 +10,99 @@ enum Projector {
     static func apply(
         _ event: Event, at position: UInt64, catalog: Catalog, to store: inout some ProjectionStore
     ) throws(ProjectionInconsistency) {
-        let accountID = event.account
+        let account = UTF8Key(event.account)
         switch event.payload {
         case .paymentAdded(let added):
-            guard let product = catalog[added.product] else {
-                throw ProjectionInconsistency(description: "product \(added.product) is not in the catalog")
-            }
-            store.updateAccount(accountID) { account in
-                account.entries[added.payment] = QueueEntry(
-                    payment: added.payment, product: product, quantity: added.quantity ?? 1, openedAt: position)
-            }
+            let product = try self.product(added.product, in: catalog)
+            store.setEntry(QueueEntry(payment: added.payment, product: product, quantity: added.quantity ?? 1, openedAt: position), of: account)
 
         case .transactionUpdated(let update):
-            try openIfNeeded(update, account: accountID, at: position, catalog: catalog, store: &store)
-            var credited: QueueEntry?
-            store.updateAccount(accountID) { account in
-                guard var entry = account.entries[update.payment] else { return }
-                entry.state = QueueEntryState(update.state)
-                entry.stateSetAt = position
-                if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
-                    entry.transaction = transaction
-                    entry.originalTransaction = update.originalTransaction
-                    entry.expiresAt = update.expiresAt
-                    account.paymentByTransaction[transaction] = update.payment
-                    if let original = update.originalTransaction { account.originalTransactions.insert(original) }
-                    if update.state == .purchased, entry.productType == .consumable {
-                        account.credit(entry, catalog: catalog)
-                        credited = entry
-                    }
+            var entry: QueueEntry
+            if let existing = store.entry(account, UTF8Key(update.payment)) {
+                entry = existing
+            } else {
+                // StoreKit delivered a transaction the app never added: the update opens the entry.
+                guard let productID = update.product else {
+                    throw ProjectionInconsistency(description: "update of unknown payment \(update.payment) without a product")
                 }
-                account.entries[update.payment] = entry
+                entry = QueueEntry(payment: update.payment, product: try product(productID, in: catalog),
+                                   quantity: update.quantity ?? 1, openedAt: position)
             }
-            // A transaction revoked before it was credited (through another entry's original
-            // transaction) takes its credit back at once: projections depend on the log, not
-            // on the order of refund and purchase.
-            if let credited, let transaction = credited.transaction {
-                store.setConsumableCredit(EntryReference(account: accountID, payment: credited.payment), of: transaction)
-                if store.revocation(of: transaction) != nil {
-                    store.updateAccount(accountID) { $0.credit(credited, catalog: catalog, sign: -1) }
+            entry.state = QueueEntryState(update.state)
+            entry.stateSetAt = position
+            if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
+                entry.transaction = transaction
+                entry.originalTransaction = update.originalTransaction
+                entry.expiresAt = update.expiresAt
+                store.addReference(UTF8Key(transaction), of: account)
+                if let original = update.originalTransaction { store.addReference(UTF8Key(original), of: account) }
+            }
+            store.setEntry(entry, of: account)
+            if update.state == .purchased, entry.productType == .consumable, let transaction = update.transaction {
+                let key = UTF8Key(transaction)
+                credit(entry, of: account, catalog: catalog, sign: 1, in: &store)
+                store.setConsumableCredit(EntryReference(account: event.account, payment: update.payment), of: key)
+                // A transaction revoked before it was credited (through another entry's original
+                // transaction) takes its credit back at once: projections depend on the log, not
+                // on the order in which refund and purchase arrived.
+                if store.revocation(of: key) != nil {
+                    credit(entry, of: account, catalog: catalog, sign: -1, in: &store)
                 }
             }
 
         case .downloadUpdated(let update):
-            try requireEntry(update.payment, of: accountID, in: store)
-            store.updateAccount(accountID) { account in
-                let download = QueueEntry.Download(id: update.download, state: update.state, progress: update.progress ?? 0)
-                if let index = account.entries[update.payment]!.downloads.firstIndex(where: { $0.id == update.download }) {
-                    account.entries[update.payment]!.downloads[index] = download
-                } else {
-                    account.entries[update.payment]!.downloads.append(download)
-                }
+            var entry = try requireEntry(account, update.payment, in: store)
+            let download = QueueEntry.Download(id: update.download, state: update.state, progress: update.progress ?? 0)
+            if let index = entry.downloadIndex(update.download) {
+                entry.downloads[index] = download
+            } else {
+                entry.downloads.append(download)
             }
+            store.setEntry(entry, of: account)
 
         case .transactionFinished(let finished):
-            try requireEntry(finished.payment, of: accountID, in: store)
-            store.updateAccount(accountID) { $0.entries[finished.payment]!.finishedAt = position }
+            var entry = try requireEntry(account, finished.payment, in: store)
+            entry.finishedAt = position
+            store.setEntry(entry, of: account)
 
         case .consumed(let consumed):
-            store.updateAccount(accountID) { $0.balances[consumed.item, default: 0] -= consumed.amount }
+            let item = UTF8Key(consumed.item)
+            store.setBalance((store.balance(account, item) ?? 0) - consumed.amount, of: account, item: item)
 
         case .revoked(let revoked):
-            guard store.revocation(of: revoked.transaction) == nil else { return }
-            store.setRevocation(position, of: revoked.transaction)
+            let key = UTF8Key(revoked.transaction)
+            guard store.revocation(of: key) == nil else { return }
+            store.setRevocation(position, of: key)
             // A refund takes back what the purchase credited, in the account that holds it.
-            if let holder = store.consumableCredit(of: revoked.transaction),
-               let entry = store.account(holder.account)?.entries[holder.payment] {
-                store.updateAccount(holder.account) { $0.credit(entry, catalog: catalog, sign: -1) }
+            if let holder = store.consumableCredit(of: key),
+               let entry = store.entry(UTF8Key(holder.account), UTF8Key(holder.payment)) {
+                credit(entry, of: UTF8Key(holder.account), catalog: catalog, sign: -1, in: &store)
             }
         }
     }
 
-    /// A `transactionUpdated` for a payment the account does not have opens a new entry.
-    private static func openIfNeeded(
-        _ update: TransactionUpdated, account accountID: String, at position: UInt64, catalog: Catalog,
-        store: inout some ProjectionStore
-    ) throws(ProjectionInconsistency) {
-        guard store.account(accountID)?.entries[update.payment] == nil else { return }
-        guard let productID = update.product, let product = catalog[productID] else {
-            throw ProjectionInconsistency(description: "update of unknown payment \(update.payment) without a known product")
-        }
-        store.updateAccount(accountID) { account in
-            account.entries[update.payment] = QueueEntry(
-                payment: update.payment, product: product, quantity: update.quantity ?? 1, openedAt: position)
+    /// Adds (or, with sign -1, takes back) what a purchased consumable entry credits.
+    private static func credit(
+        _ entry: QueueEntry, of account: UTF8Key, catalog: Catalog, sign: Int64, in store: inout some ProjectionStore
+    ) {
+        guard let product = catalog[entry.product] else { return }
+        for (item, amount) in product.grants {
+            let key = UTF8Key(item)
+            store.setBalance((store.balance(account, key) ?? 0) + sign * amount * Int64(entry.quantity), of: account, item: key)
         }
     }
 
-    private static func requireEntry(_ payment: String, of accountID: String, in store: some ProjectionStore) throws(ProjectionInconsistency) {
-        guard store.account(accountID)?.entries[payment] != nil else {
+    private static func product(_ id: String, in catalog: Catalog) throws(ProjectionInconsistency) -> Catalog.Product {
+        guard let product = catalog[id] else {
+            throw ProjectionInconsistency(description: "product \(id) is not in the catalog")
+        }
+        return product
+    }
+
+    private static func requireEntry(_ account: UTF8Key, _ payment: String, in store: some ProjectionStore) throws(ProjectionInconsistency) -> QueueEntry {
+        guard let entry = store.entry(account, UTF8Key(payment)) else {
             throw ProjectionInconsistency(description: "event for unknown payment \(payment)")
         }
+        return entry
     }
 }

@@ -64,15 +64,15 @@ struct QueueEntry: Sendable, Hashable {
 
     var isFinished: Bool { finishedAt != nil }
 
-    func download(_ id: String) -> Download? {
-        downloads.first { $0.id == id }
+    func downloadIndex(_ id: String) -> Int? {
+        downloads.firstIndex { sameBytes($0.id, id) }
     }
 
-    /// Whether the entry counts for entitlements at `time`, given the revoked transactions.
-    func entitles(at time: Timestamp, revoked: [String: UInt64]) -> Bool {
+    /// Whether the entry counts for entitlements at `time`, given which transactions are revoked.
+    func entitles(at time: Timestamp, isRevoked: (UTF8Key) -> Bool) -> Bool {
         guard productType.grantsEntitlement, state == .purchased || state == .restored else { return false }
-        if let transaction, revoked[transaction] != nil { return false }
-        if let originalTransaction, revoked[originalTransaction] != nil { return false }
+        if let transaction, isRevoked(UTF8Key(transaction)) { return false }
+        if let originalTransaction, isRevoked(UTF8Key(originalTransaction)) { return false }
         if let expiresAt, expiresAt <= time { return false }
         return true
     }

@@ -1,4 +1,4 @@
-/// A queue entry, named by its account and payment id.
+/// A queue entry, named by its account and payment id (compared byte for byte).
 package struct EntryReference: Sendable, Hashable {
     package var account: String
     package var payment: String
@@ -7,20 +7,25 @@ package struct EntryReference: Sendable, Hashable {
         self.account = account
         self.payment = payment
     }
+
+    package static func == (lhs: EntryReference, rhs: EntryReference) -> Bool {
+        sameBytes(lhs.account, rhs.account) && sameBytes(lhs.payment, rhs.payment)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(UTF8Key(account))
+        hasher.combine(UTF8Key(payment))
+    }
 }
 
 /// What the rules may consult besides the event itself: the catalog, the log's indexes (event
-/// ids, store transactions), and the accounts' states as they stand before the event.
-protocol RuleContext {
+/// ids, store transactions), and the projections as they stand before the event.
+protocol RuleContext: ProjectionReader {
     var catalog: Catalog { get }
     /// The position of the appended event with this id, if any.
     func position(ofEventID id: String) throws -> UInt64?
     /// The entry, of any account, that holds `transaction` as its own store transaction.
     func holder(ofTransaction transaction: String) throws -> EntryReference?
-    /// The account's state; nil when the log has no event of it.
-    func account(_ id: String) -> AccountState?
-    /// The position of the first revocation of `transaction`, if revoked (ids are global).
-    func revocation(of transaction: String) -> UInt64?
 }
 
 /// What the rules decide for one event.
@@ -51,18 +56,18 @@ enum Rules {
         if let earlier = try context.position(ofEventID: event.id) {
             return .duplicate(of: earlier)
         }
-        let account = context.account(event.account)
+        let account = UTF8Key(event.account)
         switch event.payload {
         case .paymentAdded(let added):
-            return paymentAdded(added, account: account, catalog: context.catalog)
+            return paymentAdded(added, existing: context.entry(account, UTF8Key(added.payment)), catalog: context.catalog)
         case .transactionUpdated(let update):
-            return try transactionUpdated(update, account: event.account, state: account, in: context)
+            return try transactionUpdated(update, account: event.account, existing: context.entry(account, UTF8Key(update.payment)), in: context)
         case .downloadUpdated(let update):
-            return downloadUpdated(update, account: account)
+            return downloadUpdated(update, existing: context.entry(account, UTF8Key(update.payment)))
         case .transactionFinished(let finished):
-            return transactionFinished(finished, account: account)
+            return transactionFinished(finished, existing: context.entry(account, UTF8Key(finished.payment)))
         case .consumed(let consumed):
-            return self.consumed(consumed, account: account)
+            return self.consumed(consumed, balance: context.balance(account, UTF8Key(consumed.item)) ?? 0)
         case .revoked(let revoked):
             return self.revoked(revoked, account: account, in: context)
         }
@@ -71,14 +76,14 @@ enum Rules {
     // MARK: paymentAdded
 
     /// `unknownProduct`, then quantity-must-be-1 (`invalidEvent`), then `duplicatePayment`.
-    private static func paymentAdded(_ added: PaymentAdded, account: AccountState?, catalog: Catalog) -> Decision {
+    private static func paymentAdded(_ added: PaymentAdded, existing: QueueEntry?, catalog: Catalog) -> Decision {
         guard let product = catalog[added.product] else {
             return .reject(unknownProduct(added.product))
         }
         if let rejection = singleQuantity(added.quantity, product: product) {
             return .reject(rejection)
         }
-        if account?.entries[added.payment] != nil {
+        if existing != nil {
             return .reject(LedgerError(.duplicatePayment,
                 "payment \"\(added.payment)\" is already in this account's queue; every addPayment needs a new payment id"))
         }
@@ -88,11 +93,10 @@ enum Rules {
     // MARK: transactionUpdated
 
     private static func transactionUpdated(
-        _ update: TransactionUpdated, account accountID: String, state account: AccountState?,
-        in context: some RuleContext
+        _ update: TransactionUpdated, account accountID: String, existing: QueueEntry?, in context: some RuleContext
     ) throws -> Decision {
         let productType: Catalog.ProductType
-        if let entry = account?.entries[update.payment] {
+        if let entry = existing {
             if isRedelivery(update, of: entry) {
                 return .duplicate(of: entry.stateSetAt)
             }
@@ -137,7 +141,7 @@ enum Rules {
     private static func isRedelivery(_ update: TransactionUpdated, of entry: QueueEntry) -> Bool {
         guard entry.state == QueueEntryState(update.state) else { return false }
         switch update.state {
-        case .purchased, .restored: return entry.transaction == update.transaction
+        case .purchased, .restored: return sameBytes(entry.transaction, update.transaction)
         case .purchasing, .deferred, .failed: return true
         }
     }
@@ -146,8 +150,8 @@ enum Rules {
 
     /// Downloads belong to a purchased or restored, unfinished entry; a download that ended
     /// takes no further update; progress never decreases; `timeRemaining` is seconds ≥ 0 or -1.
-    private static func downloadUpdated(_ update: DownloadUpdated, account: AccountState?) -> Decision {
-        guard let entry = account?.entries[update.payment] else {
+    private static func downloadUpdated(_ update: DownloadUpdated, existing: QueueEntry?) -> Decision {
+        guard let entry = existing else {
             return .reject(unknownPayment(update.payment, hint: ""))
         }
         if entry.isFinished {
@@ -161,7 +165,8 @@ enum Rules {
             return .reject(LedgerError(.illegalDownload,
                 "`timeRemaining` must be seconds ≥ 0, or -1 for unknown (got \(remaining))"))
         }
-        if let existing = entry.download(update.download) {
+        if let index = entry.downloadIndex(update.download) {
+            let existing = entry.downloads[index]
             if existing.state.isTerminal {
                 return .reject(LedgerError(.illegalDownload,
                     "download \"\(update.download)\" is \(existing.state.rawValue) and accepts no further update"))
@@ -179,8 +184,8 @@ enum Rules {
 
     /// A repeated finish is a duplicate; only purchased, failed or restored entries finish, and
     /// only once no download is waiting, active or paused.
-    private static func transactionFinished(_ finished: TransactionFinished, account: AccountState?) -> Decision {
-        guard let entry = account?.entries[finished.payment] else {
+    private static func transactionFinished(_ finished: TransactionFinished, existing: QueueEntry?) -> Decision {
+        guard let entry = existing else {
             return .reject(unknownPayment(finished.payment, hint: ""))
         }
         if let finishedAt = entry.finishedAt {
@@ -199,8 +204,7 @@ enum Rules {
 
     // MARK: consumed
 
-    private static func consumed(_ consumed: Consumed, account: AccountState?) -> Decision {
-        let balance = account?.balances[consumed.item] ?? 0
+    private static func consumed(_ consumed: Consumed, balance: Int64) -> Decision {
         guard consumed.amount <= balance else {
             return .reject(LedgerError(.insufficientBalance,
                 "cannot consume \(consumed.amount) \"\(consumed.item)\": the balance is \(balance)"))
@@ -213,12 +217,13 @@ enum Rules {
     /// The account must hold the transaction (as an entry's transaction or original
     /// transaction); a second revocation of a transaction (by any account: store transaction
     /// ids are global) is a duplicate of the first.
-    private static func revoked(_ revoked: Revoked, account: AccountState?, in context: some RuleContext) -> Decision {
-        guard let account, account.references(transaction: revoked.transaction) else {
+    private static func revoked(_ revoked: Revoked, account: UTF8Key, in context: some RuleContext) -> Decision {
+        let transaction = UTF8Key(revoked.transaction)
+        guard context.accountHolds(account, transaction: transaction) else {
             return .reject(LedgerError(.unknownTransaction,
                 "no entry of this account holds store transaction \"\(revoked.transaction)\""))
         }
-        if let first = context.revocation(of: revoked.transaction) {
+        if let first = context.revocation(of: transaction) {
             return .duplicate(of: first)
         }
         return .append

@@ -16,6 +16,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     let environment: Environment
     let isReadOnly: Bool
     private let claim: OpenEnvironments.Claim
+    private let maximumSize: Int?
     private let directory: String
     private let tables: Tables
 
@@ -31,6 +32,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     init(directory: String, configuration: Environment.Configuration) throws {
         self.directory = directory
         isReadOnly = configuration.readOnly
+        maximumSize = configuration.maximumMapSize
         claim = try OpenEnvironments.claim(directory)
         do {
             environment = try Environment(directory: directory, configuration: configuration)
@@ -55,12 +57,24 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
     }
 
+    deinit {
+        close()
+    }
+
     func read<R>(_ body: (any LedgerStorageReader) throws -> R) throws -> R {
-        try environment.read { txn in try body(Reader(txn: txn, tables: tables)) }
+        do {
+            return try environment.read { txn in try body(Reader(txn: txn, tables: tables)) }
+        } catch {
+            throw StorageErrors.map(error, maximumSize: nil)
+        }
     }
 
     func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
-        try environment.write { txn in try body(Writer(txn: txn, tables: tables)) }
+        do {
+            return try environment.write { txn in try body(Writer(txn: txn, tables: tables)) }
+        } catch {
+            throw StorageErrors.map(error, maximumSize: maximumSize)
+        }
     }
 
     func sizeOnDisk() -> Int {
@@ -76,16 +90,26 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     /// Transaction keys carry a leading byte so that an empty id is still a valid LMDB key.
     static func transactionKey(_ transaction: String) -> [UInt8] {
-        [0x74] + Array(transaction.utf8)
+        var key: [UInt8] = []
+        key.reserveCapacity(transaction.utf8.count + 1)
+        key.append(0x74)
+        key.append(contentsOf: transaction.utf8)
+        return key
     }
 
-    static func historyPrefix(_ account: String) -> [UInt8] {
-        let utf8 = Array(account.utf8)
-        return [UInt8(utf8.count)] + utf8
+    /// The account's length (one byte: accounts are at most 128 bytes), then its bytes; nil for
+    /// a name too long to be an account.
+    static func historyPrefix(_ account: String) -> [UInt8]? {
+        guard let length = UInt8(exactly: account.utf8.count) else { return nil }
+        var key: [UInt8] = []
+        key.reserveCapacity(Int(length) + 9)
+        key.append(length)
+        key.append(contentsOf: account.utf8)
+        return key
     }
 
-    static func historyKey(_ account: String, _ position: UInt64) -> [UInt8] {
-        var key = historyPrefix(account)
+    static func historyKey(_ account: String, _ position: UInt64) -> [UInt8]? {
+        guard var key = historyPrefix(account) else { return nil }
         withUnsafeBytes(of: position.bigEndian) { key.append(contentsOf: $0) }
         return key
     }
@@ -124,6 +148,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         ) throws {
             guard start <= end else { return }
             try txn.scan(tables.log, from: start) { key, value in
+                guard key.count == 8 else {
+                    throw StorageError(.damaged, "the log holds a key of \(key.count) bytes")
+                }
                 let position = try UInt64(lmdbBytes: key)
                 guard position <= end else { return false }
                 return try body(position, value)
@@ -141,10 +168,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func positions(ofAccount account: String, after position: UInt64, limit: Int) throws -> [UInt64] {
-            let prefix = LMDBLedgerStorage.historyPrefix(account)
             var positions: [UInt64] = []
-            guard limit > 0, position < UInt64.max else { return positions }
-            try txn.scan(tables.history, from: LMDBLedgerStorage.historyKey(account, position + 1)) { key, _ in
+            guard limit > 0, position < UInt64.max, let prefix = LMDBLedgerStorage.historyPrefix(account),
+                  let start = LMDBLedgerStorage.historyKey(account, position + 1)
+            else { return positions }
+            try txn.scan(tables.history, from: start) { key, _ in
                 guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
                 positions.append(UInt64(bigEndian: key.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self)))
                 return positions.count < limit
@@ -153,7 +181,12 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func hasHistoryEntry(account: String, position: UInt64) throws -> Bool {
-            try txn.contains(tables.history, key: LMDBLedgerStorage.historyKey(account, position))
+            guard let key = LMDBLedgerStorage.historyKey(account, position) else { return false }
+            return try txn.contains(tables.history, key: key)
+        }
+
+        func record(at position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+            try txn.withValue(in: tables.log, forKey: position) { bytes in try body(bytes) } != nil
         }
 
         func accountCount() throws -> Int {
@@ -190,12 +223,20 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     }
 
     final class Writer: Reader, LedgerStorageWriter {
-        private var write: WriteTransaction { txn as! WriteTransaction }
+        private let write: WriteTransaction
+
+        init(txn: WriteTransaction, tables: Tables) {
+            write = txn
+            super.init(txn: txn, tables: tables)
+        }
 
         func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
             try write.append(record, in: tables.log, forKey: position)
             try write.put(position, in: tables.events, forKey: eventID)
-            try write.put(EmptyValue(), in: tables.history, forKey: LMDBLedgerStorage.historyKey(account, position))
+            guard let key = LMDBLedgerStorage.historyKey(account, position) else {
+                throw StorageError(.io, "account names are at most 255 bytes")
+            }
+            try write.put(EmptyValue(), in: tables.history, forKey: key)
         }
 
         func setHolder(_ entry: EntryReference, ofTransaction transaction: String) throws {

@@ -58,12 +58,14 @@ enum LedgerDirectory {
     }
 }
 
-/// Maps storage-engine failures to `StorageError`; the ledger's own errors pass through.
+/// Maps storage-engine failures to `StorageError`; every other error passes through.
 enum StorageErrors {
     static func map(_ error: any Error, maximumSize: Int?) -> any Error {
         switch error {
         case is StorageError, is LedgerError, is CatalogError:
             return error
+        case let lmdb as LMDBError where lmdb.code == .unusable:
+            return StorageError(.closed, "the ledger is closed, or unusable after a storage failure", cause: lmdb)
         case let lmdb as LMDBError where lmdb.code == .mapFull:
             let limit = maximumSize.map { " of \($0) bytes" } ?? ""
             return StorageError(.storageFull, "the ledger reached its maximum size\(limit); earlier events stay readable", cause: lmdb)
@@ -77,8 +79,11 @@ enum StorageErrors {
             return StorageError(.io, "the storage failed", cause: lmdb)
         case let file as FileSystemError:
             return StorageError(.io, "the file system failed", cause: file)
+        case let malformed as ByteReader.Malformed:
+            return StorageError(.damaged, "an index value cannot be decoded: \(malformed.reason)")
         default:
-            return StorageError(.io, "the storage failed: \(error)")
+            // Errors of the caller's own closure pass through.
+            return error
         }
     }
 }

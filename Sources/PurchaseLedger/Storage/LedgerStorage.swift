@@ -43,6 +43,8 @@ package protocol LedgerStorageReader {
     /// Positions of the account's events after `position`, at most `limit`, in order.
     func positions(ofAccount account: String, after position: UInt64, limit: Int) throws -> [UInt64]
     func hasHistoryEntry(account: String, position: UInt64) throws -> Bool
+    /// Calls `body` with the record at `position`; false when there is none.
+    func record(at position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool
     /// How many accounts have at least one event.
     func accountCount() throws -> Int
 

@@ -1,0 +1,51 @@
+/// A string compared and hashed by its UTF-8 bytes.
+///
+/// Swift's `String` compares by Unicode canonical equivalence ("é" equals "e\u{301}", "K" equals
+/// the Kelvin sign), but ids, accounts and store transactions are opaque bytes, and the LMDB
+/// indexes compare bytes. Every identity the ledger keeps in memory is a `UTF8Key`, so memory and
+/// disk never disagree about whether two ids are the same.
+struct UTF8Key: Hashable, Sendable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+    let string: String
+
+    init(_ string: String) {
+        self.string = string
+    }
+
+    init(stringLiteral value: String) {
+        self.string = value
+    }
+
+    var description: String { string }
+
+    static func == (lhs: UTF8Key, rhs: UTF8Key) -> Bool {
+        sameBytes(lhs.string, rhs.string)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        var copy = string
+        copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Byte order, the order of every sorted list the ledger prints.
+    static func < (lhs: UTF8Key, rhs: UTF8Key) -> Bool {
+        lhs.string.utf8.lexicographicallyPrecedes(rhs.string.utf8)
+    }
+}
+
+/// True when the two strings have the same UTF-8 bytes (not merely canonically equivalent).
+func sameBytes(_ lhs: String, _ rhs: String) -> Bool {
+    lhs.utf8.count == rhs.utf8.count && lhs.utf8.elementsEqual(rhs.utf8)
+}
+
+func sameBytes(_ lhs: String?, _ rhs: String?) -> Bool {
+    switch (lhs, rhs) {
+    case (nil, nil): true
+    case let (lhs?, rhs?): sameBytes(lhs, rhs)
+    default: false
+    }
+}
+
+/// Byte order of UTF-8, the order of every sorted list the ledger prints.
+func utf8Order(_ lhs: String, _ rhs: String) -> Bool {
+    lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
+}
