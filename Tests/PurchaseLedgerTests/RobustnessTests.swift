@@ -53,6 +53,7 @@ struct RobustnessTests {
     @Test func reopeningKeepsTheMapItGrewTo() async throws {
         var small = Ledger.Configuration.testing
         small.initialMapSize = 64 << 10
+        small.snapshotOnClose = false
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
             let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: small)

@@ -361,17 +361,17 @@ struct RuleTests {
         let (setup, probe) = rule.build(&u1, &u2)
         try await withLedger { ledger, _ in
             try await ledger.appendAll(setup)
-            let before = ledger.currentState
+            let before = (try ledger.currentState())
             let result = try await ledger.append(contentsOf: [probe])[0]
             switch rule.expected {
             case .appended:
                 #expect(result == .success(.appended(position: UInt64(setup.count + 1))))
             case .duplicate(let index):
                 #expect(result == .success(.duplicate(of: UInt64(index + 1))))
-                #expect(ledger.currentState == before)
+                #expect((try ledger.currentState()) == before)
             case .rejected(let code):
                 #expect(result.code == code, "\(result)")
-                #expect(ledger.currentState == before)
+                #expect((try ledger.currentState()) == before)
             }
             if case .failure(let error) = result {
                 #expect(!error.message.isEmpty)

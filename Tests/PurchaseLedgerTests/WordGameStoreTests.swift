@@ -18,11 +18,11 @@ struct WordGameStoreTests {
                 s.add("p3", Self.hardWords), s.update("p3", .purchasing), s.purchased("p3", "1000003"), s.finish("p3"),
                 s.consume("hints", 25),
             ])
-            let owned = try #require(ledger.projection(of: "ana"))
+            let owned = try #require(try ledger.projection(of: "ana"))
             #expect(owned.balances == ["hints": 10 + 2 * 100 - 25])
             #expect(owned.entitlements == [Self.hardWords])
             #expect(owned.unfinished.isEmpty)
-            #expect(ledger.projection(of: "ben") == nil)
+            #expect(try ledger.projection(of: "ben") == nil)
         }
     }
 
@@ -38,8 +38,8 @@ struct WordGameStoreTests {
                 await ledger.close()
             }
             let relaunched = try Ledger.open(at: path, configuration: .testing)
-            #expect(relaunched.balances(of: "ana") == ["hints": 10])
-            #expect(relaunched.unfinished(of: "ana").map(\.payment) == ["p1"])
+            #expect(try relaunched.balances(of: "ana") == ["hints": 10])
+            #expect(try relaunched.unfinished(of: "ana").map(\.payment) == ["p1"])
             // At launch StoreKit redelivers the unfinished transaction, under a new callback id.
             let redelivered = try await relaunched.append(s.again(purchase))
             #expect(redelivered == .duplicate(of: 3))
@@ -47,8 +47,8 @@ struct WordGameStoreTests {
             let unknown = try await relaunched.append(contentsOf: [s.purchased("p9", "1000001", product: Self.tenHints)])
             #expect(unknown[0].code == .transactionAlreadyCredited)
             try await relaunched.append(s.finish("p1"))
-            #expect(relaunched.balances(of: "ana") == ["hints": 10])
-            #expect(relaunched.unfinished(of: "ana").isEmpty)
+            #expect(try relaunched.balances(of: "ana") == ["hints": 10])
+            #expect(try relaunched.unfinished(of: "ana").isEmpty)
             await relaunched.close()
         }
     }
@@ -58,12 +58,12 @@ struct WordGameStoreTests {
             var child = Script("kid")
             try await ledger.appendAll([child.add("p1", Self.iosWords), child.update("p1", .purchasing), child.update("p1", .deferred)])
             // Deferred: not owned, not finishable, still unfinished (StoreKit will report again).
-            #expect(ledger.entitlements(of: "kid").isEmpty)
+            #expect(try ledger.entitlements(of: "kid").isEmpty)
             #expect(try await ledger.append(contentsOf: [child.finish("p1")])[0].code == .notFinishable)
-            #expect(ledger.unfinished(of: "kid").map(\.state) == [.deferred])
+            #expect(try ledger.unfinished(of: "kid").map(\.state) == [.deferred])
             // A parent approves a day later.
             try await ledger.appendAll([child.purchased("p1", "2000001"), child.finish("p1")])
-            #expect(ledger.entitlements(of: "kid") == [Self.iosWords])
+            #expect(try ledger.entitlements(of: "kid") == [Self.iosWords])
         }
     }
 
@@ -72,8 +72,8 @@ struct WordGameStoreTests {
             var child = Script("kid")
             try await ledger.appendAll([child.add("p1", Self.iosWords), child.update("p1", .deferred)])
             try await ledger.appendAll([child.purchased("approved-1", "2000001", product: Self.iosWords), child.finish("approved-1")])
-            #expect(ledger.entitlements(of: "kid") == [Self.iosWords])
-            #expect(ledger.unfinished(of: "kid").map(\.payment) == ["p1"])
+            #expect(try ledger.entitlements(of: "kid") == [Self.iosWords])
+            #expect(try ledger.unfinished(of: "kid").map(\.payment) == ["p1"])
         }
     }
 
@@ -84,10 +84,10 @@ struct WordGameStoreTests {
                 s.add("p1", Self.hundredHints), s.update("p1", .purchasing),
                 s.update("p1", .failed, error: "paymentCancelled"), s.finish("p1"),
             ])
-            #expect(ledger.balances(of: "ana").isEmpty)
+            #expect(try ledger.balances(of: "ana").isEmpty)
             // After the user updates their payment details, StoreKit delivers the purchase.
             try await ledger.appendAll([s.purchased("p2", "3000001", product: Self.hundredHints), s.finish("p2")])
-            #expect(ledger.balances(of: "ana") == ["hints": 100])
+            #expect(try ledger.balances(of: "ana") == ["hints": 100])
             // The failed entry cannot be revived.
             #expect(try await ledger.append(contentsOf: [s.purchased("p1", "3000002")])[0].code == .entryFinished)
         }
@@ -111,8 +111,8 @@ struct WordGameStoreTests {
                 tablet.update("r2", .restored, transaction: "4000102", original: "4000002", product: Self.tenHints),
             ])
             #expect(hints[0].code == .notRestorable)
-            #expect(ledger.entitlements(of: "ana") == [Self.hardWords])
-            #expect(ledger.balances(of: "ana") == ["hints": 10])
+            #expect(try ledger.entitlements(of: "ana") == [Self.hardWords])
+            #expect(try ledger.balances(of: "ana") == ["hints": 10])
         }
     }
 
@@ -124,11 +124,11 @@ struct WordGameStoreTests {
                 s.download("p1", "words", .waiting), s.download("p1", "words", .active, progress: 0.4, remaining: 12),
             ])
             #expect(try await ledger.append(contentsOf: [s.finish("p1")])[0].code == .downloadsPending)
-            let unfinished = ledger.unfinished(of: "ana")
+            let unfinished = try ledger.unfinished(of: "ana")
             #expect(unfinished.first?.downloads == [DownloadStatus(id: "words", state: .active, progress: 0.4)])
             try await ledger.appendAll([s.download("p1", "words", .finished, progress: 1), s.finish("p1")])
-            #expect(ledger.unfinished(of: "ana").isEmpty)
-            #expect(ledger.entitlements(of: "ana") == [Self.iosWords])
+            #expect(try ledger.unfinished(of: "ana").isEmpty)
+            #expect(try ledger.entitlements(of: "ana") == [Self.iosWords])
         }
     }
 
@@ -142,8 +142,8 @@ struct WordGameStoreTests {
             ])
             try await ledger.appendAll([s.revoke("6000001", reason: "refund"), s.revoke("6000002")])
             // 100 credited, 60 spent, 100 taken back: the balance goes negative, never clamped.
-            #expect(ledger.balances(of: "ana") == ["hints": -60])
-            #expect(ledger.entitlements(of: "ana").isEmpty)
+            #expect(try ledger.balances(of: "ana") == ["hints": -60])
+            #expect(try ledger.entitlements(of: "ana").isEmpty)
             #expect(try await ledger.append(contentsOf: [s.consume("hints", 1)])[0].code == .insufficientBalance)
         }
     }
@@ -156,15 +156,15 @@ struct WordGameStoreTests {
             try await ledger.appendAll([
                 s.add("p1", "com.example.pro.month"), s.purchased("p1", "7000001", expires: january), s.finish("p1"),
             ])
-            #expect(ledger.entitlements(of: "ana", asOf: newYear) == ["com.example.pro.month"])
-            #expect(ledger.entitlements(of: "ana", asOf: january).isEmpty, "expiresAt must be after the as-of time")
+            #expect(try ledger.entitlements(of: "ana", asOf: newYear) == ["com.example.pro.month"])
+            #expect(try ledger.entitlements(of: "ana", asOf: january).isEmpty, "expiresAt must be after the as-of time")
             try await ledger.appendAll([
                 s.purchased("renewal-1", "7000002", product: "com.example.pro.month", original: "7000001", expires: february),
             ])
-            #expect(ledger.entitlements(of: "ana", asOf: january) == ["com.example.pro.month"])
+            #expect(try ledger.entitlements(of: "ana", asOf: january) == ["com.example.pro.month"])
             // Revoking the original transaction ends every renewal of it.
             try await ledger.appendAll([s.revoke("7000001")])
-            #expect(ledger.entitlements(of: "ana", asOf: january).isEmpty)
+            #expect(try ledger.entitlements(of: "ana", asOf: january).isEmpty)
         }
     }
 
@@ -177,7 +177,7 @@ struct WordGameStoreTests {
                 s.add("p1", "com.example.pro.month"), s.purchased("p1", "8000002", original: "8000001"), s.revoke("8000001"),
                 s.purchased("p2", "8000001", product: Self.tenHints),
             ])
-            #expect(ledger.balances(of: "ana") == ["hints": 0])
+            #expect(try ledger.balances(of: "ana") == ["hints": 0])
         }
     }
 }

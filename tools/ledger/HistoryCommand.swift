@@ -69,40 +69,4 @@ extension LedgerCommand {
             return "\(padded)  \(event.at)  \(event.type.rawValue)  \(detail.joined(separator: " "))  [\(event.id)]"
         }
     }
-
-    struct Stats: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
-            abstract: "Show a ledger's size: events, accounts, positions, catalog and data file.")
-
-        @OptionGroup var format: OutputFormat
-        @OptionGroup var location: LedgerLocation
-
-        func run() async throws {
-            try await runOrFail {
-                let log = try LedgerLog.open(at: location.directory)
-                defer { log.close() }
-                let events = try log.lastPosition()
-                let accounts = try log.accountCount()
-                let products = try log.catalog().products.count
-                let size = log.fileSize()
-                if format.json {
-                    try Console.output("{\"events\": \(events), \"accounts\": \(accounts), \"firstPosition\": \(events > 0 ? 1 : 0), \"lastPosition\": \(events), \"products\": \(products), \"fileSize\": \(size)}\n")
-                } else {
-                    try Console.output("""
-                        events     \(grouped(events))
-                        accounts   \(grouped(accounts))
-                        positions  \(events > 0 ? "1 … \(grouped(events))" : "none")
-                        products   \(products)
-                        file size  \(grouped(size)) bytes (\(megabytes(size)))
-
-                        """)
-                }
-            }
-        }
-
-        private func megabytes(_ bytes: Int) -> String {
-            let tenths = (bytes * 10 + (1 << 19)) >> 20
-            return "\(tenths / 10).\(tenths % 10) MiB"
-        }
-    }
 }

@@ -27,6 +27,9 @@ extension LedgerCommand {
         @Option(help: "Events per durable commit.")
         var batchSize = 1000
 
+        @Option(help: ArgumentHelp("Write a snapshot of the projections every N events (0: only at the end).", valueName: "N"))
+        var snapshotEvery: UInt64 = 100_000
+
         @OptionGroup var location: LedgerLocation
 
         @Argument(help: ArgumentHelp("The events, as JSON Lines ('-' for standard input).", valueName: "EVENTS"))
@@ -48,6 +51,7 @@ extension LedgerCommand {
                 }
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
+                configuration.snapshotInterval = snapshotEvery == 0 ? nil : snapshotEvery
                 let ledger = try Ledger.open(at: location.directory, catalog: catalogValue, configuration: configuration)
                 do {
                     // Opened only once the ledger is usable: a failed import leaves an old report alone.

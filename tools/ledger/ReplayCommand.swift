@@ -5,7 +5,11 @@ extension LedgerCommand {
     struct Replay: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Rebuild the projections from the log and print what each account owns.",
-            discussion: "The catalog in force is part of the ledger, so a replay needs no outside input.")
+            discussion: """
+                The catalog in force is part of the ledger, so a replay needs no outside input. It starts from \
+                the newest snapshot at or before the position asked for, and replays the log after it; \
+                --no-snapshot replays the whole log.
+                """)
 
         @Flag(help: "Print the interchange format's JSON shape.")
         var json = false
@@ -18,6 +22,9 @@ extension LedgerCommand {
 
         @Option(help: ArgumentHelp("Print only this account.", valueName: "A"))
         var account: String?
+
+        @Flag(help: "Replay the whole log instead of starting from the newest snapshot (the audit path).")
+        var noSnapshot = false
 
         @OptionGroup var location: LedgerLocation
 
@@ -34,7 +41,7 @@ extension LedgerCommand {
                 if let position, position > last {
                     throw CommandFailure(message: "--position \(position) is beyond the end of the log (\(last) events)")
                 }
-                let state = try log.state(at: position ?? last)
+                let state = try log.state(at: position ?? last, useSnapshots: !noSnapshot)
                 if json {
                     try Console.output(state.replayJSON(asOf: time, account: account) + "\n")
                 } else {

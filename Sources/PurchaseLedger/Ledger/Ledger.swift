@@ -3,20 +3,21 @@ import Logging
 import Synchronization
 
 /// A purchase ledger: an append-only, durable log of payment-queue events in a directory, and
-/// the projections rebuilt from it (entitlements, balances, unfinished transactions).
+/// the projections built from it (entitlements, balances, unfinished transactions).
 ///
 /// ```swift
 /// let ledger = try Ledger.open(at: "/var/lib/store/ledger", catalog: catalog)
 /// let outcome = try await ledger.append(event)          // durable when it returns
-/// let owned = ledger.projection(of: "user-42")
+/// let owned = try ledger.projection(of: "user-42")
 /// await ledger.close()
 /// ```
 ///
 /// - One writer: appends from any number of tasks are queued to a single writer, validated in
 ///   order against the state each leaves behind, and committed together; each caller resumes
 ///   after the commit that holds its event is on disk.
-/// - Many readers: queries answer from the in-memory projections (kept up to date on every
-///   append, rebuilt from the log at open); log reads use their own LMDB read transactions.
+/// - Many readers: the accounts changed since the newest snapshot are in memory; the others are
+///   read from that snapshot when asked for. Opening reads the newest snapshot and replays the
+///   log after it, so it takes the time of that tail, not of the whole log.
 /// - One process writes a ledger at a time (an advisory lock enforces it); any number may open
 ///   it read-only.
 public final class Ledger: Sendable {
@@ -32,6 +33,17 @@ public final class Ledger: Sendable {
         public var maximumSize: Int? = nil
         /// Most events committed in one transaction by group commit.
         public var maximumBatchEvents = 4096
+        /// Open from the newest snapshot when there is a usable one (false: replay the whole
+        /// log, the audit path).
+        public var useSnapshots = true
+        /// Write a snapshot once this many events were appended since the last one (nil: never
+        /// by count). Each snapshot is written between commits, in its own transaction, and
+        /// holds only the accounts changed since the one before.
+        public var snapshotInterval: UInt64? = 100_000
+        /// How many snapshots to keep (at least 2).
+        public var snapshotsKept = 3
+        /// Write a snapshot when the ledger is closed, if anything changed since the last one.
+        public var snapshotOnClose = true
         public var logger = Logger(label: "PurchaseLedger")
 
         public init() {}
@@ -42,13 +54,14 @@ public final class Ledger: Sendable {
     let configuration: Configuration
     let storage: any LedgerStorage
     let log: LogReader
-    let state: Mutex<LedgerState>
+    let live: LiveProjections
     private let writeQueue: WriteQueue?
     private let writerLock: ExclusiveFileLock?
     private let isClosed = Atomic<Bool>(false)
 
     /// Opens the ledger in `directory`, creating it (and the directory) when it does not exist
-    /// yet, and rebuilds the projections by replaying the log.
+    /// yet: from the newest usable snapshot and the log after it, or by replaying the whole log
+    /// (then, when writable, writing a fresh snapshot).
     ///
     /// - Parameter catalog: required to create a ledger. For an existing one it may be omitted;
     ///   given, it must keep every product the ledger has unchanged, and new products are added
@@ -79,11 +92,11 @@ public final class Ledger: Sendable {
             }
             log = LogReader(storage: storage)
             catalog = try Self.establishCatalog(newCatalog, storage: storage, directory: directory, logger: logger)
-            let last = try log.lastPosition()
-            state = Mutex(try log.state(at: last, catalog: catalog))
+            let opening = try Opening.projections(storage: storage, catalog: catalog, configuration: configuration)
+            live = opening.live
             logger.info("opened ledger", metadata: [
-                "directory": "\(directory)", "events": "\(last)",
-                "replay": "\(clock.now - started)", "readOnly": "\(configuration.readOnly)",
+                "directory": "\(directory)", "events": "\(live.position)", "from": "\(opening.source)",
+                "took": "\(clock.now - started)", "readOnly": "\(configuration.readOnly)",
             ])
         } catch {
             lock?.release()
@@ -101,55 +114,19 @@ public final class Ledger: Sendable {
                     for request in requests { request.pending.complete(.failure(StorageError(.closed, "the ledger is closed"))) }
                     return
                 }
-                ledger.commit(requests)
+                ledger.work(on: requests)
             }
             box.ledger = self
         }
     }
 
-    /// Records or checks the catalog: a new ledger gets its first catalog; an existing one may
-    /// grow by the given catalog's new products.
-    private static func establishCatalog(
-        _ given: Catalog?, storage: any LedgerStorage, directory: String, logger: Logger
-    ) throws -> Catalog {
-        let reader = LogReader(storage: storage)
-        let (marker, catalogCount, last) = try storage.read { (try $0.formatMarker(), try $0.catalogs().count, try $0.lastPosition()) }
-        if marker == nil && catalogCount == 0 && last == 0 {
-            guard !storage.isReadOnly else {
-                throw StorageError(.notALedger, "\(directory) holds no ledger")
-            }
-            guard let given else {
-                throw CatalogError(.missing, "\(directory) holds no ledger yet: a catalog is needed to create one")
-            }
-            try storage.write { writer in
-                try writer.setFormatMarker(LMDBLedgerStorage.formatMarker)
-                try writer.recordCatalog(Array(given.json.utf8), effectiveFrom: 1)
-            }
-            logger.info("created ledger", metadata: ["directory": "\(directory)", "products": "\(given.products.count)"])
-            return given
-        }
-        guard let recorded = try reader.currentCatalog(), catalogCount > 0 else {
-            throw StorageError(.damaged, "\(directory) holds a log without its catalog")
-        }
-        guard marker == LMDBLedgerStorage.formatMarker else {
-            throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker ?? "?"), this version reads \(LMDBLedgerStorage.formatMarker)")
-        }
-        guard let given, given != recorded else { return recorded }
-        try recorded.checkSuccessor(given)
-        guard !storage.isReadOnly else {
-            throw CatalogError(.conflict, "the ledger is open read-only; its catalog cannot grow")
-        }
-        try storage.write { writer in
-            try writer.recordCatalog(Array(given.json.utf8), effectiveFrom: try writer.lastPosition() + 1)
-        }
-        logger.info("catalog grew", metadata: ["products": "\(recorded.products.count) → \(given.products.count)"])
-        return given
-    }
-
-    /// Closes the ledger: waits for queued appends to commit, then closes the storage. Later
-    /// appends throw `StorageError.closed`.
+    /// Closes the ledger: waits for queued appends to commit, writes a snapshot (by policy),
+    /// then closes the storage. Later appends throw `StorageError.closed`.
     public func close() async {
         guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if configuration.snapshotOnClose, let writeQueue {
+            _ = try? await writeQueue.submit(.snapshot).results()
+        }
         await writeQueue?.close()
         // The writer lock first: a reopen in this process must not find it still held.
         writerLock?.release()
@@ -186,6 +163,36 @@ public final class Ledger: Sendable {
         return writeQueue.submit(events)
     }
 
+    /// Writes a snapshot of the projections now (between commits, in its own transaction) and
+    /// returns the position it reflects; nil when nothing changed since the last one.
+    @discardableResult
+    public func writeSnapshot() async throws -> UInt64? {
+        guard let writeQueue else {
+            throw StorageError(.readOnly, "the ledger at \(directory) is open read-only")
+        }
+        let before = live.snapshot?.position
+        _ = try await writeQueue.submit(.snapshot).results()
+        let after = live.snapshot?.position
+        return after == before ? nil : after
+    }
+
+    /// The writer's thread: a batch of appends, or a snapshot.
+    private func work(on requests: [WriteQueue.Request]) {
+        if requests.count == 1, requests[0].isSnapshot {
+            do {
+                try live.writeSnapshot(keep: max(2, configuration.snapshotsKept))
+                requests[0].pending.complete(.success([]))
+            } catch {
+                let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
+                configuration.logger.error("snapshot failed", metadata: ["error": "\(failure)"])
+                requests[0].pending.complete(.failure(failure))
+            }
+            return
+        }
+        commit(requests)
+        snapshotIfDue()
+    }
+
     /// The writer's side of group commit: one write transaction for the queued requests. If it
     /// fails and held several requests, each is committed alone, so that one request (one that
     /// reaches the size limit, say) cannot fail the others.
@@ -208,69 +215,77 @@ public final class Ledger: Sendable {
 
     private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
         let (results, session) = try storage.write { writer in
-            var session = AppendSession(writer: writer, catalog: catalog, base: AppendSession.Base(
-                position: state.withLock { $0.position },
-                entry: { account, payment in self.state.withLock { $0.entry(account, payment) } },
-                balance: { account, item in self.state.withLock { $0.balance(account, item) } },
-                accountHolds: { account, transaction in self.state.withLock { $0.accountHolds(account, transaction: transaction) } },
-                revocation: { transaction in self.state.withLock { $0.revocation(of: transaction) } },
-                consumableCredit: { transaction in self.state.withLock { $0.consumableCredit(of: transaction) } }))
+            var session = ProjectionSession(
+                live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: catalog, position: live.position)
             var results: [[AppendResult]] = []
             results.reserveCapacity(requests.count)
             for request in requests {
-                results.append(try request.events.map { try session.append($0) })
+                results.append(try request.events.map { try session.append($0, writer: writer) })
             }
             // Nothing to store: abort, so that not even LMDB's meta page changes.
             if session.appendedCount == 0 { writer.discard() }
             return (results, session)
         }
         if session.appendedCount > 0 {
-            state.withLock { session.publish(into: &$0) }
+            session.publish(to: live)
         }
         return results
+    }
+
+    /// The snapshot policy, after each commit: every `snapshotInterval` events.
+    private func snapshotIfDue() {
+        guard let interval = configuration.snapshotInterval, interval > 0 else { return }
+        let position = live.position
+        guard position - (live.snapshot?.position ?? 0) >= interval else { return }
+        do {
+            try live.writeSnapshot(keep: max(2, configuration.snapshotsKept))
+        } catch {
+            // Appends go on; the next commit tries again, and an open replays a longer tail.
+            configuration.logger.error("snapshot failed", metadata: ["error": "\(StorageErrors.map(error, maximumSize: configuration.maximumSize))"])
+        }
     }
 
     // MARK: Queries
 
     /// The position of the last appended event.
     public var position: UInt64 {
-        state.withLock { $0.position }
-    }
-
-    /// The current projections of every account (a value: later appends do not change it).
-    /// It shares storage with the live state, so the next commit copies what it changes: for
-    /// audits and tests, not for every request; `projection(of:)` is the per-account query.
-    public var currentState: LedgerState {
-        state.withLock { $0 }
+        live.position
     }
 
     /// What `account` owns as of `time`; nil when the ledger has no event of that account.
-    public func projection(of account: String, asOf time: Timestamp = .now()) -> AccountProjection? {
-        state.withLock { $0.projection(of: account, asOf: time) }
+    public func projection(of account: String, asOf time: Timestamp = .now()) throws -> AccountProjection? {
+        try live.projection(of: UTF8Key(account), asOf: time)
     }
 
     /// The sorted product ids `account` is entitled to as of `time`.
-    public func entitlements(of account: String, asOf time: Timestamp = .now()) -> [String] {
-        projection(of: account, asOf: time)?.entitlements ?? []
+    public func entitlements(of account: String, asOf time: Timestamp = .now()) throws -> [String] {
+        try projection(of: account, asOf: time)?.entitlements ?? []
     }
 
     /// `account`'s consumable balances.
-    public func balances(of account: String) -> [String: Int64] {
-        projection(of: account)?.balances ?? [:]
+    public func balances(of account: String) throws -> [String: Int64] {
+        try projection(of: account)?.balances ?? [:]
     }
 
     /// `account`'s entries not yet finished, in the order opened.
-    public func unfinished(of account: String) -> [UnfinishedTransaction] {
-        projection(of: account)?.unfinished ?? []
+    public func unfinished(of account: String) throws -> [UnfinishedTransaction] {
+        try projection(of: account)?.unfinished ?? []
     }
 
-    /// The projections after the first `position` events, replayed from the log.
+    /// The current projections of every account, decoded in full (O(accounts): for audits and
+    /// tests; `projection(of:)` is the per-account query).
+    public func currentState() throws -> LedgerState {
+        try live.materialize()
+    }
+
+    /// The projections after the first `position` events: from the newest snapshot at or before
+    /// it, and the log after that snapshot.
     public func state(at position: UInt64) throws -> LedgerState {
         let last = self.position
         guard position <= last else {
             throw StorageError(.damaged, "position \(position) is beyond the end of the log (\(last))", position: position)
         }
-        return try log.state(at: position, catalog: catalog)
+        return try log.state(at: position, catalog: catalog, useSnapshots: true, logger: configuration.logger)
     }
 
     /// `account`'s events after `position` (from the first when 0), at most `limit`, in order.
@@ -284,14 +299,15 @@ public final class Ledger: Sendable {
         LogRecords(log: log, start: position)
     }
 
-    /// Counts and sizes, for `ledger stats`.
+    /// Counts and sizes, for `ledger stats` (counters: no scan).
     public func statistics() -> LedgerStatistics {
-        let (events, accounts, entries, unfinished) = state.withLock {
-            ($0.position, $0.accounts.count, $0.entryCount, $0.unfinishedCount)
-        }
+        let counts = live.counts
+        let snapshot = live.snapshot
         return LedgerStatistics(
-            events: events, accounts: accounts, entries: entries, unfinishedEntries: unfinished,
-            products: catalog.products.count, fileSize: storage.sizeOnDisk())
+            events: counts.position, accounts: counts.accounts, entries: counts.entries,
+            unfinishedEntries: counts.unfinished, products: catalog.products.count,
+            fileSize: storage.sizeOnDisk(), snapshotPosition: snapshot?.position, snapshotCreatedAt: snapshot?.createdAt,
+            accountsInMemory: counts.inMemory)
     }
 }
 
@@ -304,6 +320,11 @@ public struct LedgerStatistics: Sendable, Hashable {
     public var products: Int
     /// Bytes of the data file.
     public var fileSize: Int
+    /// The position the newest snapshot reflects, and when it was written.
+    public var snapshotPosition: UInt64?
+    public var snapshotCreatedAt: Timestamp?
+    /// Accounts changed since the newest snapshot, held in memory.
+    public var accountsInMemory: Int
 }
 
 /// Lets the write queue reach the ledger without keeping it alive.

@@ -1,3 +1,5 @@
+import Logging
+
 /// Read-only access to a ledger's log, without rebuilding its projections: what audit tools
 /// need to export, verify, page through history or replay to a position. Opening one is cheap
 /// whatever the log's length, and it may run while another process appends.
@@ -5,9 +7,10 @@ public final class LedgerLog: Sendable {
     public let directory: String
     let storage: any LedgerStorage
     let log: LogReader
+    let logger: Logger
 
     /// Opens the ledger in `directory` for reading.
-    public static func open(at directory: String) throws -> LedgerLog {
+    public static func open(at directory: String, logger: Logger = Logger(label: "PurchaseLedger")) throws -> LedgerLog {
         try LedgerDirectory.checkExists(directory)
         var configuration = Ledger.Configuration()
         configuration.readOnly = true
@@ -24,13 +27,14 @@ public final class LedgerLog: Sendable {
             if marker == nil { throw StorageError(.notALedger, "\(directory) holds no ledger") }
             throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker!), this version reads \(LMDBLedgerStorage.formatMarker)")
         }
-        return LedgerLog(directory: directory, storage: storage)
+        return LedgerLog(directory: directory, storage: storage, logger: logger)
     }
 
-    private init(directory: String, storage: any LedgerStorage) {
+    private init(directory: String, storage: any LedgerStorage, logger: Logger) {
         self.directory = directory
         self.storage = storage
         self.log = LogReader(storage: storage)
+        self.logger = logger
     }
 
     public func close() {
@@ -66,14 +70,16 @@ public final class LedgerLog: Sendable {
         try log.history(account: account, after: position, limit: limit)
     }
 
-    /// The projections after the first `position` events (all of them when nil).
-    public func state(at position: UInt64? = nil) throws -> LedgerState {
+    /// The projections after the first `position` events (all of them when nil): from the
+    /// newest usable snapshot at or before it and the log after it, or, with
+    /// `useSnapshots: false` (the audit path), replayed from the start.
+    public func state(at position: UInt64? = nil, useSnapshots: Bool = true) throws -> LedgerState {
         let last = try log.lastPosition()
         let target = position ?? last
         guard target <= last else {
             throw StorageError(.damaged, "position \(target) is beyond the end of the log (\(last))", position: target)
         }
-        return try log.state(at: target, catalog: try catalog())
+        return try log.state(at: target, catalog: try catalog(), useSnapshots: useSnapshots, logger: logger)
     }
 
     /// Writes every event as a canonical JSON line (with a newline), in log order, handing
@@ -102,8 +108,36 @@ public final class LedgerLog: Sendable {
         try storage.read { try $0.accountCount() }
     }
 
+    /// The stored snapshots, oldest first: the position each reflects, and whether this
+    /// version can use it (and why not).
+    public func snapshots() throws -> [SnapshotInfo] {
+        try storage.read { reader in
+            let last = try reader.lastPosition()
+            return try SnapshotStates.headers(reader).map { stored in
+                switch stored.header {
+                case .success(let header) where header.position > last:
+                    SnapshotInfo(position: header.position, createdAt: header.createdAt, accountsWritten: header.accountsWritten,
+                                 problem: "it reflects position \(header.position), beyond the log's end at \(last)")
+                case .success(let header):
+                    SnapshotInfo(position: header.position, createdAt: header.createdAt, accountsWritten: header.accountsWritten, problem: nil)
+                case .failure(let problem):
+                    SnapshotInfo(position: stored.position, createdAt: nil, accountsWritten: nil, problem: problem.description)
+                }
+            }
+        }
+    }
+
     /// Checks every record and index; see `VerificationReport`.
     public func verify() -> VerificationReport {
         LedgerVerifier(storage: storage).run()
     }
+}
+
+/// A stored snapshot, as `ledger stats` shows it.
+public struct SnapshotInfo: Sendable, Hashable {
+    public var position: UInt64
+    public var createdAt: Timestamp?
+    public var accountsWritten: Int?
+    /// Why this version would not use it; nil when usable.
+    public var problem: String?
 }

@@ -14,6 +14,8 @@ public struct VerificationReport: Sendable, Hashable {
         case indexMismatch
         /// The recorded catalogs are missing or unreadable, or one changes an earlier product.
         case catalog
+        /// A snapshot is damaged or disagrees with the state replayed from the log.
+        case snapshot
         /// The storage engine itself reported damage.
         case storage
     }
@@ -70,10 +72,10 @@ struct LedgerVerifier {
 
     private func check(_ reader: any LedgerStorageReader, intact: inout UInt64) throws {
         let catalogs = try loadCatalogs(reader)
+        var snapshots = try snapshotsToCheck(reader)
         var context = VerificationContext(reader: reader, catalog: catalogs[0].catalog)
         var nextCatalog = 1
         var expected: UInt64 = 1
-        var credited = 0
         try reader.forEachRecord(from: 0, through: .max) { position, bytes in
             guard position == expected else {
                 throw damage(.sequenceGap, expected, "the log jumps from position \(expected - 1) to \(position)")
@@ -107,32 +109,25 @@ struct LedgerVerifier {
             case .reject(let error):
                 throw damage(.ruleViolation, position, "event \"\(event.id)\" is rejected by the rules: \(error)")
             }
-            guard (try? reader.position(ofEventID: event.id)) == position else {
-                throw damage(.indexMismatch, position, "the event-id index does not point event \"\(event.id)\" here")
-            }
-            guard (try? reader.hasHistoryEntry(account: event.account, position: position)) == true else {
-                throw damage(.indexMismatch, position, "the history index lacks this event of account \"\(event.account)\"")
-            }
-            if case .transactionUpdated(let update) = event.payload,
-               update.state == .purchased || update.state == .restored, let transaction = update.transaction {
-                let entry = EntryReference(account: event.account, payment: update.payment)
-                guard (try? reader.holder(ofTransaction: transaction)) == entry else {
-                    throw damage(.indexMismatch, position, "the transaction index does not give transaction \"\(transaction)\" to this entry")
-                }
-                context.holders[UTF8Key(transaction)] = entry
-                credited += 1
-            }
             do {
                 try context.state.apply(event, at: position, catalog: context.catalog)
             } catch {
                 throw damage(.ruleViolation, position, "\(error)")
             }
+            try checkIndexes(reader, event: event, position: position, state: context.state)
             intact = position
             expected += 1
+            while let snapshot = snapshots.first, snapshot == position {
+                try checkSnapshot(reader, at: snapshot, state: context.state)
+                snapshots.removeFirst()
+            }
             return true
         }
-        let counts = try reader.counts()
         let records = Int(expected - 1)
+        if let beyond = snapshots.first {
+            throw damage(.snapshot, beyond, "a snapshot reflects position \(beyond), beyond the log's end at \(records)")
+        }
+        let counts = try reader.counts()
         if counts.records != records {
             throw damage(.sequenceGap, expected, "the log holds \(counts.records) records, but they run 1 through \(records) only")
         }
@@ -142,8 +137,81 @@ struct LedgerVerifier {
         if counts.historyEntries != records {
             throw damage(.indexMismatch, nil, "the history index has \(counts.historyEntries) entries for \(records) events")
         }
-        if counts.transactions != credited {
-            throw damage(.indexMismatch, nil, "the transaction index has \(counts.transactions) entries for \(credited) credited transactions")
+        if counts.transactions != context.state.holders.count {
+            throw damage(.indexMismatch, nil, "the transaction index has \(counts.transactions) entries for \(context.state.holders.count) held transactions")
+        }
+        if counts.revocations != context.state.revocations.count {
+            throw damage(.indexMismatch, nil, "the revocation index has \(counts.revocations) entries for \(context.state.revocations.count) revoked transactions")
+        }
+    }
+
+    /// The indexes written with the record at `position` agree with the log.
+    private func checkIndexes(_ reader: any LedgerStorageReader, event: Event, position: UInt64, state: LedgerState) throws {
+        guard (try? reader.position(ofEventID: event.id)) == position else {
+            throw damage(.indexMismatch, position, "the event-id index does not point event \"\(event.id)\" here")
+        }
+        guard (try? reader.hasHistoryEntry(account: event.account, position: position)) == true else {
+            throw damage(.indexMismatch, position, "the history index lacks this event of account \"\(event.account)\"")
+        }
+        switch event.payload {
+        case .transactionUpdated(let update):
+            guard update.state == .purchased || update.state == .restored, let transaction = update.transaction else { break }
+            guard (try? reader.holder(ofTransaction: transaction)) == state.holders[UTF8Key(transaction)] else {
+                throw damage(.indexMismatch, position, "the transaction index disagrees about transaction \"\(transaction)\"")
+            }
+        case .revoked(let revoked):
+            guard (try? reader.revocation(ofTransaction: revoked.transaction)) == position else {
+                throw damage(.indexMismatch, position, "the revocation index disagrees about transaction \"\(revoked.transaction)\"")
+            }
+        default:
+            break
+        }
+    }
+
+    /// The positions of the stored snapshots this version reads, in order. A snapshot written
+    /// under an older format or other rules is not damage (it is ignored); a bad checksum is.
+    private func snapshotsToCheck(_ reader: any LedgerStorageReader) throws -> [UInt64] {
+        var positions: [UInt64] = []
+        for stored in try SnapshotStates.headers(reader) {
+            switch stored.header {
+            case .success(let header):
+                positions.append(header.position)
+            case .failure(let problem) where problem == .otherRules:
+                continue
+            case .failure(.olderFormat):
+                continue
+            case .failure(let problem):
+                throw damage(.snapshot, stored.position, "the snapshot's header is unusable: \(problem)")
+            }
+        }
+        return positions
+    }
+
+    /// Every account state the snapshot at `position` reads equals the replayed one.
+    private func checkSnapshot(_ reader: any LedgerStorageReader, at position: UInt64, state: LedgerState) throws {
+        var newest: (account: String, bytes: [UInt8])?
+        var seen = 0
+        func compare() throws {
+            guard let (account, bytes) = newest else { return }
+            seen += 1
+            let decoded: AccountState
+            do {
+                decoded = try bytes.withUnsafeBytes { raw throws(AccountStateCodec.Damage) in try AccountStateCodec.decode(raw) }
+            } catch {
+                throw damage(.snapshot, position, "the snapshot's state of account \"\(account)\" is damaged (\(error))")
+            }
+            guard state.accounts[UTF8Key(account)] == decoded else {
+                throw damage(.snapshot, position, "the snapshot's state of account \"\(account)\" differs from the replayed one")
+            }
+            newest = nil
+        }
+        try reader.forEachAccountState { account, version, bytes in
+            if let current = newest, !sameBytes(current.account, account) { try compare() }
+            if version <= position { newest = (account, Array(bytes)) }
+        }
+        try compare()
+        guard seen == state.accounts.count else {
+            throw damage(.snapshot, position, "the snapshot holds \(seen) accounts; the log has \(state.accounts.count) by then")
         }
     }
 
@@ -183,7 +251,6 @@ private struct VerificationContext: RuleContext {
     let reader: any LedgerStorageReader
     var catalog: Catalog
     var state = LedgerState()
-    var holders: [UTF8Key: EntryReference] = [:]
     var position: UInt64 = 0
 
     init(reader: any LedgerStorageReader, catalog: Catalog) {
@@ -196,35 +263,30 @@ private struct VerificationContext: RuleContext {
     func position(ofEventID id: String) throws -> UInt64? {
         guard let found = try reader.position(ofEventID: id), found <= position else { return nil }
         var matches = false
-        try reader.forEachRecord(from: found, through: found) { key, bytes in
-            matches = key == found && (try? LogRecordCodec.decode(bytes, expectedPosition: key))?.id == id
-            return false
+        _ = try reader.record(at: found) { bytes in
+            matches = (try? LogRecordCodec.decode(bytes, expectedPosition: found))?.id == id
         }
         guard matches else { throw IndexDisagreement(message: "the event-id index points event \"\(id)\" at position \(found), which holds another event") }
         return found
     }
 
-    func holder(ofTransaction transaction: String) throws -> EntryReference? {
-        holders[UTF8Key(transaction)]
-    }
-
-    func entry(_ account: UTF8Key, _ payment: UTF8Key) -> QueueEntry? {
+    func entry(_ account: UTF8Key, _ payment: UTF8Key) throws -> QueueEntry? {
         state.entry(account, payment)
     }
 
-    func balance(_ account: UTF8Key, _ item: UTF8Key) -> Int64? {
+    func balance(_ account: UTF8Key, _ item: UTF8Key) throws -> Int64? {
         state.balance(account, item)
     }
 
-    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) -> Bool {
+    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) throws -> Bool {
         state.accountHolds(account, transaction: transaction)
     }
 
-    func revocation(of transaction: UTF8Key) -> UInt64? {
+    func revocation(of transaction: UTF8Key) throws -> UInt64? {
         state.revocation(of: transaction)
     }
 
-    func consumableCredit(of transaction: UTF8Key) -> EntryReference? {
-        state.consumableCredit(of: transaction)
+    func holder(of transaction: UTF8Key) throws -> TransactionHolder? {
+        state.holder(of: transaction)
     }
 }

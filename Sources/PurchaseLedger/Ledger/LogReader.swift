@@ -1,3 +1,5 @@
+import Logging
+
 /// Reading and decoding the log of a storage, shared by `Ledger` and `LedgerLog`.
 ///
 /// Long reads go in chunks of short read transactions, so that a replay or an export never pins
@@ -49,10 +51,18 @@ struct LogReader: Sendable {
         }
     }
 
-    /// The state after the first `position` events, replayed from the log.
-    func state(at position: UInt64, catalog: Catalog) throws -> LedgerState {
+    /// The state after the first `position` events: from the newest usable snapshot at or
+    /// before it (when `useSnapshots`) and the log after it, or replayed from the start.
+    func state(at position: UInt64, catalog: Catalog, useSnapshots: Bool, logger: Logger) throws -> LedgerState {
         var state = LedgerState()
-        try forEachRecord(from: 1, through: position) { record in
+        if useSnapshots {
+            state = try storage.read { reader in
+                guard let header = try SnapshotStates.newestUsable(reader, atOrBefore: position) else { return LedgerState() }
+                return try SnapshotStates.materialize(
+                    reader: reader, snapshot: header.position, factsThrough: header.position, catalog: catalog, logger: logger)
+            }
+        }
+        try forEachRecord(from: state.position + 1, through: position) { record in
             do {
                 try state.apply(record.event, at: record.position, catalog: catalog)
             } catch {

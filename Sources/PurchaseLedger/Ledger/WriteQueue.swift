@@ -71,8 +71,22 @@ public final class PendingAppends: Sendable {
 /// blocks on a disk flush.
 final class WriteQueue: Sendable {
     struct Request: Sendable {
-        let events: [Event]
+        enum Work: Sendable {
+            case append([Event])
+            /// A snapshot of the projections, written between commits.
+            case snapshot
+        }
+
+        let work: Work
         let pending: PendingAppends
+
+        var events: [Event] {
+            if case .append(let events) = work { events } else { [] }
+        }
+
+        var isSnapshot: Bool {
+            if case .snapshot = work { true } else { false }
+        }
     }
 
     private struct Queue {
@@ -97,10 +111,15 @@ final class WriteQueue: Sendable {
 
     /// Queues `events` behind everything submitted before; returns at once.
     func submit(_ events: [Event]) -> PendingAppends {
+        submit(.append(events))
+    }
+
+    /// Queues work behind everything submitted before; returns at once.
+    func submit(_ work: Request.Work) -> PendingAppends {
         let pending = PendingAppends()
         let accepted = queued.withLock { queue -> Bool in
             guard !queue.isClosed else { return false }
-            queue.requests.append(Request(events: events, pending: pending))
+            queue.requests.append(Request(work: work, pending: pending))
             if !queue.isDraining {
                 queue.isDraining = true
                 // Scheduled under the lock, so that `close()`'s barrier lands after it.
@@ -130,7 +149,8 @@ final class WriteQueue: Sendable {
         }
     }
 
-    /// Whole requests, in order, up to `maximumBatchEvents` (at least one request).
+    /// Whole requests, in order, up to `maximumBatchEvents` (at least one request); a snapshot
+    /// goes alone.
     private func takeBatch() -> [Request]? {
         queued.withLock { queue in
             guard queue.head < queue.requests.count else {
@@ -142,8 +162,9 @@ final class WriteQueue: Sendable {
             var end = queue.head
             var events = 0
             while end < queue.requests.count {
-                let count = queue.requests[end].events.count
-                if end > queue.head && events + count > maximumBatchEvents { break }
+                let request = queue.requests[end]
+                let count = request.events.count
+                if end > queue.head && (events + count > maximumBatchEvents || request.isSnapshot || queue.requests[queue.head].isSnapshot) { break }
                 events += count
                 end += 1
             }

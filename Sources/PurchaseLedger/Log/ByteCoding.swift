@@ -39,6 +39,10 @@ struct ByteWriter {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
+    mutating func uint64(_ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
     mutating func timestamp(_ value: Timestamp) {
         signed(value.seconds)
         varint(UInt64(value.nanoseconds))
@@ -99,6 +103,12 @@ struct ByteReader {
         guard bytes.count - offset >= 8 else { throw Malformed(reason: "truncated") }
         defer { offset += 8 }
         return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+    }
+
+    mutating func uint64() throws(Malformed) -> UInt64 {
+        guard bytes.count - offset >= 8 else { throw Malformed(reason: "truncated") }
+        defer { offset += 8 }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
     mutating func timestamp() throws(Malformed) -> Timestamp {

@@ -29,11 +29,11 @@ public struct DownloadStatus: Sendable, Hashable {
 }
 
 extension AccountProjection {
-    init(account: String, state: AccountState, asOf time: Timestamp, isRevoked: (UTF8Key) -> Bool) {
+    init(account: String, state: AccountState, asOf time: Timestamp, isRevoked: (UTF8Key) throws -> Bool) rethrows {
         var entitled: Set<UTF8Key> = []
         var unfinished: [QueueEntry] = []
         for entry in state.entries.values {
-            if entry.entitles(at: time, isRevoked: isRevoked) { entitled.insert(UTF8Key(entry.product)) }
+            if try entry.entitles(at: time, isRevoked: isRevoked) { entitled.insert(UTF8Key(entry.product)) }
             if !entry.isFinished { unfinished.append(entry) }
         }
         unfinished.sort { $0.openedAt < $1.openedAt }

@@ -9,11 +9,11 @@ public struct LedgerState: Sendable, Equatable {
     var accounts: [UTF8Key: AccountState] = [:]
     /// Revoked store transaction id → position of its first revocation (ids are global).
     var revocations: [UTF8Key: UInt64] = [:]
-    /// Store transaction id → the purchased consumable entry it credited.
-    var consumableCredits: [UTF8Key: EntryReference] = [:]
+    /// Store transaction id → the entry holding it.
+    var holders: [UTF8Key: TransactionHolder] = [:]
     /// Entries of every account, and those not finished: kept on every change, for statistics.
-    private(set) var entryCount = 0
-    private(set) var unfinishedCount = 0
+    var entryCount = 0
+    var unfinishedCount = 0
 
     public init() {}
 
@@ -40,7 +40,13 @@ public struct LedgerState: Sendable, Equatable {
     /// Applies the event appended at `position`, which must be the next one.
     mutating func apply(_ event: Event, at position: UInt64, catalog: Catalog) throws(ProjectionInconsistency) {
         precondition(position == self.position + 1, "events must be applied in log order")
-        try Projector.apply(event, at: position, catalog: catalog, to: &self)
+        do {
+            try Projector.apply(event, at: position, catalog: catalog, to: &self)
+        } catch let inconsistency as ProjectionInconsistency {
+            throw inconsistency
+        } catch {
+            preconditionFailure("an in-memory state does not throw: \(error)")
+        }
         self.position = position
     }
 }
@@ -62,8 +68,8 @@ extension LedgerState: ProjectionStore {
         revocations[transaction]
     }
 
-    func consumableCredit(of transaction: UTF8Key) -> EntryReference? {
-        consumableCredits[transaction]
+    func holder(of transaction: UTF8Key) -> TransactionHolder? {
+        holders[transaction]
     }
 
     mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) {
@@ -84,7 +90,7 @@ extension LedgerState: ProjectionStore {
         revocations[transaction] = position
     }
 
-    mutating func setConsumableCredit(_ entry: EntryReference, of transaction: UTF8Key) {
-        consumableCredits[transaction] = entry
+    mutating func setHolder(_ holder: TransactionHolder, of transaction: UTF8Key) {
+        holders[transaction] = holder
     }
 }

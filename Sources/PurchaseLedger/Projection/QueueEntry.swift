@@ -53,9 +53,13 @@ struct QueueEntry: Sendable, Hashable {
     var downloads: [Download] = []
 
     init(payment: String, product: Catalog.Product, quantity: Int, openedAt: UInt64) {
+        self.init(payment: payment, product: product.id, productType: product.type, quantity: quantity, openedAt: openedAt)
+    }
+
+    init(payment: String, product: String, productType: Catalog.ProductType, quantity: Int, openedAt: UInt64) {
         self.payment = payment
-        self.product = product.id
-        self.productType = product.type
+        self.product = product
+        self.productType = productType
         self.quantity = quantity
         self.openedAt = openedAt
         self.state = .added
@@ -69,11 +73,11 @@ struct QueueEntry: Sendable, Hashable {
     }
 
     /// Whether the entry counts for entitlements at `time`, given which transactions are revoked.
-    func entitles(at time: Timestamp, isRevoked: (UTF8Key) -> Bool) -> Bool {
+    func entitles(at time: Timestamp, isRevoked: (UTF8Key) throws -> Bool) rethrows -> Bool {
         guard productType.grantsEntitlement, state == .purchased || state == .restored else { return false }
-        if let transaction, isRevoked(UTF8Key(transaction)) { return false }
-        if let originalTransaction, isRevoked(UTF8Key(originalTransaction)) { return false }
         if let expiresAt, expiresAt <= time { return false }
+        if let transaction, try isRevoked(UTF8Key(transaction)) { return false }
+        if let originalTransaction, try isRevoked(UTF8Key(originalTransaction)) { return false }
         return true
     }
 }

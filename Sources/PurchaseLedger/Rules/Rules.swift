@@ -18,14 +18,12 @@ package struct EntryReference: Sendable, Hashable {
     }
 }
 
-/// What the rules may consult besides the event itself: the catalog, the log's indexes (event
-/// ids, store transactions), and the projections as they stand before the event.
+/// What the rules may consult besides the event itself: the catalog, the event-id index, and
+/// the projections (accounts, store transactions) as they stand before the event.
 protocol RuleContext: ProjectionReader {
     var catalog: Catalog { get }
     /// The position of the appended event with this id, if any.
     func position(ofEventID id: String) throws -> UInt64?
-    /// The entry, of any account, that holds `transaction` as its own store transaction.
-    func holder(ofTransaction transaction: String) throws -> EntryReference?
 }
 
 /// What the rules decide for one event.
@@ -59,17 +57,17 @@ enum Rules {
         let account = UTF8Key(event.account)
         switch event.payload {
         case .paymentAdded(let added):
-            return paymentAdded(added, existing: context.entry(account, UTF8Key(added.payment)), catalog: context.catalog)
+            return paymentAdded(added, existing: try context.entry(account, UTF8Key(added.payment)), catalog: context.catalog)
         case .transactionUpdated(let update):
-            return try transactionUpdated(update, account: event.account, existing: context.entry(account, UTF8Key(update.payment)), in: context)
+            return try transactionUpdated(update, account: event.account, existing: try context.entry(account, UTF8Key(update.payment)), in: context)
         case .downloadUpdated(let update):
-            return downloadUpdated(update, existing: context.entry(account, UTF8Key(update.payment)))
+            return downloadUpdated(update, existing: try context.entry(account, UTF8Key(update.payment)))
         case .transactionFinished(let finished):
-            return transactionFinished(finished, existing: context.entry(account, UTF8Key(finished.payment)))
+            return transactionFinished(finished, existing: try context.entry(account, UTF8Key(finished.payment)))
         case .consumed(let consumed):
-            return self.consumed(consumed, balance: context.balance(account, UTF8Key(consumed.item)) ?? 0)
+            return self.consumed(consumed, balance: try context.balance(account, UTF8Key(consumed.item)) ?? 0)
         case .revoked(let revoked):
-            return self.revoked(revoked, account: account, in: context)
+            return try self.revoked(revoked, account: account, in: context)
         }
     }
 
@@ -128,8 +126,8 @@ enum Rules {
                 "\(productType.rawValue) products are never restored; only non-consumables and auto-renewable subscriptions are"))
         }
         if update.state == .purchased || update.state == .restored, let transaction = update.transaction,
-           let holder = try context.holder(ofTransaction: transaction),
-           holder != EntryReference(account: accountID, payment: update.payment) {
+           let holder = try context.holder(of: UTF8Key(transaction)),
+           holder.entry != EntryReference(account: accountID, payment: update.payment) {
             return .reject(LedgerError(.transactionAlreadyCredited,
                 "store transaction \"\(transaction)\" is already held by another entry; a transaction credits once"))
         }
@@ -217,13 +215,13 @@ enum Rules {
     /// The account must hold the transaction (as an entry's transaction or original
     /// transaction); a second revocation of a transaction (by any account: store transaction
     /// ids are global) is a duplicate of the first.
-    private static func revoked(_ revoked: Revoked, account: UTF8Key, in context: some RuleContext) -> Decision {
+    private static func revoked(_ revoked: Revoked, account: UTF8Key, in context: some RuleContext) throws -> Decision {
         let transaction = UTF8Key(revoked.transaction)
-        guard context.accountHolds(account, transaction: transaction) else {
+        guard try context.accountHolds(account, transaction: transaction) else {
             return .reject(LedgerError(.unknownTransaction,
                 "no entry of this account holds store transaction \"\(revoked.transaction)\""))
         }
-        if let first = context.revocation(of: transaction) {
+        if let first = try context.revocation(of: transaction) {
             return .duplicate(of: first)
         }
         return .append

@@ -5,10 +5,16 @@ import LMDB
 /// Tables, all written in the same transaction as the record they index:
 /// - `log`: position (u64 big-endian, from 1, appended with `MDB_APPEND`) → record bytes;
 /// - `events`: event id → position (idempotency);
-/// - `transactions`: store transaction id → the entry holding it (account, payment);
+/// - `transactions`: store transaction id → the entry holding it (account, payment), since when,
+///   and whether it credited a consumable;
+/// - `revocations`: store transaction id → position of its first revocation;
 /// - `history`: account length, account, position → nothing (an account's events in order);
 /// - `catalogs`: first position governed → catalog JSON (the catalog in force, and its past);
 /// - `meta`: `format` → the storage format marker.
+///
+/// And, written apart from appends by the snapshot policy:
+/// - `snapshots`: position → snapshot header;
+/// - `accountStates`: account length, account, position → the account's encoded state then.
 final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     static let dataFileName = "data.mdb"
     static let formatMarker = "purchase-ledger/lmdb/1"
@@ -24,7 +30,10 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         var log: Table<UInt64, [UInt8]>
         var events: Table<String, UInt64>
         var transactions: Table<[UInt8], [UInt8]>
+        var revocations: Table<[UInt8], UInt64>
         var history: Table<[UInt8], EmptyValue>
+        var snapshots: Table<UInt64, [UInt8]>
+        var accountStates: Table<[UInt8], [UInt8]>
         var catalogs: Table<UInt64, [UInt8]>
         var meta: Table<String, String>
     }
@@ -46,7 +55,10 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     log: try opener.table("log"),
                     events: try opener.table("events"),
                     transactions: try opener.table("transactions"),
+                    revocations: try opener.table("revocations"),
                     history: try opener.table("history"),
+                    snapshots: try opener.table("snapshots"),
+                    accountStates: try opener.table("accountStates"),
                     catalogs: try opener.table("catalogs"),
                     meta: try opener.table("meta"))
             }
@@ -114,18 +126,28 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         return key
     }
 
-    static func encode(_ entry: EntryReference) -> [UInt8] {
+    static func encode(_ holder: TransactionHolder) -> [UInt8] {
         var writer = ByteWriter(capacity: 64)
-        writer.string(entry.account)
-        writer.string(entry.payment)
+        writer.string(holder.entry.account)
+        writer.string(holder.entry.payment)
+        writer.varint(holder.position)
+        writer.byte(holder.creditsConsumable ? 1 : 0)
         return writer.bytes
     }
 
-    static func decodeEntry(_ bytes: UnsafeRawBufferPointer) throws -> EntryReference {
+    static func decodeHolder(_ bytes: UnsafeRawBufferPointer) throws -> TransactionHolder {
         var reader = ByteReader(bytes)
         let entry = EntryReference(account: try reader.string(), payment: try reader.string())
-        guard reader.isAtEnd else { throw ByteReader.Malformed(reason: "trailing bytes in a transaction index entry") }
-        return entry
+        let position = try reader.varint()
+        let flags = try reader.byte()
+        guard flags <= 1, reader.isAtEnd else { throw ByteReader.Malformed(reason: "malformed transaction index entry") }
+        return TransactionHolder(entry: entry, position: position, creditsConsumable: flags == 1)
+    }
+
+    /// The transaction id back from a `transactions` or `revocations` key.
+    static func transaction(fromKey key: UnsafeRawBufferPointer) throws -> String {
+        guard key.first == 0x74 else { throw ByteReader.Malformed(reason: "malformed transaction key") }
+        return try String(lmdbBytes: UnsafeRawBufferPointer(rebasing: key[1...]))
     }
 
     // MARK: Reader and writer
@@ -161,9 +183,81 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             try txn.value(in: tables.events, forKey: id)
         }
 
-        func holder(ofTransaction transaction: String) throws -> EntryReference? {
+        func holder(ofTransaction transaction: String) throws -> TransactionHolder? {
             try txn.withValue(in: tables.transactions, forKey: LMDBLedgerStorage.transactionKey(transaction)) { bytes in
-                try LMDBLedgerStorage.decodeEntry(bytes)
+                try LMDBLedgerStorage.decodeHolder(bytes)
+            }
+        }
+
+        func revocation(ofTransaction transaction: String) throws -> UInt64? {
+            try txn.value(in: tables.revocations, forKey: LMDBLedgerStorage.transactionKey(transaction))
+        }
+
+        func forEachHolder(_ body: (String, TransactionHolder) throws -> Void) throws {
+            try txn.scan(tables.transactions) { key, value in
+                try body(try LMDBLedgerStorage.transaction(fromKey: key), try LMDBLedgerStorage.decodeHolder(value))
+                return true
+            }
+        }
+
+        func forEachRevocation(_ body: (String, UInt64) throws -> Void) throws {
+            try txn.scan(tables.revocations) { key, value in
+                try body(try LMDBLedgerStorage.transaction(fromKey: key), try UInt64(lmdbBytes: value))
+                return true
+            }
+        }
+
+        func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {
+            var headers: [(position: UInt64, bytes: [UInt8])] = []
+            try txn.scan(tables.snapshots) { key, value in
+                headers.append((try UInt64(lmdbBytes: key), Array(value)))
+                return true
+            }
+            return headers
+        }
+
+        func accountState<R>(
+            _ account: String, atOrBefore position: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> R
+        ) throws -> R? {
+            guard let prefix = LMDBLedgerStorage.historyPrefix(account),
+                  let key = LMDBLedgerStorage.historyKey(account, position)
+            else { return nil }
+            return try txn.withCursor(tables.accountStates) { cursor in
+                // The first key after the wanted one, then one step back: the newest at or before.
+                var entry = try cursor.seek(atOrAfter: key)
+                if let found = entry, !found.key.elementsEqual(key) {
+                    entry = try cursor.previous()
+                } else if entry == nil {
+                    entry = try cursor.last()
+                }
+                guard let (foundKey, value) = entry, foundKey.count == prefix.count + 8, foundKey.starts(with: prefix) else {
+                    return nil
+                }
+                let version = UInt64(bigEndian: foundKey.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self))
+                return try body(version, value)
+            }
+        }
+
+        func accountStateVersions(_ account: String) throws -> [UInt64] {
+            guard let prefix = LMDBLedgerStorage.historyPrefix(account), let start = LMDBLedgerStorage.historyKey(account, 0) else { return [] }
+            var versions: [UInt64] = []
+            try txn.scan(tables.accountStates, from: start) { key, _ in
+                guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+                versions.append(UInt64(bigEndian: key.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self)))
+                return true
+            }
+            return versions
+        }
+
+        func forEachAccountState(_ body: (String, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+            try txn.scan(tables.accountStates) { key, value in
+                guard let length = key.first, key.count == Int(length) + 9 else {
+                    throw StorageError(.damaged, "a stored account state has a malformed key")
+                }
+                let account = try String(lmdbBytes: UnsafeRawBufferPointer(rebasing: key[1..<1 + Int(length)]))
+                let version = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 1 + Int(length), as: UInt64.self))
+                try body(account, version, value)
+                return true
             }
         }
 
@@ -218,7 +312,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         func counts() throws -> StorageCounts {
             StorageCounts(
                 records: try txn.count(tables.log), eventIDs: try txn.count(tables.events),
-                transactions: try txn.count(tables.transactions), historyEntries: try txn.count(tables.history))
+                transactions: try txn.count(tables.transactions), revocations: try txn.count(tables.revocations),
+                historyEntries: try txn.count(tables.history))
         }
     }
 
@@ -239,8 +334,37 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             try write.put(EmptyValue(), in: tables.history, forKey: key)
         }
 
-        func setHolder(_ entry: EntryReference, ofTransaction transaction: String) throws {
-            try write.put(LMDBLedgerStorage.encode(entry), in: tables.transactions, forKey: LMDBLedgerStorage.transactionKey(transaction))
+        func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws {
+            try write.put(LMDBLedgerStorage.encode(holder), in: tables.transactions, forKey: LMDBLedgerStorage.transactionKey(transaction))
+        }
+
+        func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
+            try write.put(position, in: tables.revocations, forKey: LMDBLedgerStorage.transactionKey(transaction))
+        }
+
+        func putSnapshotHeader(_ bytes: [UInt8], position: UInt64) throws {
+            try write.put(bytes, in: tables.snapshots, forKey: position)
+        }
+
+        func deleteSnapshotHeader(position: UInt64) throws {
+            try write.delete(in: tables.snapshots, key: position)
+        }
+
+        func putAccountState(_ bytes: [UInt8], account: String, version: UInt64) throws {
+            guard let key = LMDBLedgerStorage.historyKey(account, version) else {
+                throw StorageError(.io, "account names are at most 255 bytes")
+            }
+            try write.put(bytes, in: tables.accountStates, forKey: key)
+        }
+
+        func deleteAccountState(account: String, version: UInt64) throws {
+            guard let key = LMDBLedgerStorage.historyKey(account, version) else { return }
+            try write.delete(in: tables.accountStates, key: key)
+        }
+
+        func removeAllSnapshots() throws {
+            try write.removeAll(in: tables.snapshots)
+            try write.removeAll(in: tables.accountStates)
         }
 
         func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws {

@@ -2,9 +2,11 @@
 /// engine. The LMDB backend implements it; a second backend implements the same, and the rules
 /// and projections stay as they are.
 ///
-/// Records are opaque bytes to the storage (the domain encodes and checks them). What the
-/// storage keeps besides the log are the indexes the rules consult inside a write: event id →
-/// position, store transaction → holding entry, and account → positions for history.
+/// Records and snapshots are opaque bytes to the storage (the domain encodes and checks them).
+/// What the storage keeps besides the log are the indexes written in the same commit as each
+/// record: event id → position, store transaction → the entry holding it, revoked store
+/// transactions, and account → positions for history; and, written apart from appends, the
+/// snapshots of the projections.
 package protocol LedgerStorage: AnyObject, Sendable {
     var isReadOnly: Bool { get }
 
@@ -27,7 +29,22 @@ package struct StorageCounts: Sendable, Hashable {
     package var records: Int
     package var eventIDs: Int
     package var transactions: Int
+    package var revocations: Int
     package var historyEntries: Int
+}
+
+/// The entry that holds a store transaction, since which position, and whether the transaction
+/// credited a consumable (a purchase of one, as opposed to a restore or another product type).
+package struct TransactionHolder: Sendable, Hashable {
+    package var entry: EntryReference
+    package var position: UInt64
+    package var creditsConsumable: Bool
+
+    package init(entry: EntryReference, position: UInt64, creditsConsumable: Bool) {
+        self.entry = entry
+        self.position = position
+        self.creditsConsumable = creditsConsumable
+    }
 }
 
 package protocol LedgerStorageReader {
@@ -37,14 +54,19 @@ package protocol LedgerStorageReader {
     /// Visits the records from `start` through `end` (inclusive) in order, while `body` returns
     /// true. `body` gets each record's key and bytes; it must check that keys run without a gap.
     func forEachRecord(from start: UInt64, through end: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws
+    /// Calls `body` with the record at `position`; false when there is none.
+    func record(at position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool
 
     func position(ofEventID id: String) throws -> UInt64?
-    func holder(ofTransaction transaction: String) throws -> EntryReference?
+    func holder(ofTransaction transaction: String) throws -> TransactionHolder?
+    /// The position of the first revocation of `transaction`.
+    func revocation(ofTransaction transaction: String) throws -> UInt64?
+    func forEachHolder(_ body: (String, TransactionHolder) throws -> Void) throws
+    func forEachRevocation(_ body: (String, UInt64) throws -> Void) throws
+
     /// Positions of the account's events after `position`, at most `limit`, in order.
     func positions(ofAccount account: String, after position: UInt64, limit: Int) throws -> [UInt64]
     func hasHistoryEntry(account: String, position: UInt64) throws -> Bool
-    /// Calls `body` with the record at `position`; false when there is none.
-    func record(at position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool
     /// How many accounts have at least one event.
     func accountCount() throws -> Int
 
@@ -53,15 +75,37 @@ package protocol LedgerStorageReader {
     /// The storage format marker; nil for a storage that holds no ledger yet.
     func formatMarker() throws -> String?
     func counts() throws -> StorageCounts
+
+    // MARK: Snapshots
+
+    /// Every snapshot header, oldest first, by the position it reflects.
+    func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])]
+    /// Calls `body` with the newest stored state of `account` written at or before `position`,
+    /// and the position it was written at; returns nil when there is none.
+    func accountState<R>(_ account: String, atOrBefore position: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> R) throws -> R?
+    /// The positions at which states of `account` were written, in order.
+    func accountStateVersions(_ account: String) throws -> [UInt64]
+    /// Visits every stored account state: account, version, bytes; by account, then version.
+    func forEachAccountState(_ body: (String, UInt64, UnsafeRawBufferPointer) throws -> Void) throws
 }
 
 package protocol LedgerStorageWriter: LedgerStorageReader {
     /// Appends the record at `position` (the next one) and indexes its event id and account.
     func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws
-    /// Records that `entry` holds `transaction`.
-    func setHolder(_ entry: EntryReference, ofTransaction transaction: String) throws
+    /// Records which entry holds `transaction`.
+    func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws
+    /// Records the first revocation of `transaction`.
+    func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws
     func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws
     func setFormatMarker(_ marker: String) throws
+
+    func putSnapshotHeader(_ bytes: [UInt8], position: UInt64) throws
+    func deleteSnapshotHeader(position: UInt64) throws
+    func putAccountState(_ bytes: [UInt8], account: String, version: UInt64) throws
+    func deleteAccountState(account: String, version: UInt64) throws
+    /// Removes every snapshot and stored account state.
+    func removeAllSnapshots() throws
+
     /// Ends the write without committing anything.
     func discard()
 }

@@ -1,0 +1,112 @@
+import Logging
+
+extension Ledger {
+    /// Records or checks the catalog: a new ledger gets its first catalog; an existing one may
+    /// grow by the given catalog's new products.
+    static func establishCatalog(
+        _ given: Catalog?, storage: any LedgerStorage, directory: String, logger: Logger
+    ) throws -> Catalog {
+        let reader = LogReader(storage: storage)
+        let (marker, catalogCount, last) = try storage.read { (try $0.formatMarker(), try $0.catalogs().count, try $0.lastPosition()) }
+        if marker == nil && catalogCount == 0 && last == 0 {
+            guard !storage.isReadOnly else {
+                throw StorageError(.notALedger, "\(directory) holds no ledger")
+            }
+            guard let given else {
+                throw CatalogError(.missing, "\(directory) holds no ledger yet: a catalog is needed to create one")
+            }
+            try storage.write { writer in
+                try writer.setFormatMarker(LMDBLedgerStorage.formatMarker)
+                try writer.recordCatalog(Array(given.json.utf8), effectiveFrom: 1)
+            }
+            logger.info("created ledger", metadata: ["directory": "\(directory)", "products": "\(given.products.count)"])
+            return given
+        }
+        guard let recorded = try reader.currentCatalog(), catalogCount > 0 else {
+            throw StorageError(.damaged, "\(directory) holds a log without its catalog")
+        }
+        guard marker == LMDBLedgerStorage.formatMarker else {
+            throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker ?? "?"), this version reads \(LMDBLedgerStorage.formatMarker)")
+        }
+        guard let given, given != recorded else { return recorded }
+        try recorded.checkSuccessor(given)
+        guard !storage.isReadOnly else {
+            throw CatalogError(.conflict, "the ledger is open read-only; its catalog cannot grow")
+        }
+        try storage.write { writer in
+            try writer.recordCatalog(Array(given.json.utf8), effectiveFrom: try writer.lastPosition() + 1)
+        }
+        logger.info("catalog grew", metadata: ["products": "\(recorded.products.count) → \(given.products.count)"])
+        return given
+    }
+}
+
+/// How an open rebuilds the projections.
+enum Opening {
+    enum Source: CustomStringConvertible {
+        case snapshot(UInt64, tail: UInt64)
+        case fullReplay(UInt64)
+
+        var description: String {
+            switch self {
+            case .snapshot(let position, let tail): "snapshot at \(position) + \(tail) events"
+            case .fullReplay(let events): "full replay of \(events) events"
+            }
+        }
+    }
+
+    /// From the newest snapshot and the log after it when the snapshot is usable; otherwise
+    /// (an older format, other rules, a bad checksum, a position beyond the log) a warning and
+    /// a replay of the whole log, followed, when writable, by a fresh snapshot.
+    static func projections(
+        storage: any LedgerStorage, catalog: Catalog, configuration: Ledger.Configuration
+    ) throws -> (live: LiveProjections, source: Source) {
+        let logger = configuration.logger
+        let log = LogReader(storage: storage)
+        let last = try log.lastPosition()
+        let newest = try storage.read { try SnapshotStates.newest($0, lastPosition: last) }
+        if configuration.useSnapshots, case .success(let header)? = newest {
+            let live = LiveProjections(storage: storage, catalog: catalog, logger: logger, snapshot: header)
+            try replayTail(into: live, through: last, log: log, catalog: catalog)
+            return (live, .snapshot(header.position, tail: last - header.position))
+        }
+        if configuration.useSnapshots, case .failure(let problem)? = newest {
+            logger.warning("ignoring the newest snapshot; replaying the log from the start", metadata: ["reason": "\(problem)"])
+        }
+        let state = try log.state(at: last, catalog: catalog, useSnapshots: false, logger: logger)
+        let live = LiveProjections(storage: storage, catalog: catalog, logger: logger, replayed: state)
+        let due = configuration.snapshotInterval.map { last >= $0 } ?? false
+        if !storage.isReadOnly, configuration.useSnapshots, newest != nil || due {
+            try live.writeSnapshot(keep: max(2, configuration.snapshotsKept))
+        }
+        return (live, .fullReplay(last))
+    }
+
+    /// Applies the events after the snapshot, in chunks, each in one read transaction, with the
+    /// ledger-wide facts as they stood before each event.
+    static func replayTail(into live: LiveProjections, through last: UInt64, log: LogReader, catalog: Catalog) throws {
+        var next = live.position + 1
+        while next <= last {
+            let end = min(last, next + UInt64(LogReader.chunkSize) - 1)
+            try log.storage.read { reader in
+                let facts = FactsAsOf(reader: reader, position: next - 1)
+                var session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: next - 1)
+                var expected = next
+                try reader.forEachRecord(from: next, through: end) { position, bytes in
+                    guard position == expected else {
+                        throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
+                    }
+                    facts.position = position - 1
+                    try session.apply(try LogReader.decode(bytes, at: position), at: position)
+                    expected += 1
+                    return true
+                }
+                guard expected == end + 1 else {
+                    throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
+                }
+                session.publish(to: live)
+            }
+            next = end + 1
+        }
+    }
+}

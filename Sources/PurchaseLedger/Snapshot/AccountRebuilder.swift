@@ -1,0 +1,87 @@
+/// Rebuilds one account's state from the log, without the rest of the ledger: the account's
+/// own events (from the history index), plus the revocations of its consumable purchases made
+/// by other accounts (from the revocation index), applied in log order with the ledger-wide
+/// facts as they stood before each event.
+///
+/// This is how a damaged stored state is replaced: the account comes back exactly as a full
+/// replay would have built it, at the cost of its own history.
+struct AccountRebuilder {
+    let reader: any LedgerStorageReader
+    let catalog: Catalog
+
+    func state(of account: String, through end: UInt64) throws -> AccountState? {
+        let own = try reader.positions(ofAccount: account, after: 0, limit: .max).filter { $0 <= end }
+        guard !own.isEmpty else { return nil }
+        var pending = Set(own)
+        var queue = own
+        var store = SingleAccountStore(account: UTF8Key(account), facts: FactsAsOf(reader: reader, position: 0))
+        var index = 0
+        while index < queue.count {
+            let position = queue[index]
+            index += 1
+            var event: Event?
+            _ = try reader.record(at: position) { bytes in event = try LogReader.decode(bytes, at: position) }
+            guard let event else {
+                throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)
+            }
+            store.facts.position = position - 1
+            do {
+                try Projector.apply(event, at: position, catalog: catalog, to: &store)
+            } catch let inconsistency as ProjectionInconsistency {
+                throw StorageError(.damaged, "the event at position \(position) cannot be applied: \(inconsistency)", position: position)
+            }
+            // A consumable bought here and refunded later through another account.
+            if case .transactionUpdated(let update) = event.payload, sameBytes(event.account, account),
+               update.state == .purchased, let transaction = update.transaction,
+               let refund = try reader.revocation(ofTransaction: transaction), refund > position, refund <= end,
+               pending.insert(refund).inserted {
+                let insertAt = queue[index...].firstIndex { $0 > refund } ?? queue.endIndex
+                queue.insert(refund, at: insertAt)
+            }
+        }
+        return store.state
+    }
+}
+
+/// A projection store for one account: events of other accounts only ever reach it through a
+/// refund of one of its purchases.
+private struct SingleAccountStore: ProjectionStore {
+    let account: UTF8Key
+    var facts: FactsAsOf
+    var state = AccountState()
+
+    func entry(_ account: UTF8Key, _ payment: UTF8Key) throws -> QueueEntry? {
+        account == self.account ? state.entries[payment] : nil
+    }
+
+    func balance(_ account: UTF8Key, _ item: UTF8Key) throws -> Int64? {
+        account == self.account ? state.balances[item] : nil
+    }
+
+    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) throws -> Bool {
+        account == self.account && state.referencedTransactions.contains(transaction)
+    }
+
+    func revocation(of transaction: UTF8Key) throws -> UInt64? {
+        try facts.revocation(of: transaction)
+    }
+
+    func holder(of transaction: UTF8Key) throws -> TransactionHolder? {
+        try facts.holder(of: transaction)
+    }
+
+    mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) throws {
+        if account == self.account { state.entries[UTF8Key(entry.payment)] = entry }
+    }
+
+    mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) throws {
+        if account == self.account { state.balances[item] = value }
+    }
+
+    mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) throws {
+        if account == self.account { state.referencedTransactions.insert(transaction) }
+    }
+
+    mutating func setRevocation(_ position: UInt64, of transaction: UTF8Key) throws {}
+    mutating func setHolder(_ holder: TransactionHolder, of transaction: UTF8Key) throws {}
+}

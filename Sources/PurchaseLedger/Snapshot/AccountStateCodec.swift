@@ -1,0 +1,114 @@
+/// The binary form of one account's projected state in a snapshot:
+///
+///     byte 0     format version (`SnapshotFormat.accountStateVersion`)
+///     varint     entries, then each: payment, product, product type, quantity, openedAt,
+///                state, stateSetAt, a presence mask (transaction, original transaction,
+///                expiresAt, finishedAt), those fields, and the downloads (id, state, progress)
+///     varint     balances, then each: item, amount (zigzag)
+///     varint     referenced transactions, then each id
+///     4 bytes    CRC-32C (little-endian) of every byte before it
+enum AccountStateCodec {
+    static func encode(_ state: AccountState) -> [UInt8] {
+        var writer = ByteWriter(capacity: 64 + state.entries.count * 96)
+        writer.byte(SnapshotFormat.accountStateVersion)
+        // Sorted, so that the same state always has the same bytes.
+        writer.varint(UInt64(state.entries.count))
+        for payment in state.entries.keys.sorted() {
+            let entry = state.entries[payment]!
+            writer.string(entry.payment)
+            writer.string(entry.product)
+            writer.byte(UInt8(Catalog.ProductType.allCases.firstIndex(of: entry.productType)!))
+            writer.varint(UInt64(entry.quantity))
+            writer.varint(entry.openedAt)
+            writer.byte(UInt8(QueueEntryState.allCases.firstIndex(of: entry.state)!))
+            writer.varint(entry.stateSetAt)
+            var mask: UInt8 = 0
+            if entry.transaction != nil { mask |= 1 }
+            if entry.originalTransaction != nil { mask |= 2 }
+            if entry.expiresAt != nil { mask |= 4 }
+            if entry.finishedAt != nil { mask |= 8 }
+            writer.byte(mask)
+            if let value = entry.transaction { writer.string(value) }
+            if let value = entry.originalTransaction { writer.string(value) }
+            if let value = entry.expiresAt { writer.timestamp(value) }
+            if let value = entry.finishedAt { writer.varint(value) }
+            writer.varint(UInt64(entry.downloads.count))
+            for download in entry.downloads {
+                writer.string(download.id)
+                writer.byte(UInt8(DownloadState.allCases.firstIndex(of: download.state)!))
+                writer.double(download.progress)
+            }
+        }
+        writer.varint(UInt64(state.balances.count))
+        for item in state.balances.keys.sorted() {
+            writer.string(item.string)
+            writer.signed(state.balances[item]!)
+        }
+        writer.varint(UInt64(state.referencedTransactions.count))
+        for transaction in state.referencedTransactions.sorted() {
+            writer.string(transaction.string)
+        }
+        writer.uint32(CRC32C.checksum(writer.bytes))
+        return writer.bytes
+    }
+
+    struct Damage: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws(Damage) -> AccountState {
+        guard bytes.count >= 5 else { throw Damage(description: "\(bytes.count) bytes") }
+        let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
+        let stored = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: bytes.count - 4, as: UInt32.self))
+        guard CRC32C.checksum(body) == stored else { throw Damage(description: "checksum mismatch") }
+        guard body[0] == SnapshotFormat.accountStateVersion else { throw Damage(description: "unknown version \(body[0])") }
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: body[1...]))
+        do {
+            var state = AccountState()
+            let entryCount = try reader.varint()
+            state.entries.reserveCapacity(Int(min(entryCount, 1 << 20)))
+            for _ in 0..<entryCount {
+                let payment = try reader.string()
+                let product = try reader.string()
+                let type = try value(try reader.byte(), in: Catalog.ProductType.allCases)
+                let quantity = try reader.varint()
+                guard (1...10).contains(quantity) else { throw Damage(description: "quantity out of range") }
+                var entry = QueueEntry(
+                    payment: payment, product: product, productType: type, quantity: Int(quantity), openedAt: try reader.varint())
+                entry.state = try value(try reader.byte(), in: QueueEntryState.allCases)
+                entry.stateSetAt = try reader.varint()
+                let mask = try reader.byte()
+                guard mask < 16 else { throw Damage(description: "unknown field mask") }
+                if mask & 1 != 0 { entry.transaction = try reader.string() }
+                if mask & 2 != 0 { entry.originalTransaction = try reader.string() }
+                if mask & 4 != 0 { entry.expiresAt = try reader.timestamp() }
+                if mask & 8 != 0 { entry.finishedAt = try reader.varint() }
+                let downloadCount = try reader.varint()
+                for _ in 0..<downloadCount {
+                    entry.downloads.append(QueueEntry.Download(
+                        id: try reader.string(), state: try value(try reader.byte(), in: DownloadState.allCases),
+                        progress: try reader.double()))
+                }
+                state.entries[UTF8Key(payment)] = entry
+            }
+            for _ in 0..<(try reader.varint()) {
+                let item = try reader.string()
+                state.balances[UTF8Key(item)] = try reader.signed()
+            }
+            for _ in 0..<(try reader.varint()) {
+                state.referencedTransactions.insert(UTF8Key(try reader.string()))
+            }
+            guard reader.isAtEnd else { throw Damage(description: "trailing bytes") }
+            return state
+        } catch let damage as Damage {
+            throw damage
+        } catch {
+            throw Damage(description: "\(error)")
+        }
+    }
+
+    private static func value<T>(_ index: UInt8, in cases: [T]) throws -> T {
+        guard Int(index) < cases.count else { throw Damage(description: "unknown enumeration value \(index)") }
+        return cases[Int(index)]
+    }
+}

@@ -1,0 +1,210 @@
+import Logging
+import Synchronization
+
+/// Whether an account's state is in memory (it changed since the snapshot), and a fact of it.
+enum Residence<Value: Sendable>: Sendable {
+    case inMemory(Value)
+    case inSnapshot
+}
+
+/// The projections of an open ledger: every account that changed since the newest snapshot is
+/// in memory; every other account is in that snapshot, read and decoded when it is asked for.
+/// The ledger-wide facts about store transactions live in the storage's indexes.
+///
+/// So an open reads the snapshot's header and replays the tail after it, whatever the log's
+/// length, and memory holds what changed since the last snapshot, not the whole history.
+///
+/// Only the writer changes it (`publish`, `writeSnapshot`), always on the writer's thread.
+/// Readers take what they need under the lock, then read storage without it.
+final class LiveProjections: Sendable {
+    struct Published {
+        var position: UInt64 = 0
+        /// The snapshot the accounts not in memory are read from; nil when every account is in memory.
+        var snapshot: SnapshotHeader?
+        /// Accounts that changed since `snapshot` (or all of them, without one).
+        var accounts: [UTF8Key: AccountState] = [:]
+        /// The position of each in-memory account's last change.
+        var lastChanged: [UTF8Key: UInt64] = [:]
+        var accountCount = 0
+        var entryCount = 0
+        var unfinishedCount = 0
+
+        /// Takes `account` into memory before it changes: its state from the snapshot, or a new
+        /// account when it has none.
+        mutating func adopt(_ account: UTF8Key, loaded: AccountState?) {
+            guard accounts[account] == nil else { return }
+            if loaded == nil { accountCount += 1 }
+            accounts[account] = loaded ?? AccountState()
+        }
+
+        mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) {
+            let previous = accounts[account]!.entries.updateValue(entry, forKey: UTF8Key(entry.payment))
+            if previous == nil { entryCount += 1 }
+            unfinishedCount += (entry.isFinished ? 0 : 1) - (previous.map { $0.isFinished ? 0 : 1 } ?? 0)
+        }
+
+        mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) {
+            accounts[account]!.balances[item] = value
+        }
+
+        mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) {
+            accounts[account]!.referencedTransactions.insert(transaction)
+        }
+    }
+
+    let storage: any LedgerStorage
+    let catalog: Catalog
+    let logger: Logger
+    private let published: Mutex<Published>
+
+    init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, published: Published) {
+        self.storage = storage
+        self.catalog = catalog
+        self.logger = logger
+        self.published = Mutex(published)
+    }
+
+    /// Everything in memory, from a state replayed in full.
+    convenience init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, replayed state: LedgerState) {
+        var published = Published()
+        published.position = state.position
+        published.accounts = state.accounts
+        published.lastChanged = state.accounts.mapValues { _ in state.position }
+        published.accountCount = state.accounts.count
+        published.entryCount = state.entryCount
+        published.unfinishedCount = state.unfinishedCount
+        self.init(storage: storage, catalog: catalog, logger: logger, published: published)
+    }
+
+    /// The accounts of `snapshot` on disk, nothing in memory yet.
+    convenience init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, snapshot: SnapshotHeader) {
+        var published = Published()
+        published.position = snapshot.position
+        published.snapshot = snapshot
+        published.accountCount = snapshot.accounts
+        published.entryCount = snapshot.entries
+        published.unfinishedCount = snapshot.unfinished
+        self.init(storage: storage, catalog: catalog, logger: logger, published: published)
+    }
+
+    var position: UInt64 {
+        published.withLock { $0.position }
+    }
+
+    var snapshot: SnapshotHeader? {
+        published.withLock { $0.snapshot }
+    }
+
+    var counts: (position: UInt64, accounts: Int, entries: Int, unfinished: Int, inMemory: Int) {
+        published.withLock { ($0.position, $0.accountCount, $0.entryCount, $0.unfinishedCount, $0.accounts.count) }
+    }
+
+    // MARK: Reading
+
+    /// A fact of the account when it is in memory.
+    func readInMemory<R: Sendable>(_ account: UTF8Key, _ fact: (AccountState) -> R) -> Residence<R> {
+        published.withLock { state in
+            state.accounts[account].map { .inMemory(fact($0)) } ?? .inSnapshot
+        }
+    }
+
+    /// The account's state in the current snapshot; nil when it has none there (or there is no
+    /// snapshot). A damaged stored state is rebuilt from the account's history instead.
+    func loadFromSnapshot(_ account: UTF8Key, reader: any LedgerStorageReader) throws -> AccountState? {
+        guard let snapshot = published.withLock({ $0.snapshot?.position }) else { return nil }
+        return try Self.load(account, snapshot: snapshot, reader: reader, catalog: catalog, logger: logger)
+    }
+
+    static func load(
+        _ account: UTF8Key, snapshot: UInt64, reader: any LedgerStorageReader, catalog: Catalog, logger: Logger
+    ) throws -> AccountState? {
+        let stored: Result<AccountState, AccountStateCodec.Damage>? = try reader.accountState(account.string, atOrBefore: snapshot) { _, bytes in
+            Result { () throws(AccountStateCodec.Damage) in try AccountStateCodec.decode(bytes) }
+        }
+        switch stored {
+        case nil:
+            return nil
+        case .success(let state)?:
+            return state
+        case .failure(let damage)?:
+            logger.warning("a snapshot's state of an account is damaged; rebuilt from the account's history", metadata: [
+                "account": "\(account)", "snapshot": "\(snapshot)", "damage": "\(damage)",
+            ])
+            return try AccountRebuilder(reader: reader, catalog: catalog).state(of: account.string, through: snapshot)
+        }
+    }
+
+    /// What `account` owns as of `time`, as of the published position.
+    func projection(of account: UTF8Key, asOf time: Timestamp) throws -> AccountProjection? {
+        let (inMemory, snapshot, position) = published.withLock { ($0.accounts[account], $0.snapshot?.position, $0.position) }
+        return try storage.read { reader in
+            var state = inMemory
+            if state == nil, let snapshot {
+                state = try Self.load(account, snapshot: snapshot, reader: reader, catalog: catalog, logger: logger)
+            }
+            guard let state else { return nil }
+            return try AccountProjection(account: account.string, state: state, asOf: time) { transaction in
+                try reader.revocation(ofTransaction: transaction.string).map { $0 <= position } ?? false
+            }
+        }
+    }
+
+    /// The whole state, every account decoded (for audits and tests: O(accounts)).
+    func materialize() throws -> LedgerState {
+        let (inMemory, snapshot, position) = published.withLock { ($0.accounts, $0.snapshot?.position, $0.position) }
+        return try storage.read { reader in
+            var state = try SnapshotStates.materialize(
+                reader: reader, snapshot: snapshot, factsThrough: position, catalog: catalog, logger: logger)
+            for (account, accountState) in inMemory {
+                state.replaceAccount(account, with: accountState)
+            }
+            state.position = position
+            return state
+        }
+    }
+
+    // MARK: Writing (the writer's thread only)
+
+    /// Applies a session's changes and moves the published position.
+    func publish(position: UInt64, _ body: (inout Published) -> Void) {
+        published.withLock { state in
+            body(&state)
+            state.position = position
+        }
+    }
+
+    /// Writes the in-memory accounts as a snapshot at the current position, in its own write
+    /// transaction; keeps the newest `keep` snapshots. Returns nil when nothing changed since
+    /// the last one.
+    @discardableResult
+    func writeSnapshot(keep: Int) throws -> SnapshotHeader? {
+        let (accounts, previous, position, counts) = published.withLock {
+            ($0.accounts, $0.snapshot, $0.position, ($0.accountCount, $0.entryCount, $0.unfinishedCount))
+        }
+        guard position > 0, position != previous?.position else { return nil }
+        let encoded = accounts.map { ($0.key.string, AccountStateCodec.encode($0.value)) }
+        let header = SnapshotHeader(
+            position: position, fingerprint: SnapshotFormat.fingerprint, previous: previous?.position ?? 0,
+            accountsWritten: encoded.count, accounts: counts.0, entries: counts.1, unfinished: counts.2,
+            createdAt: .now())
+        try storage.write { writer in
+            if previous == nil {
+                // A full snapshot replaces whatever was stored (possibly unusable snapshots).
+                try writer.removeAllSnapshots()
+            }
+            for (account, bytes) in encoded {
+                try writer.putAccountState(bytes, account: account, version: position)
+            }
+            try writer.putSnapshotHeader(header.encode(), position: position)
+            try SnapshotStates.prune(writer: writer, keep: keep, written: encoded.map(\.0))
+        }
+        published.withLock { state in
+            state.snapshot = header
+            // Everything in memory is in the snapshot now (nothing changes while the writer writes it).
+            state.accounts.removeAll()
+            state.lastChanged.removeAll()
+        }
+        logger.info("wrote snapshot", metadata: ["position": "\(position)", "accounts": "\(encoded.count)"])
+        return header
+    }
+}

@@ -1,0 +1,34 @@
+import ArgumentParser
+import Logging
+import PurchaseLedger
+
+extension LedgerCommand {
+    struct Snapshot: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a snapshot of the projections now, so that the next open replays less.")
+
+        @OptionGroup var location: LedgerLocation
+
+        func run() async throws {
+            try await runOrFail {
+                var configuration = Ledger.Configuration()
+                configuration.logger.logLevel = .warning
+                configuration.snapshotOnClose = false
+                let ledger = try Ledger.open(at: location.directory, configuration: configuration)
+                let position: UInt64?
+                do {
+                    position = try await ledger.writeSnapshot()
+                } catch {
+                    await ledger.close()
+                    throw error
+                }
+                await ledger.close()
+                if let position {
+                    try Console.output("wrote a snapshot at position \(grouped(position))\n")
+                } else {
+                    try Console.output("the newest snapshot is already at position \(grouped(ledger.position))\n")
+                }
+            }
+        }
+    }
+}

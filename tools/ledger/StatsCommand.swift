@@ -1,0 +1,65 @@
+import ArgumentParser
+import PurchaseLedger
+
+extension LedgerCommand {
+    struct Stats: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a ledger's size: events, accounts, positions, catalog and data file.")
+
+        @OptionGroup var format: OutputFormat
+        @OptionGroup var location: LedgerLocation
+
+        func run() async throws {
+            try await runOrFail {
+                let log = try LedgerLog.open(at: location.directory)
+                defer { log.close() }
+                let events = try log.lastPosition()
+                let accounts = try log.accountCount()
+                let products = try log.catalog().products.count
+                let size = log.fileSize()
+                let snapshot = try log.snapshots().last { $0.problem == nil }
+                let age = snapshot?.createdAt.map { Timestamp.now().seconds - $0.seconds }
+                if format.json {
+                    var fields = [
+                        "\"events\": \(events)", "\"accounts\": \(accounts)", "\"firstPosition\": \(events > 0 ? 1 : 0)",
+                        "\"lastPosition\": \(events)", "\"products\": \(products)", "\"fileSize\": \(size)",
+                    ]
+                    if let snapshot {
+                        fields.append("\"snapshotPosition\": \(snapshot.position)")
+                        if let age { fields.append("\"snapshotAgeSeconds\": \(age)") }
+                    }
+                    try Console.output("{" + fields.joined(separator: ", ") + "}\n")
+                } else {
+                    let snapshotText = snapshot.map { snapshot in
+                        "position \(grouped(snapshot.position)) (\(grouped(events - snapshot.position)) events after it)"
+                            + (age.map { ", written \(Self.duration($0)) ago" } ?? "")
+                    } ?? "none"
+                    try Console.output("""
+                        events     \(grouped(events))
+                        accounts   \(grouped(accounts))
+                        positions  \(events > 0 ? "1 … \(grouped(events))" : "none")
+                        products   \(products)
+                        file size  \(grouped(size)) bytes (\(megabytes(size)))
+                        snapshot   \(snapshotText)
+
+                        """)
+                }
+            }
+        }
+
+        static func duration(_ seconds: Int64) -> String {
+            switch seconds {
+            case ..<120: "\(seconds) s"
+            case ..<7200: "\(seconds / 60) min"
+            case ..<172_800: "\(seconds / 3600) h"
+            default: "\(seconds / 86_400) days"
+            }
+        }
+
+        private func megabytes(_ bytes: Int) -> String {
+            let tenths = (bytes * 10 + (1 << 19)) >> 20
+            return "\(tenths / 10).\(tenths % 10) MiB"
+        }
+    }
+}
+
