@@ -15,6 +15,8 @@ let package = Package(
     products: [
         .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
         .executable(name: "ledger", targets: ["LedgerTool"]),
+        // For the benchmarks' raw-LMDB floor; apps need only `PurchaseLedger`.
+        .library(name: "CLMDB", targets: ["CLMDB"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),

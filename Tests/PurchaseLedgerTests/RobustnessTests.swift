@@ -77,13 +77,13 @@ struct RobustnessTests {
         try await withLedger(configuration: limited) { ledger, _ in
             // Keep the writer busy, then queue a request too big for the limit and a small one:
             // they may share a commit; the small one must succeed either way.
-            let busy = ledger.submit(contentsOf: (0..<2000).map {
+            let busy = try await ledger.submit(contentsOf: (0..<2000).map {
                 Event.paymentAdded(id: "busy\($0)", account: "b\($0)", at: newYear, payment: "p", product: "com.example.gem")
             })
-            let huge = ledger.submit(contentsOf: (0..<40_000).map {
+            let huge = try await ledger.submit(contentsOf: (0..<40_000).map {
                 Event.paymentAdded(id: "huge\($0)-\(String(repeating: "x", count: 60))", account: "h\($0)", at: newYear, payment: "p", product: "com.example.gem")
             })
-            let small = ledger.submit(contentsOf: [Event.paymentAdded(id: "small", account: "s", at: newYear, payment: "p", product: "com.example.gem")])
+            let small = try await ledger.submit(contentsOf: [Event.paymentAdded(id: "small", account: "s", at: newYear, payment: "p", product: "com.example.gem")])
             _ = try await busy.results()
             let failure = await #expect(throws: StorageError.self) { try await huge.results() }
             #expect(failure?.code == .storageFull)
@@ -95,8 +95,9 @@ struct RobustnessTests {
         try await withLedger { ledger, _ in
             var s = Script()
             // Each batch depends on the one before; submitted without waiting.
-            let pending = (0..<50).map { index in
-                ledger.submit(contentsOf: [s.add("p\(index)", "com.example.gem"), s.purchased("p\(index)", "t\(index)")])
+            var pending: [PendingAppends] = []
+            for index in 0..<50 {
+                pending.append(try await ledger.submit(contentsOf: [s.add("p\(index)", "com.example.gem"), s.purchased("p\(index)", "t\(index)")]))
             }
             var positions: [UInt64] = []
             for batch in pending {

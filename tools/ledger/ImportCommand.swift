@@ -115,7 +115,7 @@ struct Importer {
             }
             guard !parsed.isEmpty else { break }
             let events = parsed.compactMap { if case .event(let event) = $0 { event } else { nil } }
-            inFlight = Batch(firstLine: firstLine, lines: parsed, appending: ledger.submit(contentsOf: events))
+            inFlight = Batch(firstLine: firstLine, lines: parsed, appending: try await ledger.submit(contentsOf: events))
         }
         if showsProgress { Console.status("\r\u{1B}[K") }
     }

@@ -66,7 +66,7 @@ enum Opening {
         let last = try log.lastPosition()
         let newest = try storage.read { try SnapshotStates.newest($0, lastPosition: last) }
         if configuration.useSnapshots, case .success(let header)? = newest {
-            let live = LiveProjections(storage: storage, catalog: catalog, logger: logger, snapshot: header)
+            let live = LiveProjections(storage: storage, catalog: catalog, logger: logger, cacheCapacity: configuration.cachedAccounts, snapshot: header)
             try replayTail(into: live, through: last, log: log, catalog: catalog)
             return (live, .snapshot(header.position, tail: last - header.position))
         }
@@ -74,7 +74,7 @@ enum Opening {
             logger.warning("ignoring the newest snapshot; replaying the log from the start", metadata: ["reason": "\(problem)"])
         }
         let state = try log.state(at: last, catalog: catalog, useSnapshots: false, logger: logger)
-        let live = LiveProjections(storage: storage, catalog: catalog, logger: logger, replayed: state)
+        let live = LiveProjections(storage: storage, catalog: catalog, logger: logger, cacheCapacity: configuration.cachedAccounts, replayed: state)
         let due = configuration.snapshotInterval.map { last >= $0 } ?? false
         if !storage.isReadOnly, configuration.useSnapshots, newest != nil || due {
             try live.writeSnapshot(keep: max(2, configuration.snapshotsKept))

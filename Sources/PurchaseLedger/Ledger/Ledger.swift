@@ -33,6 +33,8 @@ public final class Ledger: Sendable {
         public var maximumSize: Int? = nil
         /// Most events committed in one transaction by group commit.
         public var maximumBatchEvents = 4096
+        /// Most events waiting for the writer; beyond, submitters wait (in order) for room.
+        public var maximumQueuedEvents = 65_536
         /// Open from the newest snapshot when there is a usable one (false: replay the whole
         /// log, the audit path).
         public var useSnapshots = true
@@ -44,6 +46,10 @@ public final class Ledger: Sendable {
         public var snapshotsKept = 3
         /// Write a snapshot when the ledger is closed, if anything changed since the last one.
         public var snapshotOnClose = true
+        /// How many accounts unchanged since the newest snapshot stay decoded in memory (the
+        /// others are read from the snapshot when asked for). Accounts changed since the
+        /// snapshot are always in memory.
+        public var cachedAccounts = 100_000
         public var logger = Logger(label: "PurchaseLedger")
 
         public init() {}
@@ -55,7 +61,7 @@ public final class Ledger: Sendable {
     let storage: any LedgerStorage
     let log: LogReader
     let live: LiveProjections
-    private let writeQueue: WriteQueue?
+    let writeQueue: WriteQueue?
     private let writerLock: ExclusiveFileLock?
     private let isClosed = Atomic<Bool>(false)
 
@@ -109,7 +115,9 @@ public final class Ledger: Sendable {
         } else {
             // The queue calls back into `self` only while the ledger is open.
             let box = WeakLedger()
-            writeQueue = WriteQueue(maximumBatchEvents: configuration.maximumBatchEvents) { requests in
+            writeQueue = WriteQueue(
+                maximumBatchEvents: configuration.maximumBatchEvents, maximumQueuedEvents: configuration.maximumQueuedEvents
+            ) { requests in
                 guard let ledger = box.ledger else {
                     for request in requests { request.pending.complete(.failure(StorageError(.closed, "the ledger is closed"))) }
                     return
@@ -146,21 +154,23 @@ public final class Ledger: Sendable {
 
     /// Appends events in order, in one durable transaction, each checked against the state the
     /// ones before it left: one result per event. A rejected event rejects only itself. Throws
-    /// only when the storage fails, and then nothing of the batch was written.
+    /// when the storage fails (nothing of the batch was written), and `CancellationError` when
+    /// the task was cancelled before the writer took the events (nothing was written either).
     public func append(contentsOf events: [Event]) async throws -> [AppendResult] {
         try await submit(contentsOf: events).results()
     }
 
-    /// Queues events behind everything submitted before, and returns at once; `results()` waits
-    /// for the commit. Submissions are checked and logged in the order they were made, so a
-    /// producer can pipeline (submit the next batch while the previous one commits) without
-    /// reordering its events.
-    public func submit(contentsOf events: [Event]) -> PendingAppends {
+    /// Queues events behind everything submitted before and returns once they are queued;
+    /// `results()` waits for the commit. Submissions are checked and logged in the order they
+    /// were made, so a producer can pipeline (submit the next batch while the previous one
+    /// commits) without reordering its events. When `maximumQueuedEvents` are already waiting,
+    /// this waits, in order of arrival, for room.
+    public func submit(contentsOf events: [Event]) async throws -> PendingAppends {
         guard let writeQueue else {
-            return PendingAppends(failure: StorageError(.readOnly, "the ledger at \(directory) is open read-only"))
+            throw StorageError(.readOnly, "the ledger at \(directory) is open read-only")
         }
         guard !events.isEmpty else { return PendingAppends(results: []) }
-        return writeQueue.submit(events)
+        return try await writeQueue.submit(.append(events))
     }
 
     /// Writes a snapshot of the projections now (between commits, in its own transaction) and
@@ -307,7 +317,7 @@ public final class Ledger: Sendable {
             events: counts.position, accounts: counts.accounts, entries: counts.entries,
             unfinishedEntries: counts.unfinished, products: catalog.products.count,
             fileSize: storage.sizeOnDisk(), snapshotPosition: snapshot?.position, snapshotCreatedAt: snapshot?.createdAt,
-            accountsInMemory: counts.inMemory)
+            accountsInMemory: counts.inMemory, accountsChangedSinceSnapshot: counts.changed)
     }
 }
 
@@ -323,8 +333,10 @@ public struct LedgerStatistics: Sendable, Hashable {
     /// The position the newest snapshot reflects, and when it was written.
     public var snapshotPosition: UInt64?
     public var snapshotCreatedAt: Timestamp?
-    /// Accounts changed since the newest snapshot, held in memory.
+    /// Accounts decoded in memory: those changed since the newest snapshot, and cached ones.
     public var accountsInMemory: Int
+    /// Accounts changed since the newest snapshot: what the next one writes.
+    public var accountsChangedSinceSnapshot: Int
 }
 
 /// Lets the write queue reach the ledger without keeping it alive.

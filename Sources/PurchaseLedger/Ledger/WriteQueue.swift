@@ -13,58 +13,78 @@ public final class PendingAppends: Sendable {
     }
 
     private let state = Mutex(State.pending)
+    /// Where to withdraw the submission from when the waiting task is cancelled.
+    private let withdraw: (@Sendable () -> Void)?
 
-    init() {}
+    init(withdraw: (@Sendable () -> Void)? = nil) {
+        self.withdraw = withdraw
+    }
 
     init(failure: any Error) {
+        withdraw = nil
         state.withLock { $0 = .done(.failure(failure)) }
     }
 
     init(results: [AppendResult]) {
+        withdraw = nil
         state.withLock { $0 = .done(.success(results)) }
     }
 
     /// One result per submitted event, once the commit that holds them is durable. Throws when
     /// the storage failed (nothing of the submission was written) or the ledger was closed.
-    /// Call it once.
+    ///
+    /// If the waiting task is cancelled before the writer took the submission, the submission
+    /// is withdrawn and this throws `CancellationError`: nothing of it was appended. Once the
+    /// writer took it, cancellation changes nothing and the results are returned: an event is
+    /// never appended without its outcome being reported, nor reported twice. Call it once.
     public func results() async throws -> [AppendResult] {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready: Result<[AppendResult], any Error>? = state.withLock { state in
-                switch state {
-                case .pending:
-                    state = .waiting(continuation)
-                    return nil
-                case .done(let result):
-                    state = .taken
-                    return result
-                case .waiting, .taken:
-                    preconditionFailure("PendingAppends.results() called twice")
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready: Result<[AppendResult], any Error>? = state.withLock { state in
+                    switch state {
+                    case .pending:
+                        state = .waiting(continuation)
+                        return nil
+                    case .done(let result):
+                        state = .taken
+                        return result
+                    case .waiting, .taken:
+                        preconditionFailure("PendingAppends.results() called twice")
+                    }
                 }
+                if let ready { continuation.resume(with: ready) }
             }
-            if let ready { continuation.resume(with: ready) }
+        } onCancel: {
+            withdraw?()
         }
     }
 
-    func complete(_ result: Result<[AppendResult], any Error>) {
-        let waiting: CheckedContinuation<[AppendResult], any Error>? = state.withLock { state in
+    /// Completes the submission; false when it was already completed (withdrawn).
+    @discardableResult
+    func complete(_ result: Result<[AppendResult], any Error>) -> Bool {
+        let (completed, waiting): (Bool, CheckedContinuation<[AppendResult], any Error>?) = state.withLock { state in
             switch state {
             case .pending:
                 state = .done(result)
-                return nil
+                return (true, nil)
             case .waiting(let continuation):
                 state = .taken
-                return continuation
+                return (true, continuation)
             case .done, .taken:
-                preconditionFailure("an append completed twice")
+                return (false, nil)
             }
         }
         waiting?.resume(with: result)
+        return completed
     }
 }
 
 /// The single writer. Appends from any number of tasks are queued here in the order they are
-/// submitted; one serial dispatch queue takes whatever is waiting, commits it in one write
+/// admitted; one serial dispatch queue takes whatever is waiting, commits it in one write
 /// transaction (group commit), and only then completes each submission with its own results.
+///
+/// The queue is bounded: when `maximumQueuedEvents` are waiting, submitters wait (in order of
+/// arrival) until the writer takes some; a cancelled submitter leaves without queueing.
 ///
 /// The commit runs synchronously on the writer's thread: an LMDB write transaction begins and
 /// commits on one thread and never spans an `await`, and no task of the cooperative pool
@@ -77,6 +97,7 @@ final class WriteQueue: Sendable {
             case snapshot
         }
 
+        let id: UInt64
         let work: Work
         let pending: PendingAppends
 
@@ -89,10 +110,23 @@ final class WriteQueue: Sendable {
         }
     }
 
+    private struct Admission {
+        let id: UInt64
+        let work: Request.Work
+        let continuation: CheckedContinuation<PendingAppends, any Error>
+    }
+
     private struct Queue {
         var requests: [Request] = []
         /// Requests before `head` were taken by the writer (compacted now and then).
         var head = 0
+        /// Events queued and not yet taken by the writer.
+        var queuedEvents = 0
+        /// Submitters waiting for room, in order of arrival.
+        var admissions: [Admission] = []
+        /// Requests withdrawn by their cancelled submitter before the writer took them.
+        var withdrawn: Set<UInt64> = []
+        var nextID: UInt64 = 0
         var isDraining = false
         var isClosed = false
     }
@@ -101,43 +135,94 @@ final class WriteQueue: Sendable {
     private let dispatchQueue = DispatchQueue(label: "PurchaseLedger.writer", qos: .userInitiated)
     /// Most events one transaction takes from the queue (a larger single request goes alone).
     private let maximumBatchEvents: Int
+    /// Most events waiting for the writer; a single larger request is admitted when the queue
+    /// is empty.
+    private let maximumQueuedEvents: Int
     private let commit: @Sendable ([Request]) -> Void
 
     /// `commit` must complete every request's `pending` exactly once.
-    init(maximumBatchEvents: Int, commit: @escaping @Sendable ([Request]) -> Void) {
+    init(maximumBatchEvents: Int, maximumQueuedEvents: Int, commit: @escaping @Sendable ([Request]) -> Void) {
         self.maximumBatchEvents = maximumBatchEvents
+        self.maximumQueuedEvents = maximumQueuedEvents
         self.commit = commit
     }
 
-    /// Queues `events` behind everything submitted before; returns at once.
-    func submit(_ events: [Event]) -> PendingAppends {
-        submit(.append(events))
+    /// Queues work behind everything admitted before, waiting for room when the queue is full.
+    /// Throws `CancellationError` when cancelled while waiting (nothing was queued), and
+    /// `StorageError.closed` after `close()`.
+    func submit(_ work: Request.Work) async throws -> PendingAppends {
+        let id = queued.withLock { queue -> UInt64 in
+            queue.nextID += 1
+            return queue.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PendingAppends, any Error>) in
+                let outcome: Result<PendingAppends, any Error>? = queued.withLock { queue in
+                    if queue.isClosed { return .failure(StorageError(.closed, "the ledger is closed")) }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    let count = Self.count(work)
+                    if queue.admissions.isEmpty && (queue.queuedEvents == 0 || queue.queuedEvents + count <= maximumQueuedEvents) {
+                        return .success(enqueue(&queue, id: id, work: work))
+                    }
+                    queue.admissions.append(Admission(id: id, work: work, continuation: continuation))
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        } onCancel: {
+            let admission: Admission? = queued.withLock { queue in
+                guard let index = queue.admissions.firstIndex(where: { $0.id == id }) else { return nil }
+                return queue.admissions.remove(at: index)
+            }
+            admission?.continuation.resume(throwing: CancellationError())
+        }
     }
 
-    /// Queues work behind everything submitted before; returns at once.
-    func submit(_ work: Request.Work) -> PendingAppends {
-        let pending = PendingAppends()
-        let accepted = queued.withLock { queue -> Bool in
-            guard !queue.isClosed else { return false }
-            queue.requests.append(Request(work: work, pending: pending))
-            if !queue.isDraining {
-                queue.isDraining = true
-                // Scheduled under the lock, so that `close()`'s barrier lands after it.
-                dispatchQueue.async { self.drain() }
-            }
-            return true
-        }
-        if !accepted {
-            pending.complete(.failure(StorageError(.closed, "the ledger is closed")))
+    /// Events queued and not yet taken by the writer (for tests and metrics).
+    var queuedEventCount: Int {
+        queued.withLock { $0.queuedEvents }
+    }
+
+    private static func count(_ work: Request.Work) -> Int {
+        if case .append(let events) = work { events.count } else { 0 }
+    }
+
+    /// Adds a request to the queue (under the lock) and wakes the writer.
+    private func enqueue(_ queue: inout Queue, id: UInt64, work: Request.Work) -> PendingAppends {
+        let pending = PendingAppends { [weak self] in self?.withdraw(id) }
+        queue.requests.append(Request(id: id, work: work, pending: pending))
+        queue.queuedEvents += Self.count(work)
+        if !queue.isDraining {
+            queue.isDraining = true
+            // Scheduled under the lock, so that `close()`'s barrier lands after it.
+            dispatchQueue.async { self.drain() }
         }
         return pending
     }
 
-    /// Stops accepting appends and returns once everything accepted before is committed.
+    /// The submitter of a queued request was cancelled: withdraw it if the writer has not taken it.
+    private func withdraw(_ id: UInt64) {
+        let pending: PendingAppends? = queued.withLock { queue in
+            guard let index = queue.requests[queue.head...].firstIndex(where: { $0.id == id }) else { return nil }
+            queue.withdrawn.insert(id)
+            return queue.requests[index].pending
+        }
+        pending?.complete(.failure(CancellationError()))
+    }
+
+    /// Stops accepting appends (waiting submitters get `StorageError.closed`) and returns once
+    /// everything queued before is committed.
     func close() async {
+        let refused: [Admission] = queued.withLock { queue in
+            queue.isClosed = true
+            defer { queue.admissions.removeAll() }
+            return queue.admissions
+        }
+        for admission in refused {
+            admission.continuation.resume(throwing: StorageError(.closed, "the ledger is closed"))
+        }
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            queued.withLock { queue in
-                queue.isClosed = true
+            queued.withLock { _ in
                 dispatchQueue.async { done.resume() }
             }
         }
@@ -145,14 +230,15 @@ final class WriteQueue: Sendable {
 
     private func drain() {
         while let batch = takeBatch() {
-            commit(batch)
+            if !batch.isEmpty { commit(batch) }
         }
     }
 
     /// Whole requests, in order, up to `maximumBatchEvents` (at least one request); a snapshot
-    /// goes alone.
+    /// goes alone. Then lets waiting submitters in, in order, as room allows.
     private func takeBatch() -> [Request]? {
-        queued.withLock { queue in
+        var admitted: [(CheckedContinuation<PendingAppends, any Error>, PendingAppends)] = []
+        let batch: [Request]? = queued.withLock { queue in
             guard queue.head < queue.requests.count else {
                 queue.requests.removeAll(keepingCapacity: true)
                 queue.head = 0
@@ -168,13 +254,23 @@ final class WriteQueue: Sendable {
                 events += count
                 end += 1
             }
-            let batch = Array(queue.requests[queue.head..<end])
+            let taken = queue.requests[queue.head..<end].filter { queue.withdrawn.remove($0.id) == nil }
+            queue.queuedEvents -= events
             queue.head = end
             if queue.head > 1024 && queue.head * 2 > queue.requests.count {
                 queue.requests.removeFirst(queue.head)
                 queue.head = 0
             }
-            return batch
+            while let next = queue.admissions.first,
+                  queue.queuedEvents == 0 || queue.queuedEvents + Self.count(next.work) <= maximumQueuedEvents {
+                queue.admissions.removeFirst()
+                admitted.append((next.continuation, enqueue(&queue, id: next.id, work: next.work)))
+            }
+            return taken
         }
+        for (continuation, pending) in admitted {
+            continuation.resume(returning: pending)
+        }
+        return batch
     }
 }

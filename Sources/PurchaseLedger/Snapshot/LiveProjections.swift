@@ -8,11 +8,13 @@ enum Residence<Value: Sendable>: Sendable {
 }
 
 /// The projections of an open ledger: every account that changed since the newest snapshot is
-/// in memory; every other account is in that snapshot, read and decoded when it is asked for.
-/// The ledger-wide facts about store transactions live in the storage's indexes.
+/// in memory, and a bounded cache of others; every other account is in that snapshot, read and
+/// decoded when it is asked for. The ledger-wide facts about store transactions live in the
+/// storage's indexes.
 ///
 /// So an open reads the snapshot's header and replays the tail after it, whatever the log's
-/// length, and memory holds what changed since the last snapshot, not the whole history.
+/// length, and memory holds what changed since the last snapshot plus the cache, not the whole
+/// history.
 ///
 /// Only the writer changes it (`publish`, `writeSnapshot`), always on the writer's thread.
 /// Readers take what they need under the lock, then read storage without it.
@@ -21,9 +23,11 @@ final class LiveProjections: Sendable {
         var position: UInt64 = 0
         /// The snapshot the accounts not in memory are read from; nil when every account is in memory.
         var snapshot: SnapshotHeader?
-        /// Accounts that changed since `snapshot` (or all of them, without one).
+        /// Accounts that changed since `snapshot` (all of them, without one), and cached ones,
+        /// equal to their state in the snapshot.
         var accounts: [UTF8Key: AccountState] = [:]
-        /// The position of each in-memory account's last change.
+        /// The accounts changed since `snapshot`, with the position of their last change: what
+        /// the next snapshot writes.
         var lastChanged: [UTF8Key: UInt64] = [:]
         var accountCount = 0
         var entryCount = 0
@@ -55,17 +59,20 @@ final class LiveProjections: Sendable {
     let storage: any LedgerStorage
     let catalog: Catalog
     let logger: Logger
+    /// How many unchanged accounts may stay in memory after a snapshot.
+    let cacheCapacity: Int
     private let published: Mutex<Published>
 
-    init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, published: Published) {
+    init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, cacheCapacity: Int, published: Published) {
         self.storage = storage
         self.catalog = catalog
         self.logger = logger
+        self.cacheCapacity = cacheCapacity
         self.published = Mutex(published)
     }
 
     /// Everything in memory, from a state replayed in full.
-    convenience init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, replayed state: LedgerState) {
+    convenience init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, cacheCapacity: Int, replayed state: LedgerState) {
         var published = Published()
         published.position = state.position
         published.accounts = state.accounts
@@ -73,18 +80,18 @@ final class LiveProjections: Sendable {
         published.accountCount = state.accounts.count
         published.entryCount = state.entryCount
         published.unfinishedCount = state.unfinishedCount
-        self.init(storage: storage, catalog: catalog, logger: logger, published: published)
+        self.init(storage: storage, catalog: catalog, logger: logger, cacheCapacity: cacheCapacity, published: published)
     }
 
     /// The accounts of `snapshot` on disk, nothing in memory yet.
-    convenience init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, snapshot: SnapshotHeader) {
+    convenience init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, cacheCapacity: Int, snapshot: SnapshotHeader) {
         var published = Published()
         published.position = snapshot.position
         published.snapshot = snapshot
         published.accountCount = snapshot.accounts
         published.entryCount = snapshot.entries
         published.unfinishedCount = snapshot.unfinished
-        self.init(storage: storage, catalog: catalog, logger: logger, published: published)
+        self.init(storage: storage, catalog: catalog, logger: logger, cacheCapacity: cacheCapacity, published: published)
     }
 
     var position: UInt64 {
@@ -95,13 +102,13 @@ final class LiveProjections: Sendable {
         published.withLock { $0.snapshot }
     }
 
-    var counts: (position: UInt64, accounts: Int, entries: Int, unfinished: Int, inMemory: Int) {
-        published.withLock { ($0.position, $0.accountCount, $0.entryCount, $0.unfinishedCount, $0.accounts.count) }
+    var counts: (position: UInt64, accounts: Int, entries: Int, unfinished: Int, inMemory: Int, changed: Int) {
+        published.withLock { ($0.position, $0.accountCount, $0.entryCount, $0.unfinishedCount, $0.accounts.count, $0.lastChanged.count) }
     }
 
     // MARK: Reading
 
-    /// A fact of the account when it is in memory.
+    /// A fact of the account when it is in memory (changed since the snapshot, or cached).
     func readInMemory<R: Sendable>(_ account: UTF8Key, _ fact: (AccountState) -> R) -> Residence<R> {
         published.withLock { state in
             state.accounts[account].map { .inMemory(fact($0)) } ?? .inSnapshot
@@ -173,16 +180,17 @@ final class LiveProjections: Sendable {
         }
     }
 
-    /// Writes the in-memory accounts as a snapshot at the current position, in its own write
-    /// transaction; keeps the newest `keep` snapshots. Returns nil when nothing changed since
-    /// the last one.
+    /// Writes the accounts changed since the last snapshot as a snapshot at the current
+    /// position, in its own write transaction; keeps the newest `keep` snapshots. Returns nil
+    /// when nothing changed since the last one.
     @discardableResult
     func writeSnapshot(keep: Int) throws -> SnapshotHeader? {
-        let (accounts, previous, position, counts) = published.withLock {
-            ($0.accounts, $0.snapshot, $0.position, ($0.accountCount, $0.entryCount, $0.unfinishedCount))
+        let (changed, previous, position, counts) = published.withLock { state in
+            (state.lastChanged.keys.map { ($0, state.accounts[$0]!) }, state.snapshot, state.position,
+             (state.accountCount, state.entryCount, state.unfinishedCount))
         }
         guard position > 0, position != previous?.position else { return nil }
-        let encoded = accounts.map { ($0.key.string, AccountStateCodec.encode($0.value)) }
+        let encoded = changed.map { ($0.0.string, AccountStateCodec.encode($0.1)) }
         let header = SnapshotHeader(
             position: position, fingerprint: SnapshotFormat.fingerprint, previous: previous?.position ?? 0,
             accountsWritten: encoded.count, accounts: counts.0, entries: counts.1, unfinished: counts.2,
@@ -200,9 +208,13 @@ final class LiveProjections: Sendable {
         }
         published.withLock { state in
             state.snapshot = header
-            // Everything in memory is in the snapshot now (nothing changes while the writer writes it).
-            state.accounts.removeAll()
+            // Every change is in the snapshot now (nothing changes while the writer writes it);
+            // what stays in memory is a cache, trimmed to its capacity.
             state.lastChanged.removeAll()
+            if state.accounts.count > cacheCapacity {
+                let excess = state.accounts.count - cacheCapacity / 2
+                for account in state.accounts.keys.prefix(excess) { state.accounts.removeValue(forKey: account) }
+            }
         }
         logger.info("wrote snapshot", metadata: ["position": "\(position)", "accounts": "\(encoded.count)"])
         return header

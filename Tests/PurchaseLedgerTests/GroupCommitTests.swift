@@ -1,0 +1,109 @@
+import Synchronization
+import Testing
+@testable import PurchaseLedger
+
+/// The single writer under load: many appenders share commits, the queue stays bounded, and a
+/// cancelled appender either appended or did not, and is told which.
+struct GroupCommitTests {
+    static func configuration(queue: Int) -> Ledger.Configuration {
+        var configuration = Ledger.Configuration.testing
+        configuration.maximumQueuedEvents = queue
+        configuration.maximumBatchEvents = 64
+        return configuration
+    }
+
+    @Test func theQueueStaysBoundedAndEveryoneGetsIn() async throws {
+        try await withLedger(configuration: Self.configuration(queue: 20)) { ledger, _ in
+            let watching = Atomic<Bool>(true)
+            let largest = Atomic<Int>(0)
+            let watcher = Task {
+                while watching.load(ordering: .relaxed) {
+                    let queued = ledger.writeQueue?.queuedEventCount ?? 0
+                    var current = largest.load(ordering: .relaxed)
+                    while queued > current {
+                        let (exchanged, original) = largest.compareExchange(expected: current, desired: queued, ordering: .relaxed)
+                        if exchanged { break }
+                        current = original
+                    }
+                    await Task.yield()
+                }
+            }
+            let tasks = 48
+            let perTask = 25
+            try await withThrowingTaskGroup(of: [UInt64].self) { group in
+                for task in 0..<tasks {
+                    group.addTask {
+                        var script = Script("user-\(task)")
+                        var positions: [UInt64] = []
+                        for index in 0..<perTask {
+                            positions.append(try await ledger.append(script.add("p\(index)", "com.example.gem")).position)
+                        }
+                        return positions
+                    }
+                }
+                var all: [UInt64] = []
+                for try await positions in group {
+                    // Each appender's events keep its order.
+                    #expect(positions == positions.sorted())
+                    all += positions
+                }
+                #expect(all.sorted() == Array(1...UInt64(tasks * perTask)))
+            }
+            watching.store(false, ordering: .relaxed)
+            await watcher.value
+            #expect(largest.load(ordering: .relaxed) <= 20)
+        }
+    }
+
+    @Test func aCancelledAppenderAppendedExactlyWhenItWasToldSo() async throws {
+        try await withLedger(configuration: Self.configuration(queue: 100_000)) { ledger, _ in
+            var outcomes: [(Event, Bool)] = []
+            for round in 0..<40 {
+                // Keep the writer busy, then race an append against its cancellation.
+                let busy = (0..<200).map { Event.paymentAdded(id: "busy-\(round)-\($0)", account: "b", at: newYear, payment: "b-\(round)-\($0)", product: "com.example.gem") }
+                async let filler = ledger.append(contentsOf: busy)
+                let event = Event.paymentAdded(id: "raced-\(round)", account: "r", at: newYear, payment: "r-\(round)", product: "com.example.gem")
+                let task = Task { try await ledger.append(event) }
+                if round % 2 == 0 { await Task.yield() }
+                task.cancel()
+                switch await task.result {
+                case .success(.appended):
+                    outcomes.append((event, true))
+                case .failure(is CancellationError):
+                    outcomes.append((event, false))
+                case let other:
+                    Issue.record("unexpected \(other)")
+                }
+                _ = try await filler
+            }
+            let history = try ledger.history(account: "r")
+            let logged = Set(history.map(\.event.id))
+            #expect(history.count == logged.count, "nothing appended twice")
+            for (event, appended) in outcomes {
+                #expect(logged.contains(event.id) == appended, "\(event.id)")
+            }
+            // Appends cancelled while the writer was busy were withdrawn.
+            #expect(outcomes.contains { !$0.1 }, "\(outcomes.count { $0.1 }) of \(outcomes.count) appended")
+        }
+    }
+
+    @Test func closingRefusesWaitingSubmittersAndCommitsQueuedOnes() async throws {
+        try await withTemporaryDirectory { directory in
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: wordGameCatalog, configuration: Self.configuration(queue: 100_000))
+            var pending: [PendingAppends] = []
+            for index in 0..<20 {
+                pending.append(try await ledger.submit(contentsOf: [
+                    Event.paymentAdded(id: "e\(index)", account: "u", at: newYear, payment: "p\(index)", product: "com.example.gem"),
+                ]))
+            }
+            await ledger.close()
+            for (index, submission) in pending.enumerated() {
+                #expect(try await submission.results().map(\.summary) == ["appended \(index + 1)"])
+            }
+            let refused = await #expect(throws: StorageError.self) { try await ledger.submit(contentsOf: [
+                Event.paymentAdded(id: "late", account: "u", at: newYear, payment: "late", product: "com.example.gem"),
+            ]) }
+            #expect(refused?.code == .closed)
+        }
+    }
+}
