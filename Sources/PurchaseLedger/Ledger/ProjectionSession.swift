@@ -57,28 +57,20 @@ final class FactsAsOf: GlobalFacts {
 /// tail replayed at open): the rules' view of the ledger as each event leaves it, and the
 /// changes to publish afterwards.
 ///
-/// Account changes are kept aside here one fact at a time (an entry, a balance, a reference)
-/// over the published state, which stays untouched until `publish`: readers never see an event
-/// before it is durable, a failed or retried transaction leaves nothing behind, and a batch
-/// costs what it changes, not the size of the accounts it touches. Accounts not in memory are
-/// read from the snapshot once and handed to the live state on publish.
+/// The published state stays untouched until `publish`: readers never see an event before it
+/// is durable, and a failed or retried transaction leaves nothing behind. An account the
+/// session touches is either read from the snapshot (then the session owns it and changes it
+/// directly, and `publish` hands it over) or already in memory (then the session keeps its
+/// changes aside, one fact at a time, so that a batch costs what it changes, not the size of
+/// the accounts it touches).
 struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
-    private struct Pair: Hashable {
-        var account: UTF8Key
-        var key: UTF8Key
-    }
-
     let live: LiveProjections
     let reader: any LedgerStorageReader
     let facts: Facts
     let catalog: Catalog
     private(set) var position: UInt64
     private(set) var appendedCount = 0
-    private let loaded = LoadedAccounts()
-    private var entries: [Pair: QueueEntry] = [:]
-    private var balances: [Pair: Int64] = [:]
-    private var references: Set<Pair> = []
-    private var changedAccounts: Set<UTF8Key> = []
+    private let touched = TouchedAccounts()
 
     init(live: LiveProjections, reader: any LedgerStorageReader, facts: Facts, catalog: Catalog, position: UInt64) {
         self.live = live
@@ -96,26 +88,42 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
 
     // MARK: ProjectionStore
 
-    /// A fact of the account as published: from memory when the account changed since the
-    /// snapshot, else from the snapshot (read once per session).
-    private func published<R: Sendable>(_ account: UTF8Key, _ fact: (AccountState) -> R) throws -> R? {
-        if case .inMemory(let value) = live.readInMemory(account, fact) { return value }
-        return try loaded.state(of: account) { try live.loadFromSnapshot(account, reader: reader) }.map(fact)
+    /// The account as this session sees it, read from the snapshot the first time when it is
+    /// not in memory.
+    private func resolve(_ account: UTF8Key) throws -> TouchedAccounts.Account {
+        if let known = touched.accounts[account] { return known }
+        let resolved: TouchedAccounts.Account
+        if case .inMemory = live.readInMemory(account, { _ in () }) {
+            resolved = .init(owned: false, state: AccountState())
+        } else {
+            let stored = try live.loadFromSnapshot(account, reader: reader)
+            resolved = .init(owned: true, state: stored ?? AccountState(), isNew: stored == nil,
+                             storedEntries: stored?.entries.count ?? 0,
+                             storedUnfinished: stored?.entries.values.count { !$0.isFinished } ?? 0)
+        }
+        touched.accounts[account] = resolved
+        return resolved
     }
 
     func entry(_ account: UTF8Key, _ payment: UTF8Key) throws -> QueueEntry? {
-        if let entry = entries[Pair(account: account, key: payment)] { return entry }
-        return try published(account) { $0.entries[payment] } ?? nil
+        let resolved = try resolve(account)
+        if let entry = resolved.state.entries[payment] { return entry }
+        guard !resolved.owned else { return nil }
+        return live.readInMemory(account) { $0.entries[payment] }.value ?? nil
     }
 
     func balance(_ account: UTF8Key, _ item: UTF8Key) throws -> Int64? {
-        if let balance = balances[Pair(account: account, key: item)] { return balance }
-        return try published(account) { $0.balances[item] } ?? nil
+        let resolved = try resolve(account)
+        if let balance = resolved.state.balances[item] { return balance }
+        guard !resolved.owned else { return nil }
+        return live.readInMemory(account) { $0.balances[item] }.value ?? nil
     }
 
     func accountHolds(_ account: UTF8Key, transaction: UTF8Key) throws -> Bool {
-        if references.contains(Pair(account: account, key: transaction)) { return true }
-        return try published(account) { $0.referencedTransactions.contains(transaction) } ?? false
+        let resolved = try resolve(account)
+        if resolved.state.referencedTransactions.contains(transaction) { return true }
+        guard !resolved.owned else { return false }
+        return live.readInMemory(account) { $0.referencedTransactions.contains(transaction) }.value ?? false
     }
 
     func revocation(of transaction: UTF8Key) throws -> UInt64? {
@@ -127,18 +135,21 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
     }
 
     mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) throws {
-        try ensureLoaded(account)
-        entries[Pair(account: account, key: UTF8Key(entry.payment))] = entry
+        _ = try resolve(account)
+        touched.accounts[account]!.changed = true
+        touched.accounts[account]!.state.entries[UTF8Key(entry.payment)] = entry
     }
 
     mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) throws {
-        try ensureLoaded(account)
-        balances[Pair(account: account, key: item)] = value
+        _ = try resolve(account)
+        touched.accounts[account]!.changed = true
+        touched.accounts[account]!.state.balances[item] = value
     }
 
     mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) throws {
-        try ensureLoaded(account)
-        references.insert(Pair(account: account, key: transaction))
+        _ = try resolve(account)
+        touched.accounts[account]!.changed = true
+        touched.accounts[account]!.state.referencedTransactions.insert(transaction)
     }
 
     func setRevocation(_ position: UInt64, of transaction: UTF8Key) throws {
@@ -147,13 +158,6 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
 
     func setHolder(_ holder: TransactionHolder, of transaction: UTF8Key) throws {
         try facts.setHolder(holder, of: transaction)
-    }
-
-    /// Before an account changes, its published state must be at hand for `publish`.
-    private mutating func ensureLoaded(_ account: UTF8Key) throws {
-        guard changedAccounts.insert(account).inserted else { return }
-        if case .inMemory = live.readInMemory(account, { _ in () }) { return }
-        _ = try loaded.state(of: account) { try live.loadFromSnapshot(account, reader: reader) }
     }
 
     // MARK: Appending
@@ -186,33 +190,48 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         position = next
     }
 
-    /// Makes the changes visible: O(changes), in place.
+    /// Makes the changes visible: owned accounts are handed over whole, the changes of accounts
+    /// already in memory applied in place.
     func publish(to live: LiveProjections) {
+        let accounts = touched.take()
+        let position = self.position
         live.publish(position: position) { state in
-            for account in changedAccounts {
-                state.adopt(account, loaded: loaded.take(account))
+            for (account, touched) in accounts where touched.changed {
+                if touched.owned {
+                    state.adopt(account, state: touched.state, isNew: touched.isNew,
+                                counted: (touched.storedEntries, touched.storedUnfinished))
+                } else {
+                    for (_, entry) in touched.state.entries { state.setEntry(entry, of: account) }
+                    for (item, value) in touched.state.balances { state.setBalance(value, of: account, item: item) }
+                    for transaction in touched.state.referencedTransactions { state.addReference(transaction, of: account) }
+                }
+                state.lastChanged[account] = position
             }
-            for (pair, entry) in entries { state.setEntry(entry, of: pair.account) }
-            for (pair, value) in balances { state.setBalance(value, of: pair.account, item: pair.key) }
-            for pair in references { state.addReference(pair.key, of: pair.account) }
-            for account in changedAccounts { state.lastChanged[account] = position }
         }
     }
 }
 
-/// Accounts a session read from the snapshot (nil: not in the snapshot either), owned by the
-/// session until `publish` moves them into the live state.
-final class LoadedAccounts {
-    private var states: [UTF8Key: AccountState?] = [:]
-
-    func state(of account: UTF8Key, load: () throws -> AccountState?) rethrows -> AccountState? {
-        if let known = states[account] { return known }
-        let loaded = try load()
-        states[account] = .some(loaded)
-        return loaded
+/// The accounts a session touched: owned ones (read from the snapshot, or new) hold their
+/// whole state; others hold only the session's changes. A class, so that the rules' read-only
+/// view can remember what it read.
+final class TouchedAccounts {
+    struct Account {
+        /// True when `state` is the whole account (not in memory when the session began).
+        var owned: Bool
+        var state: AccountState
+        /// Owned and in no snapshot: a new account.
+        var isNew = false
+        /// For an owned account, its entries (and unfinished ones) in the snapshot, which the
+        /// published counts include already.
+        var storedEntries = 0
+        var storedUnfinished = 0
+        var changed = false
     }
 
-    func take(_ account: UTF8Key) -> AccountState? {
-        states.removeValue(forKey: account) ?? nil
+    var accounts: [UTF8Key: Account] = [:]
+
+    func take() -> [UTF8Key: Account] {
+        defer { accounts = [:] }
+        return accounts
     }
 }

@@ -5,6 +5,10 @@ import Synchronization
 enum Residence<Value: Sendable>: Sendable {
     case inMemory(Value)
     case inSnapshot
+
+    var value: Value? {
+        if case .inMemory(let value) = self { value } else { nil }
+    }
 }
 
 /// The projections of an open ledger: every account that changed since the newest snapshot is
@@ -33,12 +37,16 @@ final class LiveProjections: Sendable {
         var entryCount = 0
         var unfinishedCount = 0
 
-        /// Takes `account` into memory before it changes: its state from the snapshot, or a new
-        /// account when it has none.
-        mutating func adopt(_ account: UTF8Key, loaded: AccountState?) {
-            guard accounts[account] == nil else { return }
-            if loaded == nil { accountCount += 1 }
-            accounts[account] = loaded ?? AccountState()
+        /// Takes a whole account into memory: read from the snapshot and changed since (the
+        /// counts include what the snapshot held: `counted`), or new.
+        mutating func adopt(_ account: UTF8Key, state: AccountState, isNew: Bool, counted: (entries: Int, unfinished: Int)) {
+            precondition(accounts[account] == nil, "an owned account is not in memory")
+            if isNew { accountCount += 1 }
+            entryCount -= counted.entries
+            unfinishedCount -= counted.unfinished
+            accounts[account] = state
+            entryCount += state.entries.count
+            unfinishedCount += state.entries.values.count { !$0.isFinished }
         }
 
         mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) {

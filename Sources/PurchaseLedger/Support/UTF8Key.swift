@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A string compared and hashed by its UTF-8 bytes.
 ///
 /// Swift's `String` compares by Unicode canonical equivalence ("é" equals "e\u{301}", "K" equals
@@ -34,7 +40,14 @@ struct UTF8Key: Hashable, Sendable, Comparable, CustomStringConvertible, Express
 
 /// True when the two strings have the same UTF-8 bytes (not merely canonically equivalent).
 func sameBytes(_ lhs: String, _ rhs: String) -> Bool {
-    lhs.utf8.count == rhs.utf8.count && lhs.utf8.elementsEqual(rhs.utf8)
+    var lhs = lhs
+    var rhs = rhs
+    // Native strings hand out their contiguous UTF-8 without copying.
+    return lhs.withUTF8 { left in
+        rhs.withUTF8 { right in
+            left.count == right.count && (left.isEmpty || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0)
+        }
+    }
 }
 
 func sameBytes(_ lhs: String?, _ rhs: String?) -> Bool {

@@ -1,0 +1,268 @@
+import Benchmark
+import PurchaseLedger
+import Synchronization
+import Workloads
+
+/// Every suite measures events per second (`throughput`, with `scalingFactor` set to the events
+/// one iteration handles), wall clock, peak resident memory and mallocs. Names are
+/// "<subject>: <workload>", which `tools/bench` groups into RESULTS.md.
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.throughput, .wallClock, .peakMemoryResident, .mallocCountTotal],
+        timeUnits: .microseconds,
+        warmupIterations: 1,
+        maxDuration: .seconds(5),
+        maxIterations: 1000)
+
+    appendBenchmarks()
+    concurrencyBenchmarks()
+    floorBenchmarks()
+    peerBenchmarks()
+    replayBenchmarks()
+    openBenchmarks()
+}
+
+/// State a benchmark builds in its setup and uses in its iterations.
+final class Box<Value>: @unchecked Sendable {
+    var value: Value?
+}
+
+func openScratchLedger(_ name: String) throws -> (Ledger, String) {
+    let directory = Scratch.directory(name)
+    let ledger = try Ledger.open(at: directory + "/ledger", catalog: BenchmarkEvents.catalog, configuration: LedgerFixtures.quiet)
+    return (ledger, directory)
+}
+
+// MARK: 1–2. The ledger: durable appends
+
+func appendBenchmarks() {
+    let single = Box<(Ledger, String, BenchmarkEvents)>()
+    Benchmark(
+        "Ledger: append, 1 event per commit",
+        configuration: .init(scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 5000),
+        closure: { benchmark in
+            var (ledger, _, events) = single.value!
+            let event = events.next(1)[0]
+            single.value!.2 = events
+            benchmark.startMeasurement()
+            _ = try! await ledger.append(event)
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let (ledger, directory) = try openScratchLedger("append-single")
+            single.value = (ledger, directory, BenchmarkEvents(prefix: "s"))
+        },
+        teardown: {
+            await single.value!.0.close()
+            Scratch.remove(single.value!.1)
+        })
+
+    let batched = Box<(Ledger, String, BenchmarkEvents)>()
+    Benchmark(
+        "Ledger: append, 1,000 events per commit",
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+        closure: { benchmark in
+            var (ledger, _, events) = batched.value!
+            let batch = events.next(1000)
+            batched.value!.2 = events
+            benchmark.startMeasurement()
+            _ = try! await ledger.append(contentsOf: batch)
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let (ledger, directory) = try openScratchLedger("append-batched")
+            batched.value = (ledger, directory, BenchmarkEvents(prefix: "b"))
+        },
+        teardown: {
+            await batched.value!.0.close()
+            Scratch.remove(batched.value!.1)
+        })
+}
+
+// MARK: 3. Group commit: concurrent appenders, one event per call
+
+func concurrencyBenchmarks() {
+    for tasks in [1, 8, 64, 256] {
+        let state = Box<(Ledger, String, [[Event]])>()
+        Benchmark(
+            "Ledger: group commit, \(tasks) concurrent appenders",
+            configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
+            closure: { benchmark in
+                let (ledger, _, _) = state.value!
+                // 1,000 events per iteration, shared out among the tasks.
+                var generator = BenchmarkEvents(prefix: "c\(tasks)-\(UInt64.random(in: 0..<UInt64.max))")
+                let events = generator.next(1000)
+                let shares = (0..<tasks).map { task in stride(from: task, to: events.count, by: tasks).map { events[$0] } }
+                benchmark.startMeasurement()
+                await withTaskGroup(of: Void.self) { group in
+                    for share in shares {
+                        group.addTask {
+                            for event in share { _ = try! await ledger.append(event) }
+                        }
+                    }
+                }
+                benchmark.stopMeasurement()
+            },
+            setup: {
+                let (ledger, directory) = try openScratchLedger("concurrent-\(tasks)")
+                state.value = (ledger, directory, [])
+            },
+            teardown: {
+                await state.value!.0.close()
+                Scratch.remove(state.value!.1)
+            })
+    }
+}
+
+// MARK: 5. The floor: raw LMDB through CLMDB
+
+func floorBenchmarks() {
+    let single = Box<(RawLMDB, String, BenchmarkEvents)>()
+    Benchmark(
+        "LMDB floor: 1 put per commit",
+        configuration: .init(scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 5000),
+        closure: { benchmark in
+            let record = Array(single.value!.2.next(1)[0].jsonLine.utf8)
+            benchmark.startMeasurement()
+            single.value!.0.append([record])
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let directory = Scratch.directory("floor-single")
+            single.value = (RawLMDB(directory: directory), directory, BenchmarkEvents(prefix: "fs"))
+        },
+        teardown: { Scratch.remove(single.value!.1) })
+
+    let batched = Box<(RawLMDB, String, BenchmarkEvents)>()
+    Benchmark(
+        "LMDB floor: 1,000 puts per commit",
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+        closure: { benchmark in
+            let records = batched.value!.2.next(1000).map { Array($0.jsonLine.utf8) }
+            benchmark.startMeasurement()
+            batched.value!.0.append(records)
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let directory = Scratch.directory("floor-batched")
+            batched.value = (RawLMDB(directory: directory), directory, BenchmarkEvents(prefix: "fb"))
+        },
+        teardown: { Scratch.remove(batched.value!.1) })
+
+    let scan = Box<(RawLMDB, String)>()
+    Benchmark(
+        "LMDB floor: cursor scan of 1,000,000 records",
+        configuration: .init(warmupIterations: 1, scalingFactor: .mega, maxDuration: .seconds(10), maxIterations: 10),
+        closure: { benchmark in
+            blackHole(scan.value!.0.scan())
+        },
+        setup: {
+            let directory = "\(Scratch.root)/floor-scan-1m"
+            let lmdb = RawLMDB(directory: try prepared(directory))
+            if lmdb.scan() == 0 {
+                var generator = BenchmarkEvents(prefix: "fscan")
+                for _ in 0..<100 { lmdb.append(generator.next(10_000).map { Array($0.jsonLine.utf8) }) }
+            }
+            scan.value = (lmdb, directory)
+        })
+}
+
+/// Makes `directory` exist (kept between runs).
+func prepared(_ directory: String) throws -> String {
+    if !Scratch.exists(directory) { mkdirPath(directory) }
+    return directory
+}
+
+// MARK: 6. The peer: SQLite through GRDB
+
+func peerBenchmarks() {
+    let single = Box<(SQLitePeer, String, BenchmarkEvents)>()
+    Benchmark(
+        "SQLite peer: 1 insert per transaction",
+        configuration: .init(scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 5000),
+        closure: { benchmark in
+            let event = single.value!.2.next(1)[0]
+            benchmark.startMeasurement()
+            try! single.value!.0.insert([(event.id, event.account, Array(event.jsonLine.utf8))])
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let directory = Scratch.directory("sqlite-single")
+            single.value = (try SQLitePeer(path: directory + "/events.sqlite"), directory, BenchmarkEvents(prefix: "qs"))
+        },
+        teardown: { Scratch.remove(single.value!.1) })
+
+    let batched = Box<(SQLitePeer, String, BenchmarkEvents)>()
+    Benchmark(
+        "SQLite peer: 1,000 inserts per transaction",
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+        closure: { benchmark in
+            let rows = batched.value!.2.next(1000).map { ($0.id, $0.account, Array($0.jsonLine.utf8)) }
+            benchmark.startMeasurement()
+            try! batched.value!.0.insert(rows)
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let directory = Scratch.directory("sqlite-batched")
+            batched.value = (try SQLitePeer(path: directory + "/events.sqlite"), directory, BenchmarkEvents(prefix: "qb"))
+        },
+        teardown: { Scratch.remove(batched.value!.1) })
+
+    let scan = Box<SQLitePeer>()
+    Benchmark(
+        "SQLite peer: ordered scan of 1,000,000 rows",
+        configuration: .init(warmupIterations: 1, scalingFactor: .mega, maxDuration: .seconds(10), maxIterations: 10),
+        closure: { benchmark in
+            blackHole(try! scan.value!.scan())
+        },
+        setup: {
+            let directory = try prepared("\(Scratch.root)/sqlite-scan-1m")
+            let peer = try SQLitePeer(path: directory + "/events.sqlite")
+            if try peer.scan() == 0 {
+                var generator = BenchmarkEvents(prefix: "qscan")
+                for _ in 0..<100 {
+                    try peer.insert(generator.next(10_000).map { ($0.id, $0.account, Array($0.jsonLine.utf8)) })
+                }
+            }
+            scan.value = peer
+        })
+}
+
+// MARK: 4. Replay: open a 1,000,000-event ledger without a snapshot
+
+func replayBenchmarks() {
+    let path = Box<String>()
+    Benchmark(
+        "Ledger: full replay of 1,000,000 events (open without snapshot)",
+        configuration: .init(warmupIterations: 1, scalingFactor: .mega, maxDuration: .seconds(20), maxIterations: 5),
+        closure: { benchmark in
+            var configuration = LedgerFixtures.quiet
+            configuration.readOnly = true
+            configuration.useSnapshots = false
+            let ledger = try! Ledger.open(at: path.value!, configuration: configuration)
+            blackHole(ledger.position)
+            benchmark.stopMeasurement()
+            await ledger.close()
+        },
+        setup: { path.value = try await LedgerFixtures.ledger(events: 1_000_000, tail: 0) })
+}
+
+// MARK: Open: the newest snapshot plus a 10,000-event tail, at three log lengths
+
+func openBenchmarks() {
+    for events in [100_000, 1_000_000, 5_000_000] {
+        let path = Box<String>()
+        Benchmark(
+            "Ledger: open from a snapshot + 10,000-event tail, \(events / 1000)k-event log",
+            configuration: .init(warmupIterations: 1, scalingFactor: .one, maxDuration: .seconds(10), maxIterations: 30),
+            closure: { benchmark in
+                var configuration = LedgerFixtures.quiet
+                configuration.readOnly = true
+                let ledger = try! Ledger.open(at: path.value!, configuration: configuration)
+                blackHole(ledger.position)
+                benchmark.stopMeasurement()
+                await ledger.close()
+            },
+            setup: { path.value = try await LedgerFixtures.ledger(events: events, tail: 10_000) })
+    }
+}

@@ -1,0 +1,49 @@
+// swift-tools-version: 6.1
+import Foundation
+import PackageDescription
+
+/// SwiftPM names a path dependency after its directory, whatever the clone is called.
+let ledgerPackage = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().lastPathComponent
+
+// A package of its own, so that apps linking PurchaseLedger never pull in benchmark tooling.
+// Run with `tools/bench` from the repository root (or `swift package benchmark` here).
+let package = Package(
+    name: "PurchaseLedgerBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(path: "../"),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // The workloads, shared by the benchmarks: event generation, ledger fixtures, the raw
+        // LMDB floor and the SQLite peer.
+        .target(
+            name: "Workloads",
+            dependencies: [
+                .product(name: "PurchaseLedger", package: ledgerPackage),
+                .product(name: "CLMDB", package: ledgerPackage),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Workloads"
+        ),
+        .executableTarget(
+            name: "LedgerBenchmarks",
+            dependencies: [
+                "Workloads",
+                .product(name: "PurchaseLedger", package: ledgerPackage),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/LedgerBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // Turns the benchmark results (JMH JSON) into RESULTS.md and the concurrency chart.
+        .executableTarget(
+            name: "bench-report",
+            path: "Sources/BenchReport"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,256 @@
+import Foundation
+
+// bench-report JMH.json RESULTS.md CHART.svg
+//
+// Turns package-benchmark's JMH export into RESULTS.md: every figure, its ratio to the raw
+// LMDB floor and to SQLite, the targets of the throughput issue, the machine, and a chart of
+// throughput against concurrency.
+
+struct Figure {
+    var name: String
+    /// Events (or rows, records) per second, median of the iterations.
+    var throughput: Double
+    /// Median wall clock of one iteration, microseconds.
+    var wallClock: Double
+    /// Peak resident memory, megabytes (largest seen).
+    var peakMemoryMB: Double?
+    /// Mallocs per iteration (median).
+    var mallocs: Double?
+    var iterations: Int
+}
+
+func load(_ path: String) throws -> [String: Figure] {
+    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    guard let elements = try JSONSerialization.jsonObject(with: data) as? [[String: Any]] else {
+        throw ReportError("\(path) is not a JMH array")
+    }
+    var figures: [String: Figure] = [:]
+    for element in elements {
+        guard let benchmark = element["benchmark"] as? String,
+              let primary = element["primaryMetric"] as? [String: Any],
+              let percentiles = primary["scorePercentiles"] as? [String: Double]
+        else { continue }
+        // "package.benchmark.<Target>.<Name with underscores>"
+        let name = benchmark.split(separator: ".", maxSplits: 3).last.map(String.init)?.replacingOccurrences(of: "_", with: " ") ?? benchmark
+        let secondary = element["secondaryMetrics"] as? [String: [String: Any]] ?? [:]
+        func median(_ metric: String) -> Double? {
+            (secondary[metric]?["scorePercentiles"] as? [String: Double])?["50.0"]
+        }
+        func maximum(_ metric: String) -> Double? {
+            (secondary[metric]?["scorePercentiles"] as? [String: Double])?["100.0"]
+        }
+        // JMH's throughput is iterations per second; each suite handles a known number of events
+        // per iteration.
+        let iterationsPerSecond = percentiles["50.0"] ?? (primary["score"] as? Double ?? 0)
+        figures[name] = Figure(
+            name: name,
+            throughput: iterationsPerSecond * eventsPerIteration(name),
+            wallClock: median("Time (wall clock)") ?? 0,
+            peakMemoryMB: maximum("Memory (resident peak)").map { $0 / 1_048_576 },
+            mallocs: median("Malloc (total)"),
+            iterations: element["measurementIterations"] as? Int ?? 0)
+    }
+    return figures
+}
+
+/// Events (records, rows, opens) one iteration of the named suite handles.
+func eventsPerIteration(_ name: String) -> Double {
+    if name.contains("1,000,000") { return 1_000_000 }
+    if name.contains("1,000") || name.contains("group commit") { return 1_000 }
+    return 1
+}
+
+struct ReportError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+func format(_ value: Double) -> String {
+    switch value {
+    case 1_000_000...: String(format: "%.2f M", value / 1_000_000)
+    case 10_000...: String(format: "%.0f k", value / 1_000)
+    case 1_000...: String(format: "%.1f k", value / 1_000)
+    default: String(format: "%.0f", value)
+    }
+}
+
+func ratio(_ value: Double?, _ base: Double?) -> String {
+    guard let value, let base, base > 0 else { return "–" }
+    return String(format: "%.2f×", value / base)
+}
+
+func machine() -> String {
+    var lines: [String] = []
+    if let cpu = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) {
+        let model = cpu.split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces)
+        lines.append("CPU: \(model ?? "unknown"), \(ProcessInfo.processInfo.activeProcessorCount) cores")
+    }
+    lines.append(String(format: "Memory: %.0f GiB", Double(ProcessInfo.processInfo.physicalMemory) / 1_073_741_824))
+    if let version = try? String(contentsOfFile: "/proc/version", encoding: .utf8) {
+        lines.append("Kernel: " + (version.split(separator: " ").prefix(3).joined(separator: " ")))
+    }
+    lines.append("Swift: " + (ProcessInfo.processInfo.environment["SWIFT_VERSION_LINE"] ?? "see `swift --version`"))
+    return lines.map { "- \($0)" }.joined(separator: "\n")
+}
+
+/// A line chart of throughput against the number of concurrent appenders (log scales), with
+/// the floor's and SQLite's figures as horizontal references.
+func chart(ledger: [(Int, Double)], references: [(String, Double, String)]) -> String {
+    let width = 720.0, height = 420.0, left = 80.0, right = 220.0, top = 30.0, bottom = 50.0
+    let values = ledger.map(\.1) + references.map(\.1)
+    let low = pow(10, floor(log10(max(1, values.min() ?? 1)))), high = pow(10, ceil(log10(max(10, values.max() ?? 10))))
+    func x(_ tasks: Int) -> Double {
+        left + (width - left - right) * log2(Double(tasks)) / log2(256)
+    }
+    func y(_ value: Double) -> Double {
+        top + (height - top - bottom) * (1 - (log10(value) - log10(low)) / (log10(high) - log10(low)))
+    }
+    var svg = """
+        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" font-family="sans-serif" font-size="12">
+        <rect width="100%" height="100%" fill="white"/>
+        <text x="\(left)" y="18" font-size="14">Durable appends per second against concurrent appenders (one event per call)</text>
+
+        """
+    var decade = low
+    while decade <= high {
+        svg += "<line x1=\"\(left)\" x2=\"\(width - right)\" y1=\"\(y(decade))\" y2=\"\(y(decade))\" stroke=\"#ddd\"/>"
+        svg += "<text x=\"\(left - 8)\" y=\"\(y(decade) + 4)\" text-anchor=\"end\">\(format(decade))</text>\n"
+        decade *= 10
+    }
+    for tasks in [1, 8, 64, 256] {
+        svg += "<line x1=\"\(x(tasks))\" x2=\"\(x(tasks))\" y1=\"\(top)\" y2=\"\(height - bottom)\" stroke=\"#eee\"/>"
+        svg += "<text x=\"\(x(tasks))\" y=\"\(height - bottom + 18)\" text-anchor=\"middle\">\(tasks)</text>\n"
+    }
+    svg += "<text x=\"\((left + width - right) / 2)\" y=\"\(height - 10)\" text-anchor=\"middle\">concurrent appenders</text>\n"
+    let colors = ["#c0392b", "#7f8c8d", "#2980b9", "#8e44ad"]
+    for (index, reference) in references.enumerated() {
+        let color = colors[index % colors.count]
+        svg += "<line x1=\"\(left)\" x2=\"\(width - right)\" y1=\"\(y(reference.1))\" y2=\"\(y(reference.1))\" stroke=\"\(color)\" stroke-dasharray=\"6 4\"/>"
+        svg += "<text x=\"\(width - right + 6)\" y=\"\(y(reference.1) + 4)\" fill=\"\(color)\">\(reference.0) (\(format(reference.1)))</text>\n"
+    }
+    let points = ledger.map { "\(x($0.0)),\(y($0.1))" }.joined(separator: " ")
+    svg += "<polyline points=\"\(points)\" fill=\"none\" stroke=\"#27ae60\" stroke-width=\"2.5\"/>\n"
+    for (tasks, value) in ledger {
+        svg += "<circle cx=\"\(x(tasks))\" cy=\"\(y(value))\" r=\"4\" fill=\"#27ae60\"/>"
+        svg += "<text x=\"\(x(tasks))\" y=\"\(y(value) - 9)\" text-anchor=\"middle\" fill=\"#27ae60\">\(format(value))</text>\n"
+    }
+    svg += "<text x=\"\(width - right + 6)\" y=\"\(top + 10)\" fill=\"#27ae60\">ledger, group commit</text>\n</svg>\n"
+    return svg
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count == 4 else {
+    FileHandle.standardError.write(Data("usage: bench-report RESULTS.jmh.json RESULTS.md CHART.svg\n".utf8))
+    exit(64)
+}
+let figures = try load(arguments[1])
+func figure(_ name: String) -> Figure? { figures[name] }
+
+let floorSingle = figure("LMDB floor: 1 put per commit")
+let floorBatch = figure("LMDB floor: 1,000 puts per commit")
+let floorScan = figure("LMDB floor: cursor scan of 1,000,000 records")
+let sqliteSingle = figure("SQLite peer: 1 insert per transaction")
+let sqliteBatch = figure("SQLite peer: 1,000 inserts per transaction")
+let sqliteScan = figure("SQLite peer: ordered scan of 1,000,000 rows")
+let ledgerSingle = figure("Ledger: append, 1 event per commit")
+let ledgerBatch = figure("Ledger: append, 1,000 events per commit")
+let replay = figure("Ledger: full replay of 1,000,000 events (open without snapshot)")
+let concurrency = [1, 8, 64, 256].compactMap { tasks in
+    figure("Ledger: group commit, \(tasks) concurrent appenders").map { (tasks, $0) }
+}
+
+var report = """
+    # Benchmark results
+
+    Written by `tools/bench` from one run of the `Benchmarks` package (package-benchmark, release
+    build). Throughput is events (records, rows) per second, the median over the iterations;
+    ratios compare figures of the same run, so they hold on a noisy machine. The floor writes and
+    scans the same events' JSON lines (about 170 bytes) with raw LMDB calls; the peer is SQLite
+    through GRDB, WAL mode, `synchronous = FULL`, with the indexes the ledger keeps (unique event
+    id, account + position). Every commit in every suite is durable.
+
+    ## Machine
+
+    \(machine())
+
+    ## Figures
+
+    | benchmark | throughput | wall clock (median) | peak memory | mallocs per iteration | vs floor | vs SQLite |
+    |---|---:|---:|---:|---:|---:|---:|
+
+    """
+let comparisons: [(String, Figure?, Figure?)] = [
+    ("Ledger: append, 1 event per commit", floorSingle, sqliteSingle),
+    ("Ledger: append, 1,000 events per commit", floorBatch, sqliteBatch),
+    ("Ledger: group commit, 1 concurrent appenders", floorSingle, sqliteSingle),
+    ("Ledger: group commit, 8 concurrent appenders", floorBatch, sqliteBatch),
+    ("Ledger: group commit, 64 concurrent appenders", floorBatch, sqliteBatch),
+    ("Ledger: group commit, 256 concurrent appenders", floorBatch, sqliteBatch),
+    ("Ledger: full replay of 1,000,000 events (open without snapshot)", floorScan, sqliteScan),
+]
+let compared = Dictionary(uniqueKeysWithValues: comparisons.map { ($0.0, ($0.1, $0.2)) })
+for name in figures.keys.sorted() {
+    let value = figures[name]!
+    let (floor, sqlite) = compared[name] ?? (nil, nil)
+    let memory = value.peakMemoryMB.map { String(format: "%.0f MB", $0) } ?? "–"
+    let mallocs = value.mallocs.map { String(format: "%.0f", $0) } ?? "–"
+    let clock = value.wallClock >= 1000 ? String(format: "%.1f ms", value.wallClock / 1000) : String(format: "%.0f µs", value.wallClock)
+    report += "| \(name) | \(format(value.throughput))/s | \(clock) | \(memory) | \(mallocs) | \(ratio(value.throughput, floor?.throughput)) | \(ratio(value.throughput, sqlite?.throughput)) |\n"
+}
+
+func verdict(_ ok: Bool?) -> String {
+    switch ok {
+    case true?: "met"
+    case false?: "**missed**"
+    case nil: "not measured"
+    }
+}
+
+let best64 = concurrency.filter { $0.0 >= 64 }.map(\.1.throughput).max()
+var targets: [(String, String, Bool?)] = []
+targets.append(("group commit at 64+ appenders ≥ 50% of raw LMDB at 1,000 puts per commit",
+                ratio(best64, floorBatch?.throughput), best64.flatMap { b in floorBatch.map { b >= 0.5 * $0.throughput } }))
+targets.append(("one event per commit within 1.2× of raw LMDB one put per commit",
+                ratio(ledgerSingle?.throughput, floorSingle?.throughput),
+                ledgerSingle.flatMap { l in floorSingle.map { l.throughput * 1.2 >= $0.throughput } }))
+targets.append(("replay ≥ 25% of the raw cursor scan rate", ratio(replay?.throughput, floorScan?.throughput),
+                replay.flatMap { r in floorScan.map { r.throughput >= 0.25 * $0.throughput } }))
+targets.append(("replay ≥ 3× SQLite's ordered scan", ratio(replay?.throughput, sqliteScan?.throughput),
+                replay.flatMap { r in sqliteScan.map { r.throughput >= 3 * $0.throughput } }))
+targets.append(("batched append ≥ 2× SQLite's batched insert", ratio(ledgerBatch?.throughput, sqliteBatch?.throughput),
+                ledgerBatch.flatMap { l in sqliteBatch.map { l.throughput >= 2 * $0.throughput } }))
+let openFigures = [100, 1000, 5000].compactMap { size in
+    figure("Ledger: open from a snapshot + 10,000-event tail, \(size)k-event log").map { (size, $0) }
+}
+let openText = openFigures.map { "\($0.0)k: \(String(format: "%.1f ms", $0.1.wallClock / 1000))" }.joined(separator: ", ")
+targets.append(("open with a snapshot and a 10,000-event tail under 50 ms", openText.isEmpty ? "–" : openText,
+                openFigures.isEmpty ? nil : openFigures.allSatisfy { $0.1.wallClock < 50_000 }))
+
+report += """
+
+    ## Targets
+
+    | target | this run | |
+    |---|---|---|
+
+    """
+for (target, value, ok) in targets {
+    report += "| \(target) | \(value) | \(verdict(ok)) |\n"
+}
+report += """
+
+    ## Throughput against concurrency
+
+    ![Durable appends per second against concurrent appenders](\(URL(fileURLWithPath: arguments[3]).lastPathComponent))
+
+    """
+try report.write(toFile: arguments[2], atomically: true, encoding: .utf8)
+
+var references: [(String, Double, String)] = []
+if let floorBatch { references.append(("LMDB, 1,000 puts/commit", floorBatch.throughput, "")) }
+if let floorSingle { references.append(("LMDB, 1 put/commit", floorSingle.throughput, "")) }
+if let sqliteBatch { references.append(("SQLite, 1,000/transaction", sqliteBatch.throughput, "")) }
+if let sqliteSingle { references.append(("SQLite, 1/transaction", sqliteSingle.throughput, "")) }
+try chart(ledger: concurrency.map { ($0.0, $0.1.throughput) }, references: references)
+    .write(toFile: arguments[3], atomically: true, encoding: .utf8)
+print("wrote \(arguments[2]) and \(arguments[3]) from \(figures.count) benchmarks")

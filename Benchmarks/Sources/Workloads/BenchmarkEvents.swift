@@ -1,0 +1,72 @@
+import PurchaseLedger
+
+/// Event streams for the benchmarks: purchase flows (addPayment → purchasing → purchased →
+/// finish, and a consumption after a consumable), about 200 bytes of JSON each, spread over
+/// `accounts` accounts. Deterministic: the same arguments give the same events.
+public struct BenchmarkEvents: Sendable {
+    public static let catalog = try! Catalog(products: [
+        .init(id: "com.example.tenhints", type: .consumable, grants: ["hints": 10]),
+        .init(id: "com.example.hundredhints", type: .consumable, grants: ["hints": 100]),
+        .init(id: "com.example.hardwords", type: .nonConsumable),
+        .init(id: "com.example.ioswords", type: .nonConsumable),
+        .init(id: "com.example.pro.month", type: .autoRenewable, group: "pro"),
+    ])
+
+    public let accounts: Int
+    /// Distinguishes streams so that several can go into one ledger (ids stay unique).
+    public let prefix: String
+    private var flow = 0
+    private var emitted = 0
+    private var pending: [Event] = []
+    private var random: UInt64
+
+    public init(accounts: Int = 50_000, prefix: String = "e", seed: UInt64 = 1) {
+        self.accounts = accounts
+        self.prefix = prefix
+        self.random = seed
+    }
+
+    private mutating func nextRandom() -> UInt64 {
+        random &+= 0x9E37_79B9_7F4A_7C15
+        var z = random
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D2_49D1_33B8_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// The next `count` events.
+    public mutating func next(_ count: Int) -> [Event] {
+        var events: [Event] = []
+        events.reserveCapacity(count)
+        while events.count < count {
+            if pending.isEmpty { startFlow() }
+            events.append(pending.removeFirst())
+        }
+        return events
+    }
+
+    private mutating func startFlow() {
+        flow += 1
+        let account = "account-\(pad(Int(nextRandom() % UInt64(accounts)), 7))"
+        let payment = "\(prefix)-payment-\(pad(flow, 9))"
+        let product = Self.catalog.products[Int(nextRandom() % UInt64(Self.catalog.products.count))]
+        let transaction = "\(prefix)\(pad(flow, 12))"
+        func event(_ payload: Event.Payload) -> Event {
+            emitted += 1
+            return Event(id: "\(prefix)-evt-\(pad(emitted, 10))", account: account,
+                         at: Timestamp(seconds: 1_767_225_600 + Int64(emitted)), payload: payload)
+        }
+        pending.append(event(.paymentAdded(PaymentAdded(payment: payment, product: product.id))))
+        pending.append(event(.transactionUpdated(TransactionUpdated(payment: payment, state: .purchasing))))
+        pending.append(event(.transactionUpdated(TransactionUpdated(payment: payment, state: .purchased, transaction: transaction))))
+        pending.append(event(.transactionFinished(TransactionFinished(payment: payment))))
+        if product.type == .consumable {
+            pending.append(event(.consumed(Consumed(item: "hints", amount: 1))))
+        }
+    }
+
+    private func pad(_ value: Int, _ width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+}

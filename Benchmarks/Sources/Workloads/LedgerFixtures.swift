@@ -1,0 +1,42 @@
+import Logging
+import PurchaseLedger
+
+/// Ledgers the open and replay benchmarks read: `events` generated events, a snapshot, then a
+/// tail of `tail` more events after it. Built once and kept under `Scratch.root`.
+public enum LedgerFixtures {
+    public static var quiet: Ledger.Configuration {
+        var configuration = Ledger.Configuration()
+        configuration.logger.logLevel = .error
+        return configuration
+    }
+
+    /// The path of the fixture, building it first when needed.
+    public static func ledger(events: Int, tail: Int) async throws -> String {
+        let path = "\(Scratch.root)/fixture-v2-\(events)-\(tail)"
+        let done = path + ".complete"
+        if Scratch.exists(done) { return path }
+        Scratch.remove(path)
+        var configuration = quiet
+        configuration.snapshotInterval = nil
+        configuration.snapshotOnClose = false
+        configuration.maximumBatchEvents = 20_000
+        let ledger = try Ledger.open(at: path, catalog: BenchmarkEvents.catalog, configuration: configuration)
+        // About twenty events per account whatever the length, so that the accounts a tail
+        // touches hold as much state in a short log as in a long one.
+        var generator = BenchmarkEvents(accounts: max(1000, (events + tail) / 20))
+        var written = 0
+        while written < events + tail {
+            if written == events {
+                try await ledger.writeSnapshot()
+            }
+            let count = min(10_000, (written < events ? events : events + tail) - written)
+            let results = try await ledger.append(contentsOf: generator.next(count))
+            precondition(results.allSatisfy { if case .success(.appended) = $0 { true } else { false } }, "fixture events must all append")
+            written += count
+        }
+        if tail == 0 { try await ledger.writeSnapshot() }
+        await ledger.close()
+        Scratch.touch(done)
+        return path
+    }
+}
