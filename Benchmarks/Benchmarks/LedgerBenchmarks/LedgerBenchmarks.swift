@@ -1,4 +1,7 @@
 import Benchmark
+#if canImport(Glibc)
+import Glibc
+#endif
 import PurchaseLedger
 import Synchronization
 import Workloads
@@ -29,7 +32,9 @@ final class Box<Value>: @unchecked Sendable {
 
 func openScratchLedger(_ name: String) throws -> (Ledger, String) {
     let directory = Scratch.directory(name)
-    let ledger = try Ledger.open(at: directory + "/ledger", catalog: BenchmarkEvents.catalog, configuration: LedgerFixtures.quiet)
+    var configuration = LedgerFixtures.quiet
+    if getenv("BENCH_NOSYNC") != nil { configuration.durability = .noSync }
+    let ledger = try Ledger.open(at: directory + "/ledger", catalog: BenchmarkEvents.catalog, configuration: configuration)
     return (ledger, directory)
 }
 

@@ -90,18 +90,18 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
 
     /// The account as this session sees it, read from the snapshot the first time when it is
     /// not in memory.
-    private func resolve(_ account: UTF8Key) throws -> TouchedAccounts.Account {
-        if let known = touched.accounts[account] { return known }
-        let resolved: TouchedAccounts.Account
+    private func resolve(_ account: UTF8Key) throws -> TouchedAccount {
+        if let known = touched.find(account) { return known }
+        let resolved: TouchedAccount
         if case .inMemory = live.readInMemory(account, { _ in () }) {
-            resolved = .init(owned: false, state: AccountState())
+            resolved = TouchedAccount(owned: false, state: AccountState())
         } else {
             let stored = try live.loadFromSnapshot(account, reader: reader)
-            resolved = .init(owned: true, state: stored ?? AccountState(), isNew: stored == nil,
-                             storedEntries: stored?.entries.count ?? 0,
-                             storedUnfinished: stored?.entries.values.count { !$0.isFinished } ?? 0)
+            resolved = TouchedAccount(owned: true, state: stored ?? AccountState(), isNew: stored == nil)
+            resolved.storedEntries = stored?.entries.count ?? 0
+            resolved.storedUnfinished = stored?.entries.values.count { !$0.isFinished } ?? 0
         }
-        touched.accounts[account] = resolved
+        touched.insert(resolved, for: account)
         return resolved
     }
 
@@ -135,21 +135,21 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
     }
 
     mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) throws {
-        _ = try resolve(account)
-        touched.accounts[account]!.changed = true
-        touched.accounts[account]!.state.entries[UTF8Key(entry.payment)] = entry
+        let resolved = try resolve(account)
+        resolved.changed = true
+        resolved.state.entries[UTF8Key(entry.payment)] = entry
     }
 
     mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) throws {
-        _ = try resolve(account)
-        touched.accounts[account]!.changed = true
-        touched.accounts[account]!.state.balances[item] = value
+        let resolved = try resolve(account)
+        resolved.changed = true
+        resolved.state.balances[item] = value
     }
 
     mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) throws {
-        _ = try resolve(account)
-        touched.accounts[account]!.changed = true
-        touched.accounts[account]!.state.referencedTransactions.insert(transaction)
+        let resolved = try resolve(account)
+        resolved.changed = true
+        resolved.state.referencedTransactions.insert(transaction)
     }
 
     func setRevocation(_ position: UInt64, of transaction: UTF8Key) throws {
@@ -211,27 +211,50 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
     }
 }
 
-/// The accounts a session touched: owned ones (read from the snapshot, or new) hold their
-/// whole state; others hold only the session's changes. A class, so that the rules' read-only
-/// view can remember what it read.
+/// One account a session touched. Owned (read from the snapshot, or new): `state` is the whole
+/// account. Otherwise (in memory when the session began): `state` holds only the session's
+/// changes. A class, so that lookups and changes go to it without copying its dictionaries.
+final class TouchedAccount {
+    let owned: Bool
+    var state: AccountState
+    /// Owned and in no snapshot: a new account.
+    let isNew: Bool
+    /// For an owned account, its entries (and unfinished ones) in the snapshot, which the
+    /// published counts include already.
+    var storedEntries = 0
+    var storedUnfinished = 0
+    var changed = false
+
+    init(owned: Bool, state: AccountState, isNew: Bool = false) {
+        self.owned = owned
+        self.state = state
+        self.isNew = isNew
+    }
+}
+
+/// The accounts a session touched, with the last one found kept at hand: an event's changes
+/// go to one account, several facts in a row.
 final class TouchedAccounts {
-    struct Account {
-        /// True when `state` is the whole account (not in memory when the session began).
-        var owned: Bool
-        var state: AccountState
-        /// Owned and in no snapshot: a new account.
-        var isNew = false
-        /// For an owned account, its entries (and unfinished ones) in the snapshot, which the
-        /// published counts include already.
-        var storedEntries = 0
-        var storedUnfinished = 0
-        var changed = false
+    private(set) var accounts: [UTF8Key: TouchedAccount] = [:]
+    private var last: (key: UTF8Key, account: TouchedAccount)?
+
+    func find(_ account: UTF8Key) -> TouchedAccount? {
+        if let last, last.key == account { return last.account }
+        guard let found = accounts[account] else { return nil }
+        last = (account, found)
+        return found
     }
 
-    var accounts: [UTF8Key: Account] = [:]
+    func insert(_ touched: TouchedAccount, for account: UTF8Key) {
+        accounts[account] = touched
+        last = (account, touched)
+    }
 
-    func take() -> [UTF8Key: Account] {
-        defer { accounts = [:] }
+    func take() -> [UTF8Key: TouchedAccount] {
+        defer {
+            accounts = [:]
+            last = nil
+        }
         return accounts
     }
 }
