@@ -15,6 +15,7 @@ let package = Package(
     products: [
         .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
         .executable(name: "ledger", targets: ["LedgerTool"]),
+        .executable(name: "ledger-torture", targets: ["TortureTool"]),
         // For the benchmarks' raw-LMDB floor; apps need only `PurchaseLedger`.
         .library(name: "CLMDB", targets: ["CLMDB"]),
     ],
@@ -55,6 +56,17 @@ let package = Package(
             path: "tools/ledger",
             swiftSettings: strictSettings
         ),
+        // Crash torture and fuzzing (tools/torture, tools/fuzz, and a short run in tools/test).
+        .executableTarget(
+            name: "TortureTool",
+            dependencies: [
+                "PurchaseLedger",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "tools/ledger-torture",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "LMDBTests",
             dependencies: ["LMDB"],
@@ -72,7 +84,7 @@ let package = Package(
         // Runs the built `ledger` binary, as scripts do.
         .testTarget(
             name: "LedgerToolTests",
-            dependencies: ["LedgerTool"],
+            dependencies: ["LedgerTool", "TortureTool"],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),

@@ -37,6 +37,9 @@ public struct LMDBError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let badTransaction = Code(rawValue: -30782)
         /// `MDB_BAD_VALSIZE`: key or value of an unsupported size.
         public static let badValueSize = Code(rawValue: -30781)
+        /// `EIO`: an input/output error (also what LMDB reports when a write is cut short, as on a
+        /// full file system).
+        public static let ioError = Code(rawValue: 5)
         /// `ENOENT`: no such file or directory.
         public static let noSuchFile = Code(rawValue: 2)
         /// `EACCES`: permission denied.

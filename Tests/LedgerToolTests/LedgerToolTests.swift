@@ -14,19 +14,23 @@ struct LedgerToolTests {
         var text: String { String(decoding: output, as: UTF8.self) }
     }
 
-    /// The `ledger` executable next to the test bundle in the build folder.
-    static var binary: URL {
+    /// An executable of this package, next to the test bundle in the build folder.
+    static func binary(_ name: String) -> URL {
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("ledger").path), directory.path != "/" {
+        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path), directory.path != "/" {
             directory.deleteLastPathComponent()
         }
-        return directory.appendingPathComponent("ledger")
+        return directory.appendingPathComponent(name)
     }
 
     @discardableResult
     func ledger(_ arguments: String..., input: Data? = nil) throws -> Run {
+        try run("ledger", arguments, input: input)
+    }
+
+    func run(_ executable: String, _ arguments: [String], input: Data? = nil) throws -> Run {
         let process = Process()
-        process.executableURL = Self.binary
+        process.executableURL = Self.binary(executable)
         process.arguments = arguments
         let output = Pipe()
         let error = Pipe()

@@ -151,6 +151,17 @@ final class LiveProjections: Sendable {
 
     /// What `account` owns as of `time`, as of the published position.
     func projection(of account: UTF8Key, asOf time: Timestamp) throws -> AccountProjection? {
+        try withAccount(account) { state, _, isRevoked in
+            try AccountProjection(account: account.string, state: state, asOf: time, isRevoked: isRevoked)
+        }
+    }
+
+    /// Runs `body` on one consistent view of the account: its state as of the published
+    /// position, that position, and which store transactions were revoked by then. Nil when the
+    /// ledger has no event of the account.
+    func withAccount<R>(
+        _ account: UTF8Key, _ body: (AccountState, UInt64, (UTF8Key) throws -> Bool) throws -> R
+    ) throws -> R? {
         let (inMemory, snapshot, position) = published.withLock { ($0.accounts[account], $0.snapshot?.position, $0.position) }
         return try storage.read { reader in
             var state = inMemory
@@ -158,7 +169,7 @@ final class LiveProjections: Sendable {
                 state = try Self.load(account, snapshot: snapshot, reader: reader, catalog: catalog, logger: logger)
             }
             guard let state else { return nil }
-            return try AccountProjection(account: account.string, state: state, asOf: time) { transaction in
+            return try body(state, position) { transaction in
                 try reader.revocation(ofTransaction: transaction.string).map { $0 <= position } ?? false
             }
         }

@@ -24,7 +24,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     private let claim: OpenEnvironments.Claim
     private let maximumSize: Int?
     private let directory: String
-    private let tables: Tables
+    let tables: Tables
 
     struct Tables {
         var log: Table<UInt64, [UInt8]>
@@ -84,6 +84,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
         do {
             return try environment.write { txn in try body(Writer(txn: txn, tables: tables)) }
+        } catch let error as LMDBError where error.code == .ioError && Directory.freeBytes(directory).map({ $0 < 1 << 20 }) == true {
+            // LMDB reports a write cut short by a full file system as EIO.
+            throw StorageError(.storageFull, "the file system holding \(directory) is full; earlier events stay readable", cause: error)
         } catch {
             throw StorageErrors.map(error, maximumSize: maximumSize)
         }

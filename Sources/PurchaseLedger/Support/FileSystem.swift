@@ -66,6 +66,13 @@ enum Directory {
         return stat(path, &info) == 0
     }
 
+    /// Bytes available to this process on the file system holding `path`.
+    static func freeBytes(_ path: String) -> Int? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return Int(info.f_bavail) * Int(info.f_frsize)
+    }
+
     /// Size in bytes of the file at `path`, nil when it does not exist.
     static func fileSize(_ path: String) -> Int? {
         var info = stat()
