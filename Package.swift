@@ -16,12 +16,23 @@ let package = Package(
         .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
         .executable(name: "ledger", targets: ["LedgerTool"]),
         .executable(name: "ledger-torture", targets: ["TortureTool"]),
+        // The ledger over HTTP (Hummingbird 2): a separate product, so that apps linking only
+        // `PurchaseLedger` never build Hummingbird.
+        .library(name: "PurchaseLedgerServer", targets: ["PurchaseLedgerServer"]),
+        .executable(name: "ledger-server", targets: ["LedgerServerTool"]),
         // For the benchmarks' raw-LMDB floor; apps need only `PurchaseLedger`.
         .library(name: "CLMDB", targets: ["CLMDB"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.0.0"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.3.0"),
     ],
     targets: [
         // Debian: apt-get install liblmdb-dev. The only target where C is visible.
@@ -42,6 +53,7 @@ let package = Package(
             dependencies: [
                 "LMDB",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings
         ),
@@ -65,6 +77,47 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "tools/ledger-torture",
+            swiftSettings: strictSettings
+        ),
+        // The ledger over HTTP: routes, API keys, App Store Server Notifications V2.
+        .target(
+            name: "PurchaseLedgerServer",
+            dependencies: [
+                "PurchaseLedger",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "LedgerServerTool",
+            dependencies: [
+                "PurchaseLedgerServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "tools/ledger-server",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PurchaseLedgerServerTests",
+            dependencies: [
+                "PurchaseLedgerServer", "PurchaseLedger", "LedgerServerTool",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),
         .testTarget(

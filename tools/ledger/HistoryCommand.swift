@@ -30,7 +30,7 @@ extension LedgerCommand {
                 var out = ""
                 for record in records {
                     if format.json {
-                        out += "{\"position\": \(record.position), \"event\": \(record.event.jsonLine)}\n"
+                        out += record.jsonLine + "\n"
                     } else {
                         out += Self.describe(record) + "\n"
                     }

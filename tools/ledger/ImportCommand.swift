@@ -158,16 +158,11 @@ struct Importer {
             case .rejected(let error): outcome = .failure(error)
             }
             switch outcome {
-            case .success(.appended(let position)):
-                appended += 1
-                reportText += "{\"line\": \(number), \"outcome\": \"appended\", \"position\": \(position)}\n"
-            case .success(.duplicate(let position)):
-                duplicates += 1
-                reportText += "{\"line\": \(number), \"outcome\": \"duplicate\", \"position\": \(position)}\n"
-            case .failure(let error):
-                rejections[error.code.rawValue, default: 0] += 1
-                reportText += "{\"line\": \(number), \"outcome\": \"rejected\", \"error\": \"\(error.code.rawValue)\"}\n"
+            case .success(.appended): appended += 1
+            case .success(.duplicate): duplicates += 1
+            case .failure(let error): rejections[error.code.rawValue, default: 0] += 1
             }
+            reportText += outcome.reportLine(number) + "\n"
         }
         try report?.write(reportText)
         showProgress()

@@ -1,3 +1,4 @@
+import CoreMetrics
 import LMDB
 import Logging
 import Synchronization
@@ -51,6 +52,9 @@ public final class Ledger: Sendable {
         /// snapshot are always in memory.
         public var cachedAccounts = 100_000
         public var logger = Logger(label: "PurchaseLedger")
+        /// Where commit metrics go (see `LedgerMetrics`); nil means the process's
+        /// `MetricsSystem.factory`.
+        public var metricsFactory: (any MetricsFactory)? = nil
 
         public init() {}
     }
@@ -62,6 +66,7 @@ public final class Ledger: Sendable {
     let log: LogReader
     let live: LiveProjections
     let writeQueue: WriteQueue?
+    private let metrics: LedgerMetrics
     private let writerLock: ExclusiveFileLock?
     private let isClosed = Atomic<Bool>(false)
 
@@ -83,6 +88,7 @@ public final class Ledger: Sendable {
         let started = clock.now
         self.directory = directory
         self.configuration = configuration
+        metrics = LedgerMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory)
         let logger = configuration.logger
 
         if configuration.readOnly {
@@ -208,13 +214,18 @@ public final class Ledger: Sendable {
     /// reaches the size limit, say) cannot fail the others.
     private func commit(_ requests: [WriteQueue.Request]) {
         do {
+            let started = ContinuousClock.now
             let results = try commitTogether(requests)
+            let took = ContinuousClock.now - started
+            metrics.committed(results, nanoseconds: took.components.seconds * 1_000_000_000 + took.components.attoseconds / 1_000_000_000)
             for (request, result) in zip(requests, results) {
                 request.pending.complete(.success(result))
             }
         } catch where requests.count > 1 {
+            metrics.commitFailed()
             for request in requests { commit([request]) }
         } catch {
+            metrics.commitFailed()
             let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
             configuration.logger.error("append failed; nothing of it was written", metadata: [
                 "events": "\(requests[0].events.count)", "error": "\(failure)",
@@ -265,6 +276,15 @@ public final class Ledger: Sendable {
     /// What `account` owns as of `time`; nil when the ledger has no event of that account.
     public func projection(of account: String, asOf time: Timestamp = .now()) throws -> AccountProjection? {
         try live.projection(of: UTF8Key(account), asOf: time)
+    }
+
+    /// What `account` owns as of `time` (nil when the ledger has no event of it), with the log
+    /// position the answer reflects: both read from one consistent view.
+    public func projectionAndPosition(of account: String, asOf time: Timestamp = .now()) throws -> (projection: AccountProjection?, position: UInt64) {
+        try live.withAccountView(UTF8Key(account)) { state, position, isRevoked in
+            guard let state else { return (nil, position) }
+            return (try AccountProjection(account: account, state: state, asOf: time, isRevoked: isRevoked), position)
+        }
     }
 
     /// The sorted product ids `account` is entitled to as of `time`.

@@ -26,6 +26,11 @@ extension Event {
         } catch {
             throw .invalid("not valid JSON: \(error)")
         }
+        try self.init(json: value)
+    }
+
+    /// Decodes an event from a parsed JSON value.
+    init(json value: JSONValue) throws(LedgerError) {
         guard case .object(let fields) = value else {
             throw .invalid("the line must be a JSON object, not \(value.typeName)")
         }

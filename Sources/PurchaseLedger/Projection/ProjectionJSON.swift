@@ -21,6 +21,22 @@ extension LedgerState {
 }
 
 extension AccountProjection {
+    /// What an account with no event owns: nothing.
+    public static func empty(account: String) -> AccountProjection {
+        AccountProjection(account: account, entitlements: [], balances: [:], unfinished: [])
+    }
+
+    /// `{"account": "u1", "position": 42, "entitlements": [...], "balances": {...}, "unfinished": [...]}`.
+    public func json(position: UInt64) -> String {
+        var writer = JSONWriter(spaced: true)
+        writer.beginObject()
+        writer.member("account", account)
+        writer.member("position", Int64(position))
+        writeMembers(to: &writer)
+        writer.endObject()
+        return writer.string
+    }
+
     /// `{"entitlements": [...], "balances": {...}, "unfinished": [...]}`.
     public var json: String {
         var writer = JSONWriter(spaced: true)
@@ -30,6 +46,11 @@ extension AccountProjection {
 
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
+        writeMembers(to: &writer)
+        writer.endObject()
+    }
+
+    private func writeMembers(to writer: inout JSONWriter) {
         writer.key("entitlements")
         writer.beginArray()
         for product in entitlements { writer.string(product) }
@@ -61,6 +82,5 @@ extension AccountProjection {
             writer.endObject()
         }
         writer.endArray()
-        writer.endObject()
     }
 }

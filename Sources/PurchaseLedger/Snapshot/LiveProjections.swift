@@ -162,17 +162,37 @@ final class LiveProjections: Sendable {
     func withAccount<R>(
         _ account: UTF8Key, _ body: (AccountState, UInt64, (UTF8Key) throws -> Bool) throws -> R
     ) throws -> R? {
+        try view(of: account) { state, position, reader in
+            guard let state else { return nil }
+            return try body(state, position) { try Self.isRevoked($0, by: position, reader: reader) }
+        }
+    }
+
+    /// As `withAccount`, with a nil state for an account the ledger has no event of (the
+    /// position is still the one the answer reflects).
+    func withAccountView<R>(
+        _ account: UTF8Key, _ body: (AccountState?, UInt64, (UTF8Key) throws -> Bool) throws -> R
+    ) throws -> R {
+        try view(of: account) { state, position, reader in
+            try body(state, position) { try Self.isRevoked($0, by: position, reader: reader) }
+        }
+    }
+
+    private func view<R>(
+        of account: UTF8Key, _ body: (AccountState?, UInt64, any LedgerStorageReader) throws -> R
+    ) throws -> R {
         let (inMemory, snapshot, position) = published.withLock { ($0.accounts[account], $0.snapshot?.position, $0.position) }
         return try storage.read { reader in
             var state = inMemory
             if state == nil, let snapshot {
                 state = try Self.load(account, snapshot: snapshot, reader: reader, catalog: catalog, logger: logger)
             }
-            guard let state else { return nil }
-            return try body(state, position) { transaction in
-                try reader.revocation(ofTransaction: transaction.string).map { $0 <= position } ?? false
-            }
+            return try body(state, position, reader)
         }
+    }
+
+    private static func isRevoked(_ transaction: UTF8Key, by position: UInt64, reader: any LedgerStorageReader) throws -> Bool {
+        try reader.revocation(ofTransaction: transaction.string).map { $0 <= position } ?? false
     }
 
     /// The whole state, every account decoded (for audits and tests: O(accounts)).

@@ -1,0 +1,80 @@
+import Foundation
+import Logging
+import PurchaseLedger
+
+/// Takes an App Store Server Notification V2 from the request body to the ledger: verifies it,
+/// maps it to events, appends them (or records it for audit), and says what it did.
+public struct AppStoreNotificationHandler: Sendable {
+    public let verifier: AppStoreSignedDataVerifier
+    public let unattributed: UnattributedNotificationLog
+    let ledger: Ledger
+
+    public init(verifier: AppStoreSignedDataVerifier, unattributed: UnattributedNotificationLog, ledger: Ledger) {
+        self.verifier = verifier
+        self.unattributed = unattributed
+        self.ledger = ledger
+    }
+
+    /// What handling one notification did, as the JSON answered to Apple.
+    struct Handled: Sendable {
+        var notification: AppStoreNotificationPayload
+        var action: String
+        var outcomes: [AppendResult]
+
+        var json: String {
+            var text = "{\"notificationUUID\": \(JSONText.quoted(notification.notificationUUID))"
+            text += ", \"notificationType\": \(JSONText.quoted(notification.notificationType))"
+            if let subtype = notification.subtype { text += ", \"subtype\": \(JSONText.quoted(subtype))" }
+            text += ", \"action\": \(JSONText.quoted(action)), \"outcomes\": ["
+            text += outcomes.enumerated().map { $0.element.reportLine($0.offset + 1) }.joined(separator: ", ")
+            return text + "]}\n"
+        }
+    }
+
+    /// Throws `AppStoreVerificationError` for a payload that does not verify (nothing is
+    /// recorded), and storage errors (Apple retries: the event ids make the retry safe).
+    func handle(signedPayload: String, logger: Logger) async throws -> Handled {
+        let notification = try await verifier.verifyNotification(signedPayload)
+        var transaction: AppStoreTransactionPayload?
+        if let signed = notification.data?.signedTransactionInfo {
+            transaction = try await verifier.verifyTransaction(signed)
+        }
+        var logger = logger
+        logger[metadataKey: "notificationUUID"] = .string(notification.notificationUUID)
+        logger[metadataKey: "notificationType"] = .string(notification.notificationType)
+
+        switch AppStoreNotificationEvents.action(for: notification, transaction: transaction) {
+        case .purchase(let purchase, let finish):
+            var outcomes = try await ledger.append(contentsOf: [purchase])
+            if case .success = outcomes[0] {
+                // Also on a duplicate: a retry after a crash between the two finishes the entry.
+                outcomes += try await ledger.append(contentsOf: [finish])
+            }
+            log(outcomes, of: purchase, logger: logger)
+            return Handled(notification: notification, action: "purchase", outcomes: outcomes)
+        case .revoke(let revocation):
+            let outcomes = try await ledger.append(contentsOf: [revocation])
+            log(outcomes, of: revocation, logger: logger)
+            return Handled(notification: notification, action: "revoke", outcomes: outcomes)
+        case .unattributed(let reason):
+            try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
+            logger.warning("notification recorded without an account", metadata: ["reason": "\(reason)", "file": "\(unattributed.path)"])
+            return Handled(notification: notification, action: "unattributed", outcomes: [])
+        case .ignored(let reason):
+            logger.info("notification acknowledged", metadata: ["reason": "\(reason)"])
+            return Handled(notification: notification, action: "ignored", outcomes: [])
+        }
+    }
+
+    private func log(_ outcomes: [AppendResult], of event: Event, logger: Logger) {
+        for outcome in outcomes {
+            switch outcome {
+            case .success(let result):
+                logger.info("notification applied", metadata: ["account": "\(event.account)", "outcome": "\(result)"])
+            case .failure(let error):
+                // transactionAlreadyCredited is the usual case when the app posted the purchase first.
+                logger.notice("notification not applied", metadata: ["account": "\(event.account)", "error": "\(error)"])
+            }
+        }
+    }
+}

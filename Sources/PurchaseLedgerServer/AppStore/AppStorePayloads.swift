@@ -1,0 +1,82 @@
+import Foundation
+
+/// The decoded payload of an App Store Server Notification V2 (`responseBodyV2DecodedPayload`):
+/// the fields the ledger uses; others are ignored.
+public struct AppStoreNotificationPayload: Decodable, Sendable, Hashable {
+    public var notificationType: String
+    public var subtype: String?
+    /// Unique per notification, kept across Apple's retries: the ledger event id.
+    public var notificationUUID: String
+    public var version: String?
+    /// Milliseconds since 1970 (Apple's JSON number; fractional in Xcode's data).
+    public var signedDate: Double?
+    public var data: NotificationData?
+    public var summary: AppIdentity?
+    public var externalPurchaseToken: ExternalPurchaseToken?
+
+    public struct NotificationData: Decodable, Sendable, Hashable {
+        public var environment: String?
+        public var appAppleId: Int64?
+        public var bundleId: String?
+        public var bundleVersion: String?
+        public var signedTransactionInfo: String?
+        public var signedRenewalInfo: String?
+        public var status: Int?
+    }
+
+    /// `summary` (for SUMMARY notifications) names the app the same way `data` does.
+    public struct AppIdentity: Decodable, Sendable, Hashable {
+        public var environment: String?
+        public var appAppleId: Int64?
+        public var bundleId: String?
+    }
+
+    public struct ExternalPurchaseToken: Decodable, Sendable, Hashable {
+        public var externalPurchaseId: String?
+        public var appAppleId: Int64?
+        public var bundleId: String?
+    }
+
+    /// The app and environment the notification is about, found as Apple's library finds them:
+    /// in `data`, else `summary`, else `externalPurchaseToken` (whose environment is Sandbox
+    /// when its id starts with "SANDBOX").
+    var identity: (bundleId: String?, appAppleId: Int64?, environment: String?) {
+        if let data { return (data.bundleId, data.appAppleId, data.environment) }
+        if let summary { return (summary.bundleId, summary.appAppleId, summary.environment) }
+        if let token = externalPurchaseToken {
+            let environment = token.externalPurchaseId?.hasPrefix("SANDBOX") == true ? "Sandbox" : "Production"
+            return (token.bundleId, token.appAppleId, environment)
+        }
+        return (nil, nil, nil)
+    }
+}
+
+/// The decoded `signedTransactionInfo` (`JWSTransactionDecodedPayload`): the fields the ledger
+/// uses.
+public struct AppStoreTransactionPayload: Decodable, Sendable, Hashable {
+    public var transactionId: String?
+    public var originalTransactionId: String?
+    public var bundleId: String?
+    public var productId: String?
+    /// Milliseconds since 1970.
+    public var purchaseDate: Double?
+    public var expiresDate: Double?
+    public var quantity: Int?
+    /// "Auto-Renewable Subscription", "Non-Consumable", "Consumable", "Non-Renewing Subscription".
+    public var type: String?
+    /// The UUID the app passed to StoreKit with the purchase: the ledger's account.
+    public var appAccountToken: String?
+    /// 0: refunded for another reason, 1: for an issue in the app.
+    public var revocationReason: Int?
+    public var revocationDate: Double?
+    public var environment: String?
+    public var signedDate: Double?
+}
+
+/// What carries a `signedDate`, the time a chain is checked at.
+protocol AppStoreSignedPayload: Decodable {
+    var signedDate: Double? { get }
+}
+
+extension AppStoreNotificationPayload: AppStoreSignedPayload {}
+extension AppStoreTransactionPayload: AppStoreSignedPayload {}

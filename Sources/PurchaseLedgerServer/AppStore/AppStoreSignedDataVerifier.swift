@@ -1,0 +1,176 @@
+import Crypto
+import Foundation
+import SwiftASN1
+@_spi(FixedExpiryValidationTime) import X509
+
+/// Verifies and decodes the JWS the App Store signs (notifications and the transactions inside
+/// them) exactly as Apple's App Store Server Library does with online checks off:
+///
+/// 1. a compact JWS whose header has `alg` ES256 and an `x5c` of three certificates;
+/// 2. the leaf and intermediate of `x5c` chain to one of the configured trusted roots (the root
+///    in `x5c` itself is ignored), RFC 5280 validity at the payload's `signedDate`, the
+///    receipt-signing OID on the leaf and the WWDR OID on the intermediate;
+/// 3. the ES256 signature over `header.payload` matches the leaf's P-256 key;
+/// 4. the payload names this app (bundle id; App Apple ID in production) and environment.
+///
+/// For the Xcode and LocalTesting environments nothing is signed by the App Store, and, as in
+/// Apple's library, steps 2–3 are skipped: never configure those on a server others can reach.
+/// No OCSP revocation check is made (it needs Apple's responder online).
+public struct AppStoreSignedDataVerifier: Sendable {
+    static let leafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
+    static let intermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
+
+    public let bundleId: String
+    public let appAppleId: Int64?
+    public let environment: AppStoreEnvironment
+    private let roots: [Certificate]
+
+    /// - Parameter trustedRoots: the roots chains must end in (Apple Root CA G3 in production).
+    public init(trustedRoots: [Certificate], bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment) {
+        self.roots = trustedRoots
+        self.bundleId = bundleId
+        self.appAppleId = appAppleId
+        self.environment = environment
+    }
+
+    /// Reads root certificates from DER or PEM files.
+    public static func loadCertificates(paths: [String]) throws -> [Certificate] {
+        try paths.map { path in
+            let bytes: [UInt8]
+            do {
+                bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+            } catch {
+                throw ServerConfigurationError("cannot read the certificate \(path): \(error.localizedDescription)")
+            }
+            do {
+                if let text = String(bytes: bytes, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
+                    return try Certificate(pemEncoded: text)
+                }
+                return try Certificate(derEncoded: bytes)
+            } catch {
+                throw ServerConfigurationError("\(path) is not a DER or PEM certificate: \(error)")
+            }
+        }
+    }
+
+    /// A notification's `signedPayload`, verified and decoded.
+    public func verifyNotification(_ signedPayload: String) async throws(AppStoreVerificationError) -> AppStoreNotificationPayload {
+        let notification = try await verify(signedPayload, as: AppStoreNotificationPayload.self)
+        let identity = notification.identity
+        if identity.bundleId != bundleId || (environment == .production && identity.appAppleId != appAppleId) {
+            throw AppStoreVerificationError(.invalidAppIdentifier, "the notification is for \(identity.bundleId ?? "no app")\(identity.appAppleId.map { " (\($0))" } ?? ""), not \(bundleId)")
+        }
+        if identity.environment != environment.rawValue {
+            throw AppStoreVerificationError(.invalidEnvironment, "the notification is from \(identity.environment ?? "no environment"), this server takes \(environment.rawValue)")
+        }
+        return notification
+    }
+
+    /// A `signedTransactionInfo`, verified and decoded.
+    public func verifyTransaction(_ signedTransaction: String) async throws(AppStoreVerificationError) -> AppStoreTransactionPayload {
+        let transaction = try await verify(signedTransaction, as: AppStoreTransactionPayload.self)
+        if transaction.bundleId != bundleId {
+            throw AppStoreVerificationError(.invalidAppIdentifier, "the transaction is for \(transaction.bundleId ?? "no app"), not \(bundleId)")
+        }
+        if transaction.environment != environment.rawValue {
+            throw AppStoreVerificationError(.invalidEnvironment, "the transaction is from \(transaction.environment ?? "no environment"), this server takes \(environment.rawValue)")
+        }
+        return transaction
+    }
+
+    private struct Header: Decodable {
+        var alg: String?
+        var x5c: [String]?
+    }
+
+    func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type) async throws(AppStoreVerificationError) -> Payload {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3,
+              let headerBytes = Base64URL.decode(parts[0]),
+              let payloadBytes = Base64URL.decode(parts[1]),
+              let signatureBytes = Base64URL.decode(parts[2])
+        else {
+            throw AppStoreVerificationError(.invalidJWTFormat, "not a compact JWS (three base64url parts separated by dots)")
+        }
+        let header: Header
+        let payload: Payload
+        do {
+            header = try JSONDecoder().decode(Header.self, from: Data(headerBytes))
+            payload = try JSONDecoder().decode(Payload.self, from: Data(payloadBytes))
+        } catch {
+            throw AppStoreVerificationError(.invalidJWTFormat, "the JWS header or payload is not the JSON expected: \(error)")
+        }
+        guard environment.isSigned else { return payload }
+
+        guard let x5c = header.x5c else {
+            throw AppStoreVerificationError(.invalidJWTFormat, "the JWS header has no x5c certificate chain")
+        }
+        guard header.alg == "ES256", x5c.count == 3 else {
+            throw AppStoreVerificationError(.invalidJWTFormat, "expected alg ES256 and three x5c certificates, got alg \(header.alg ?? "none") and \(x5c.count)")
+        }
+        let leaf: Certificate, intermediate: Certificate
+        do {
+            guard let leafDER = Data(base64Encoded: x5c[0]), let intermediateDER = Data(base64Encoded: x5c[1]) else {
+                throw AppStoreVerificationError(.invalidCertificate, "an x5c certificate is not base64")
+            }
+            leaf = try Certificate(derEncoded: Array(leafDER))
+            intermediate = try Certificate(derEncoded: Array(intermediateDER))
+        } catch let error as AppStoreVerificationError {
+            throw error
+        } catch {
+            throw AppStoreVerificationError(.invalidCertificate, "an x5c certificate is not DER: \(error)")
+        }
+
+        let validationTime = payload.signedDate.map { Date(timeIntervalSince1970: $0 / 1000) } ?? Date()
+        var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
+            RFC5280Policy(fixedExpiryValidationTime: validationTime)
+            AppStoreOIDPolicy()
+        }
+        let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore([intermediate]))
+        guard case .validCertificate = result else {
+            throw AppStoreVerificationError(.verificationFailure, "the x5c chain does not verify against the trusted roots at \(validationTime)")
+        }
+        guard let key = P256.Signing.PublicKey(leaf.publicKey) else {
+            throw AppStoreVerificationError(.verificationFailure, "the leaf certificate's key is not P-256")
+        }
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+              key.isValidSignature(signature, for: Array(jws.utf8[..<parts[1].endIndex]))
+        else {
+            throw AppStoreVerificationError(.verificationFailure, "the JWS signature does not match the leaf certificate's key")
+        }
+        return payload
+    }
+}
+
+/// Apple's requirement on the chain: the receipt-signing OID on the leaf, the WWDR OID on the
+/// intermediate, and exactly leaf → intermediate → root.
+struct AppStoreOIDPolicy: VerifierPolicy {
+    let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = []
+
+    func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
+        guard chain.count == 3 else {
+            return .failsToMeetPolicy(reason: "the chain has \(chain.count) certificates, not 3")
+        }
+        guard chain[1].extensions.contains(where: { $0.oid == AppStoreSignedDataVerifier.intermediateOID }) else {
+            return .failsToMeetPolicy(reason: "the intermediate certificate lacks Apple's WWDR OID")
+        }
+        guard chain[0].extensions.contains(where: { $0.oid == AppStoreSignedDataVerifier.leafOID }) else {
+            return .failsToMeetPolicy(reason: "the leaf certificate lacks Apple's receipt-signing OID")
+        }
+        return .meetsPolicy
+    }
+}
+
+enum Base64URL {
+    static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64).map(Array.init)
+    }
+
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

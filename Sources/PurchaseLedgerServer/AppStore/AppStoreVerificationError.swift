@@ -1,0 +1,47 @@
+/// Why a signed App Store payload was refused. The codes are the names Apple's App Store Server
+/// Library gives the same failures, so that logs and answers read the same in both.
+public struct AppStoreVerificationError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String {
+            case invalidJWTFormat = "INVALID_JWT_FORMAT"
+            case invalidCertificate = "INVALID_CERTIFICATE"
+            case verificationFailure = "VERIFICATION_FAILURE"
+            case invalidAppIdentifier = "INVALID_APP_IDENTIFIER"
+            case invalidEnvironment = "INVALID_ENVIRONMENT"
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        public init?(rawValue: String) {
+            guard let base = Base(rawValue: rawValue) else { return nil }
+            self.base = base
+        }
+
+        public var rawValue: String { base.rawValue }
+        public var description: String { base.rawValue }
+
+        /// Not a compact JWS (three base64url parts), a header or payload that is not the JSON
+        /// expected, an algorithm other than ES256, or no three-certificate `x5c` header.
+        public static let invalidJWTFormat = Code(.invalidJWTFormat)
+        /// A certificate of `x5c` that is not base64 DER, or a leaf without a P-256 key.
+        public static let invalidCertificate = Code(.invalidCertificate)
+        /// The chain does not end in a trusted root, lacks Apple's OIDs, was not valid at the
+        /// signing date, or the signature does not match the leaf's key.
+        public static let verificationFailure = Code(.verificationFailure)
+        /// The payload is for another app (bundle id, or App Apple ID in production).
+        public static let invalidAppIdentifier = Code(.invalidAppIdentifier)
+        /// The payload is for another environment (Sandbox sent to a Production server, say).
+        public static let invalidEnvironment = Code(.invalidEnvironment)
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import PurchaseLedger
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The audit file of notifications the ledger could not give to an account (no
+/// `appAccountToken`): one JSON line each, with the signed payload itself as evidence. A line is
+/// on disk (fsync) before the notification is acknowledged, so none is lost.
+public final class UnattributedNotificationLog: Sendable {
+    public let path: String
+    private let lock = Mutex(())
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    func record(_ notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?, reason: String, signedPayload: String) throws {
+        var line = "{\"receivedAt\": \(JSONText.quoted(ISO8601DateFormatter().string(from: Date())))"
+        line += ", \"notificationUUID\": \(JSONText.quoted(notification.notificationUUID))"
+        line += ", \"notificationType\": \(JSONText.quoted(notification.notificationType))"
+        if let subtype = notification.subtype { line += ", \"subtype\": \(JSONText.quoted(subtype))" }
+        if let id = transaction?.transactionId { line += ", \"transactionId\": \(JSONText.quoted(id))" }
+        if let id = transaction?.originalTransactionId { line += ", \"originalTransactionId\": \(JSONText.quoted(id))" }
+        if let product = transaction?.productId { line += ", \"productId\": \(JSONText.quoted(product))" }
+        line += ", \"reason\": \(JSONText.quoted(reason))"
+        line += ", \"signedPayload\": \(JSONText.quoted(signedPayload))}\n"
+        try lock.withLock { _ in try append(Array(line.utf8)) }
+    }
+
+    private func append(_ bytes: [UInt8]) throws {
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+        guard descriptor >= 0 else { throw failure("open") }
+        defer { close(descriptor) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, bytes.count - written) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure("write")
+            }
+            written += count
+        }
+        guard fsync(descriptor) == 0 else { throw failure("fsync") }
+    }
+
+    private func failure(_ call: String) -> StorageError {
+        StorageError(.io, "cannot \(call) \(path): \(String(cString: strerror(errno)))")
+    }
+}

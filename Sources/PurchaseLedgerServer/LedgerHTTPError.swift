@@ -1,0 +1,87 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PurchaseLedger
+
+/// An error answered to the client as JSON: `{"error": "<code>", "message": "<what to fix>"}`.
+///
+/// `error` is one of the interchange format's codes (`invalidEvent` for a body that is not
+/// events) or, for what the format does not cover, one of `unauthorized`, `forbidden`,
+/// `payloadTooLarge`, `badRequest`, `notFound`, `unavailable`, `internal`, or an App Store
+/// verification code (`INVALID_JWT_FORMAT`, `INVALID_CERTIFICATE`, `VERIFICATION_FAILURE`,
+/// `INVALID_APP_IDENTIFIER`, `INVALID_ENVIRONMENT`, Apple's own names).
+public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Sendable {
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var message: String
+
+    public init(status: HTTPResponse.Status, code: String, message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(status.code) \(code): \(message)" }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        var writer = "{\"error\": "
+        writer += JSONText.quoted(code)
+        writer += ", \"message\": "
+        writer += JSONText.quoted(message)
+        writer += "}\n"
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: writer)))
+    }
+
+    static func unauthorized(_ message: String) -> LedgerHTTPError {
+        LedgerHTTPError(status: .unauthorized, code: "unauthorized", message: message)
+    }
+
+    static func forbidden(_ message: String) -> LedgerHTTPError {
+        LedgerHTTPError(status: .forbidden, code: "forbidden", message: message)
+    }
+
+    static func tooLarge(_ message: String) -> LedgerHTTPError {
+        LedgerHTTPError(status: .contentTooLarge, code: "payloadTooLarge", message: message)
+    }
+
+    static func badRequest(_ message: String) -> LedgerHTTPError {
+        LedgerHTTPError(status: .badRequest, code: "badRequest", message: message)
+    }
+
+    /// A body that is not events: the spec's `invalidEvent`.
+    static func invalidEvent(_ message: String) -> LedgerHTTPError {
+        LedgerHTTPError(status: .badRequest, code: LedgerError.Code.invalidEvent.rawValue, message: message)
+    }
+
+    static func unavailable(_ message: String) -> LedgerHTTPError {
+        LedgerHTTPError(status: .serviceUnavailable, code: "unavailable", message: message)
+    }
+
+    static func `internal`(_ message: String) -> LedgerHTTPError {
+        LedgerHTTPError(status: .internalServerError, code: "internal", message: message)
+    }
+}
+
+/// JSON string literals, for the few response bodies written by hand.
+enum JSONText {
+    static func quoted(_ string: String) -> String {
+        var out = "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

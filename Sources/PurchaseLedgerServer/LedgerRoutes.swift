@@ -1,0 +1,260 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import CoreMetrics
+import NIOCore
+import Prometheus
+import PurchaseLedger
+
+/// The ledger's HTTP API as a route collection, to mount in any Hummingbird 2 application whose
+/// context conforms to `LedgerRequestContextProtocol`:
+///
+/// ```swift
+/// let routes = LedgerRoutes<LedgerRequestContext>(ledger: ledger, keys: APIKeys(configuration.keys))
+/// router.addRoutes(routes.collection)
+/// ```
+///
+/// | route | scope |
+/// |---|---|
+/// | `POST /v1/events` | `events:write` (and `events:revoke` for `revoked` events) |
+/// | `GET /v1/accounts/{account}` | `accounts:read` |
+/// | `GET /v1/accounts/{account}/history` | `accounts:read` |
+/// | `GET /v1/health` | none |
+/// | `GET /metrics` | `metrics:read` (when a registry is given) |
+/// | `POST /v1/appstore/notifications` | none: the payload is signed by Apple (when configured) |
+public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
+    public let ledger: Ledger
+    public let keys: APIKeys
+    public let limits: ServerConfiguration.Limits
+    public let notifications: AppStoreNotificationHandler?
+    public let metricsRegistry: PrometheusCollectorRegistry?
+    private let requestMetrics: RequestMetrics
+
+    /// - Parameters:
+    ///   - metricsRegistry: what `GET /metrics` renders; without one the route is not mounted.
+    ///   - metricsFactory: where the server's own counters go (the ledger's go where its
+    ///     configuration says); nil means `MetricsSystem.factory`.
+    public init(
+        ledger: Ledger, keys: APIKeys, limits: ServerConfiguration.Limits = .init(),
+        notifications: AppStoreNotificationHandler? = nil,
+        metricsRegistry: PrometheusCollectorRegistry? = nil, metricsFactory: (any MetricsFactory)? = nil
+    ) {
+        self.ledger = ledger
+        self.keys = keys
+        self.limits = limits
+        self.notifications = notifications
+        self.metricsRegistry = metricsRegistry
+        self.requestMetrics = RequestMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+    }
+
+    /// The routes, behind the API-key middleware.
+    public var collection: RouteCollection<Context> {
+        let routes = RouteCollection(context: Context.self)
+        routes.add(middleware: APIKeyMiddleware<Context>(keys: keys))
+        routes.get("/v1/health") { _, _ in try health() }
+        routes.post("/v1/events") { request, context in try await postEvents(request, context: context) }
+        routes.get("/v1/accounts/:account") { request, context in try account(request, context: context) }
+        routes.get("/v1/accounts/:account/history") { request, context in try history(request, context: context) }
+        if metricsRegistry != nil {
+            routes.get("/metrics") { _, context in try metrics(context: context) }
+        }
+        if notifications != nil {
+            routes.post("/v1/appstore/notifications") { request, context in try await appStoreNotification(request, context: context) }
+        }
+        return routes
+    }
+
+    // MARK: Routes
+
+    func health() throws -> Response {
+        .json("{\"status\": \"ok\", \"position\": \(ledger.position)}\n")
+    }
+
+    func postEvents(_ request: Request, context: Context) async throws -> Response {
+        try context.require(.eventsWrite)
+        let body = try await collectBody(request)
+        let decoded = try EventBodyDecoder.decode(body, contentType: request.headers[.contentType])
+        guard !decoded.isEmpty else { throw LedgerHTTPError.invalidEvent("the body holds no events") }
+        guard decoded.count <= limits.eventsPerRequest else {
+            throw LedgerHTTPError.tooLarge("\(decoded.count) events in one request; at most \(limits.eventsPerRequest)")
+        }
+        if decoded.contains(where: { (try? $0.get().type) == .revoked }) {
+            guard context.identity?.scopes.contains(.eventsRevoke) == true else {
+                throw LedgerHTTPError.forbidden("revoked events need the scope \(Scope.eventsRevoke.rawValue); nothing of this request was appended")
+            }
+        }
+        let events = decoded.compactMap { try? $0.get() }
+        let appended: [AppendResult]
+        do {
+            appended = try await ledger.append(contentsOf: events)
+        } catch {
+            throw Self.httpError(storage: error, logger: context.logger)
+        }
+        var results = appended.makeIterator()
+        var lines: [String] = []
+        lines.reserveCapacity(decoded.count)
+        for (index, item) in decoded.enumerated() {
+            let result: AppendResult
+            switch item {
+            case .success: result = results.next()!
+            case .failure(let error):
+                result = .failure(error)
+                requestMetrics.undecodable()
+            }
+            lines.append(result.reportLine(index + 1))
+        }
+        return .json("[" + lines.joined(separator: ",\n ") + "]\n")
+    }
+
+    func account(_ request: Request, context: Context) throws -> Response {
+        try context.require(.accountsRead)
+        let account = try accountParameter(context)
+        var asOf = Timestamp.now()
+        if let text = request.uri.queryParameters["asOf"] {
+            guard let time = Timestamp(rfc3339: text) else {
+                throw LedgerHTTPError.badRequest("asOf must be an RFC 3339 time such as 2026-01-31T12:00:00Z, not \"\(text)\"")
+            }
+            asOf = time
+        }
+        let (projection, position) = try readLedger(context) { try ledger.projectionAndPosition(of: account, asOf: asOf) }
+        return .json((projection ?? .empty(account: account)).json(position: position) + "\n")
+    }
+
+    func history(_ request: Request, context: Context) throws -> Response {
+        try context.require(.accountsRead)
+        let account = try accountParameter(context)
+        let from = try integerParameter(request, "from", default: 1, range: 1...UInt64.max)
+        let limit = Int(try integerParameter(request, "limit", default: 100, range: 1...1000))
+        let records = try readLedger(context) { try ledger.history(account: account, after: from - 1, limit: limit) }
+        var text = "{\"account\": \(JSONText.quoted(account)), \"events\": ["
+        text += records.map { "\n  " + $0.jsonLine }.joined(separator: ",")
+        // A full page may have a next one; `next` is where to ask from.
+        let next = records.count == limit ? records.last.map { String($0.position + 1) } ?? "null" : "null"
+        text += records.isEmpty ? "], " : "\n], "
+        text += "\"next\": \(next)}\n"
+        return .json(text)
+    }
+
+    func metrics(context: Context) throws -> Response {
+        try context.require(.metricsRead)
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        let text = metricsRegistry?.emitToBuffer() ?? []
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+    }
+
+    func appStoreNotification(_ request: Request, context: Context) async throws -> Response {
+        guard let notifications else { throw LedgerHTTPError(status: .notFound, code: "notFound", message: "App Store notifications are not configured") }
+        let body = try await collectBody(request)
+        let signedPayload: String
+        do {
+            signedPayload = try JSONDecoder().decode(NotificationBody.self, from: Data(body.readableBytesView)).signedPayload
+        } catch {
+            throw LedgerHTTPError.badRequest("the body must be {\"signedPayload\": \"<JWS>\"}")
+        }
+        do {
+            let handled = try await notifications.handle(signedPayload: signedPayload, logger: context.logger)
+            requestMetrics.notification(handled.action)
+            return .json(handled.json)
+        } catch let error as AppStoreVerificationError {
+            requestMetrics.notification("refused")
+            context.logger.warning("App Store notification refused", metadata: ["error": "\(error)"])
+            throw LedgerHTTPError(status: .badRequest, code: error.code.rawValue, message: error.message)
+        } catch {
+            throw Self.httpError(storage: error, logger: context.logger)
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The body, at most `limits.bodyBytes` (413 beyond).
+    private func collectBody(_ request: Request) async throws -> ByteBuffer {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limits.bodyBytes {
+            throw LedgerHTTPError.tooLarge("the body is \(length) bytes; at most \(limits.bodyBytes)")
+        }
+        do {
+            return try await request.body.collect(upTo: limits.bodyBytes)
+        } catch is NIOTooManyBytesError {
+            throw LedgerHTTPError.tooLarge("the body is larger than \(limits.bodyBytes) bytes")
+        }
+    }
+
+    private func accountParameter(_ context: Context) throws -> String {
+        guard let raw = context.parameters.get("account"), let account = raw.removingPercentEncoding,
+              !account.isEmpty, account.utf8.count <= 128
+        else {
+            throw LedgerHTTPError.badRequest("the account must be 1–128 bytes of UTF-8, percent-encoded in the path")
+        }
+        return account
+    }
+
+    private func integerParameter(_ request: Request, _ name: String, default value: UInt64, range: ClosedRange<UInt64>) throws -> UInt64 {
+        guard let text = request.uri.queryParameters[Substring(name)] else { return value }
+        guard let number = UInt64(text), range.contains(number) else {
+            throw LedgerHTTPError.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), not \"\(text)\"")
+        }
+        return number
+    }
+
+    private func readLedger<R>(_ context: Context, _ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch {
+            throw Self.httpError(storage: error, logger: context.logger)
+        }
+    }
+
+    /// A storage failure as an answer: 503 when the ledger is closing (retry elsewhere or
+    /// later), 507 when it is full, else 500; nothing of the request was written in any case.
+    static func httpError(storage error: any Error, logger: Logger) -> any Error {
+        if error is LedgerHTTPError || error is CancellationError { return error }
+        guard let storage = error as? StorageError else {
+            logger.error("request failed", metadata: ["error": "\(error)"])
+            return LedgerHTTPError.internal("the ledger failed; nothing of this request was written")
+        }
+        logger.error("storage failed", metadata: ["error": "\(storage)"])
+        switch storage.code {
+        case .closed: return LedgerHTTPError.unavailable("the ledger is closing; nothing of this request was written")
+        case .storageFull: return LedgerHTTPError(status: HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), code: "storageFull", message: "the ledger is full; nothing of this request was written")
+        default: return LedgerHTTPError.internal("the ledger's storage failed (\(storage.code)); nothing of this request was written")
+        }
+    }
+}
+
+/// Apple's notification body.
+private struct NotificationBody: Decodable {
+    var signedPayload: String
+}
+
+extension Response {
+    static func json(_ text: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// The server's own counters (the ledger reports its commits itself).
+struct RequestMetrics: Sendable {
+    private let undecodableRejections: CoreMetrics.Counter
+    private let undecodableOutcomes: CoreMetrics.Counter
+    private let factory: any MetricsFactory
+
+    init(factory: any MetricsFactory) {
+        self.factory = factory
+        // The ledger's own series: an event rejected before it reached the ledger counts the same.
+        undecodableRejections = CoreMetrics.Counter(label: "purchaseledger_rejections_total", dimensions: [("code", "invalidEvent")], factory: factory)
+        undecodableOutcomes = CoreMetrics.Counter(label: "purchaseledger_events_total", dimensions: [("outcome", "rejected")], factory: factory)
+    }
+
+    /// An event of a request that did not decode: rejected `invalidEvent` before the ledger.
+    func undecodable() {
+        undecodableRejections.increment()
+        undecodableOutcomes.increment()
+    }
+
+    func notification(_ action: String) {
+        CoreMetrics.Counter(label: "purchaseledger_appstore_notifications_total", dimensions: [("action", action)], factory: factory).increment()
+    }
+}

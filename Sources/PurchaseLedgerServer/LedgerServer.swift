@@ -1,0 +1,70 @@
+import Hummingbird
+import Logging
+import NIOCore
+import Prometheus
+import PurchaseLedger
+import ServiceLifecycle
+
+/// Builds the `ledger-server` application from its configuration: opens the ledger, mounts
+/// `LedgerRoutes`, and adds the `LedgerService` that closes the ledger after the server drains.
+public enum LedgerServer {
+    /// A Prometheus factory whose histograms fit the ledger: commit latencies from 100 µs, batch
+    /// sizes in powers of two.
+    public static func metricsFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["purchaseledger_commit_duration_seconds"] = [
+            .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2),
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .seconds(1),
+        ]
+        let powersOfTwo = (0...12).map { Double(1 << $0) }
+        factory.valueHistogramBuckets["purchaseledger_commit_events"] = powersOfTwo
+        factory.valueHistogramBuckets["purchaseledger_commit_requests"] = powersOfTwo
+        return factory
+    }
+
+    /// The application for `configuration`. The ledger is opened here (errors say why it
+    /// cannot be) and closed by the application's service group on shutdown.
+    public static func application(
+        configuration: ServerConfiguration, logger: Logger,
+        registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        ledgerConfiguration: Ledger.Configuration? = nil,
+        onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+    ) async throws -> some ApplicationProtocol {
+        try configuration.check()
+        let factory = metricsFactory(registry: registry)
+        var ledgerConfiguration = ledgerConfiguration ?? Ledger.Configuration()
+        ledgerConfiguration.logger = logger
+        ledgerConfiguration.metricsFactory = factory
+        let catalog = try configuration.catalog.map { try Catalog(contentsOfFile: $0) }
+        let ledger = try Ledger.open(at: configuration.ledger, catalog: catalog, configuration: ledgerConfiguration)
+
+        var notifications: AppStoreNotificationHandler?
+        do {
+            if let appStore = configuration.appStore {
+                let roots = try AppStoreSignedDataVerifier.loadCertificates(paths: appStore.trustedRoots)
+                let verifier = AppStoreSignedDataVerifier(
+                    trustedRoots: roots, bundleId: appStore.bundleId, appAppleId: appStore.appAppleId, environment: appStore.environment)
+                let unattributed = UnattributedNotificationLog(
+                    path: appStore.unattributedNotifications ?? configuration.ledger + "/unattributed-notifications.jsonl")
+                notifications = AppStoreNotificationHandler(verifier: verifier, unattributed: unattributed, ledger: ledger)
+            }
+        } catch {
+            await ledger.close()
+            throw error
+        }
+
+        let router = Router(context: LedgerRequestContext.self)
+        router.add(middleware: LogRequestsMiddleware(.info))
+        router.addRoutes(LedgerRoutes<LedgerRequestContext>(
+            ledger: ledger, keys: APIKeys(configuration.keys), limits: configuration.limits,
+            notifications: notifications, metricsRegistry: registry, metricsFactory: factory
+        ).collection)
+        return Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.bind.host, port: configuration.bind.port), serverName: "ledger-server"),
+            services: [LedgerService(ledger: ledger)],
+            onServerRunning: onServerRunning,
+            logger: logger)
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+
+/// What `ledger-server` reads from its configuration file (JSON).
+///
+/// ```json
+/// {
+///   "ledger": "/var/lib/store/ledger",
+///   "catalog": "/etc/store/Products.storekit",
+///   "bind": {"host": "127.0.0.1", "port": 8080},
+///   "keys": [
+///     {"name": "app-backend", "key": "…at least 32 characters…", "scopes": ["events:write", "accounts:read"]},
+///     {"name": "prometheus", "key": "…", "scopes": ["metrics:read"]}
+///   ],
+///   "limits": {"bodyBytes": 1048576, "eventsPerRequest": 1000},
+///   "appStore": {
+///     "bundleId": "com.example.wordgame", "appAppleId": 1234567890, "environment": "Production",
+///     "trustedRoots": ["/etc/store/AppleRootCA-G3.cer"],
+///     "unattributedNotifications": "/var/lib/store/unattributed-notifications.jsonl"
+///   }
+/// }
+/// ```
+public struct ServerConfiguration: Codable, Sendable {
+    public struct Bind: Codable, Sendable {
+        public var host: String = "127.0.0.1"
+        public var port: Int = 8080
+
+        public init(host: String = "127.0.0.1", port: Int = 8080) {
+            self.host = host
+            self.port = port
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            host = try container.decodeIfPresent(String.self, forKey: .host) ?? "127.0.0.1"
+            port = try container.decodeIfPresent(Int.self, forKey: .port) ?? 8080
+        }
+    }
+
+    public struct Key: Codable, Sendable {
+        /// Names the key in logs (never the key itself).
+        public var name: String
+        public var key: String
+        public var scopes: [Scope]
+
+        public init(name: String, key: String, scopes: [Scope]) {
+            self.name = name
+            self.key = key
+            self.scopes = scopes
+        }
+    }
+
+    public struct Limits: Codable, Sendable {
+        /// Largest request body; larger ones are answered 413.
+        public var bodyBytes: Int = 1 << 20
+        /// Most events in one request; more are answered 413.
+        public var eventsPerRequest: Int = 1000
+
+        public init(bodyBytes: Int = 1 << 20, eventsPerRequest: Int = 1000) {
+            self.bodyBytes = bodyBytes
+            self.eventsPerRequest = eventsPerRequest
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            bodyBytes = try container.decodeIfPresent(Int.self, forKey: .bodyBytes) ?? 1 << 20
+            eventsPerRequest = try container.decodeIfPresent(Int.self, forKey: .eventsPerRequest) ?? 1000
+        }
+    }
+
+    public struct AppStore: Codable, Sendable {
+        public var bundleId: String
+        /// Required in production, where notifications must carry it.
+        public var appAppleId: Int64?
+        public var environment: AppStoreEnvironment
+        /// DER (or PEM) files of the roots the notification chains must end in: Apple Root CA G3
+        /// in production.
+        public var trustedRoots: [String]
+        /// Where notifications without an `appAccountToken` are recorded (JSON Lines).
+        public var unattributedNotifications: String?
+
+        public init(bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment, trustedRoots: [String], unattributedNotifications: String? = nil) {
+            self.bundleId = bundleId
+            self.appAppleId = appAppleId
+            self.environment = environment
+            self.trustedRoots = trustedRoots
+            self.unattributedNotifications = unattributedNotifications
+        }
+    }
+
+    /// The ledger directory.
+    public var ledger: String
+    /// The catalog (interchange JSON or `.storekit`); needed to create the ledger.
+    public var catalog: String?
+    public var bind: Bind
+    public var keys: [Key]
+    public var limits: Limits
+    public var appStore: AppStore?
+
+    public init(ledger: String, catalog: String? = nil, bind: Bind = .init(), keys: [Key], limits: Limits = .init(), appStore: AppStore? = nil) {
+        self.ledger = ledger
+        self.catalog = catalog
+        self.bind = bind
+        self.keys = keys
+        self.limits = limits
+        self.appStore = appStore
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case ledger, catalog, bind, keys, limits, appStore
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        ledger = try container.decode(String.self, forKey: .ledger)
+        catalog = try container.decodeIfPresent(String.self, forKey: .catalog)
+        bind = try container.decodeIfPresent(Bind.self, forKey: .bind) ?? .init()
+        keys = try container.decodeIfPresent([Key].self, forKey: .keys) ?? []
+        limits = try container.decodeIfPresent(Limits.self, forKey: .limits) ?? .init()
+        appStore = try container.decodeIfPresent(AppStore.self, forKey: .appStore)
+    }
+
+    /// Reads and checks a configuration file; errors name the file and the field.
+    public static func load(path: String) throws -> ServerConfiguration {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw ServerConfigurationError("cannot read \(path): \(error.localizedDescription)")
+        }
+        let configuration: ServerConfiguration
+        do {
+            configuration = try JSONDecoder().decode(ServerConfiguration.self, from: data)
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw ServerConfigurationError("\(path): missing \"\(Self.dotted(context.codingPath + [key]))\"")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            throw ServerConfigurationError("\(path): \"\(Self.dotted(context.codingPath))\": \(context.debugDescription)")
+        } catch let DecodingError.dataCorrupted(context) {
+            let field = context.codingPath.isEmpty ? "" : "\"\(Self.dotted(context.codingPath))\": "
+            throw ServerConfigurationError("\(path): \(field)\(context.debugDescription)")
+        } catch {
+            throw ServerConfigurationError("\(path): \(error)")
+        }
+        try configuration.check()
+        return configuration
+    }
+
+    /// `keys.0.scopes.1`: where in the file a decoding error is.
+    private static func dotted(_ path: [any CodingKey]) -> String {
+        path.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+    }
+
+    /// Checks what JSON decoding cannot: key lengths and uniqueness, limits, ports.
+    public func check() throws {
+        guard !ledger.isEmpty else { throw ServerConfigurationError("\"ledger\" must name a directory") }
+        guard (0...65_535).contains(bind.port) else { throw ServerConfigurationError("\"bind.port\" must be from 0 to 65535") }
+        guard limits.bodyBytes > 0, limits.eventsPerRequest > 0 else {
+            throw ServerConfigurationError("\"limits\" must be positive")
+        }
+        var seen: Set<String> = []
+        for key in keys {
+            guard key.key.utf8.count >= 32 else {
+                throw ServerConfigurationError("key \"\(key.name)\" must be at least 32 characters long")
+            }
+            guard seen.insert(key.key).inserted else {
+                throw ServerConfigurationError("key \"\(key.name)\" is listed twice")
+            }
+            guard !key.scopes.isEmpty else { throw ServerConfigurationError("key \"\(key.name)\" has no scopes") }
+        }
+        if let appStore {
+            guard !appStore.trustedRoots.isEmpty || !appStore.environment.isSigned else {
+                throw ServerConfigurationError("\"appStore.trustedRoots\" must name at least one root certificate")
+            }
+            guard appStore.environment != .production || appStore.appAppleId != nil else {
+                throw ServerConfigurationError("\"appStore.appAppleId\" is required in production")
+            }
+        }
+    }
+}
+
+public struct ServerConfigurationError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// What an API key may do.
+public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Post events (`POST /v1/events`), except `revoked`.
+    case eventsWrite = "events:write"
+    /// Post `revoked` events too. Refunds normally come from App Store notifications; a client
+    /// that may revoke can take back purchases of any account that shares a transaction id.
+    case eventsRevoke = "events:revoke"
+    /// Read accounts and their history.
+    case accountsRead = "accounts:read"
+    /// Scrape `/metrics`.
+    case metricsRead = "metrics:read"
+}
+
+/// The App Store environments, as notifications spell them.
+public enum AppStoreEnvironment: String, Codable, Sendable {
+    case production = "Production"
+    case sandbox = "Sandbox"
+    case xcode = "Xcode"
+    case localTesting = "LocalTesting"
+
+    /// Xcode and local testing data is not signed by the App Store (as Apple's library, the
+    /// verification is skipped: never configure these on a server open to the world).
+    var isSigned: Bool { self == .production || self == .sandbox }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PurchaseLedger
+@testable import PurchaseLedgerServer
+import Testing
+
+/// `POST /v1/appstore/notifications` end to end: Apple's decoded models signed with a
+/// throwaway chain, verified, mapped to events, appended, and the account's projection.
+struct AppStoreNotificationTests {
+    static let account = "7e3fb20b-4cdb-47cc-936d-99d65f608138"
+    /// Between the fixture's purchase (1698148900000) and its expiry (1698149000000).
+    static let duringSubscription = "2023-10-24T12:02:30Z"
+    static let afterSubscription = "2023-10-24T12:05:00Z"
+
+    /// The harness with notifications signed by `signer`'s root, in the sandbox.
+    static func run(
+        signer: TestAppStoreSigner, _ body: @Sendable (ServerHarness, any TestClientProtocol) async throws -> Void
+    ) async throws {
+        let verifier = signer.verifier()
+        try await ServerHarness.run(notifications: { ledger, directory in
+            AppStoreNotificationHandler(
+                verifier: verifier, unattributed: UnattributedNotificationLog(path: directory + "/unattributed.jsonl"), ledger: ledger)
+        }, body)
+    }
+
+    /// Apple's `signedTransaction.json`, for the sandbox, without its revocation unless asked.
+    static func transaction(_ changes: [String: Any] = [:], revoked: Bool = false) throws -> [String: Any] {
+        var transaction = try AppleFixtures.model(revoked ? "signedTransactionWithRevocation" : "signedTransaction")
+        transaction["environment"] = "Sandbox"
+        if !revoked {
+            transaction["revocationReason"] = nil
+            transaction["revocationDate"] = nil
+        }
+        for (key, value) in changes { transaction[key] = value is NSNull ? nil : value }
+        return transaction
+    }
+
+    /// Apple's `signedNotification.json` as `type`, for the sandbox, carrying `transaction`.
+    static func notification(_ type: String, uuid: String, transaction: [String: Any]?, signer: TestAppStoreSigner) throws -> String {
+        var notification = try AppleFixtures.model("signedNotification")
+        notification["notificationType"] = type
+        notification["subtype"] = nil
+        notification["notificationUUID"] = uuid
+        var data = try #require(notification["data"] as? [String: Any])
+        data["environment"] = "Sandbox"
+        data["signedRenewalInfo"] = nil
+        data["signedTransactionInfo"] = try transaction.map { try signer.sign($0) }
+        notification["data"] = data
+        let payload = try signer.sign(notification)
+        return "{\"signedPayload\": \"\(payload)\"}"
+    }
+
+    static func post(_ body: String, _ client: any TestClientProtocol) async throws -> Answer {
+        try await client.send(.post, "/v1/appstore/notifications", body: body)
+    }
+
+    @Test func aSubscriptionPurchaseOpensAFinishedEntryAndEntitles() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            let body = try Self.notification("SUBSCRIBED", uuid: "00000000-0000-0000-0000-000000000001", transaction: Self.transaction(), signer: signer)
+            let answer = try await Self.post(body, client)
+            #expect(answer.status == .ok)
+            let handled = try answer.object
+            #expect(handled["action"] as? String == "purchase")
+            let outcomes = try #require(handled["outcomes"] as? [[String: Any]])
+            #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "appended"])
+
+            let records = try harness.ledger.history(account: Self.account)
+            #expect(records.map(\.event.id) == ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000001/finish"])
+            guard case .transactionUpdated(let update) = records[0].event.payload else { throw TestFailure("not an update: \(records[0])") }
+            #expect(update == TransactionUpdated(
+                payment: "appstore:23456", state: .purchased, transaction: "23456", originalTransaction: "12345",
+                expiresAt: Timestamp(seconds: 1_698_149_000), product: "com.example.product", quantity: 1))
+            #expect(records[0].event.at == Timestamp(seconds: 1_698_148_900))
+
+            let during = try await client.account(Self.account, asOf: Self.duringSubscription)
+            #expect(during["entitlements"] as? [String] == ["com.example.product"])
+            #expect((during["unfinished"] as? [Any])?.isEmpty == true)
+            let projection1 = try await client.account(Self.account, asOf: Self.afterSubscription)
+            #expect(projection1["entitlements"] as? [String] == [])
+        }
+    }
+
+    @Test func applesRetriesAreDuplicates() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            let body = try Self.notification("DID_RENEW", uuid: "00000000-0000-0000-0000-000000000002", transaction: Self.transaction(), signer: signer)
+            _ = try await Self.post(body, client)
+            let position = harness.ledger.position
+            let retry = try await Self.post(body, client).object
+            #expect((retry["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["duplicate", "duplicate"])
+            #expect(harness.ledger.position == position)
+        }
+    }
+
+    @Test func aRenewalExtendsAndARefundTakesBack() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { _, client in
+            _ = try await Self.post(try Self.notification("SUBSCRIBED", uuid: "u1", transaction: Self.transaction(), signer: signer), client)
+            let renewal = try Self.transaction(["transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000])
+            _ = try await Self.post(try Self.notification("DID_RENEW", uuid: "u2", transaction: renewal, signer: signer), client)
+            let projection2 = try await client.account(Self.account, asOf: Self.afterSubscription)
+            #expect(projection2["entitlements"] as? [String] == ["com.example.product"])
+
+            let refund = try Self.transaction(["transactionId": "23457"], revoked: true)
+            let answer = try await Self.post(try Self.notification("REFUND", uuid: "u3", transaction: refund, signer: signer), client).object
+            #expect(answer["action"] as? String == "revoke")
+            #expect((answer["outcomes"] as? [[String: Any]])?.first?["outcome"] as? String == "appended")
+            let projection3 = try await client.account(Self.account, asOf: Self.afterSubscription)
+            #expect(projection3["entitlements"] as? [String] == [])
+            // The first period was not refunded.
+            let projection4 = try await client.account(Self.account, asOf: Self.duringSubscription)
+            #expect(projection4["entitlements"] as? [String] == ["com.example.product"])
+        }
+    }
+
+    @Test func aRevokeOfTheOriginalTransactionEndsTheWholeSubscription() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            _ = try await Self.post(try Self.notification("SUBSCRIBED", uuid: "u1", transaction: Self.transaction(), signer: signer), client)
+            let revoke = try Self.transaction(["transactionId": "12345"], revoked: true)
+            _ = try await Self.post(try Self.notification("REVOKE", uuid: "u2", transaction: revoke, signer: signer), client)
+            let last = try #require(try harness.ledger.history(account: Self.account).last)
+            #expect(last.event.payload == .revoked(Revoked(transaction: "12345", reason: "REVOKE (revocationReason 1)")))
+            let projection5 = try await client.account(Self.account, asOf: Self.duringSubscription)
+            #expect(projection5["entitlements"] as? [String] == [])
+        }
+    }
+
+    @Test func aConsumableIsCreditedOnceEvenWhenTheAppReportedItFirst() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { _, client in
+            let account = Self.account
+            _ = try await client.post(events: [
+                Lines.added("app-1", account, payment: "P1", product: "com.example.coins"),
+                Lines.purchased("app-2", account, payment: "P1", transaction: "900"),
+            ])
+            let coins = try Self.transaction([
+                "transactionId": "900", "originalTransactionId": "900", "productId": "com.example.coins",
+                "type": "Consumable", "expiresDate": NSNull(), "quantity": 2,
+            ])
+            let answer = try await Self.post(try Self.notification("ONE_TIME_CHARGE", uuid: "u1", transaction: coins, signer: signer), client).object
+            let outcomes = try #require(answer["outcomes"] as? [[String: Any]])
+            #expect(outcomes.map { $0["error"] as? String } == ["transactionAlreadyCredited"])
+            let projection6 = try await client.account(account)
+            #expect(projection6["balances"] as? [String: Int] == ["coins": 100])
+
+            // A purchase the app never reported is credited from the notification alone.
+            let second = try Self.transaction([
+                "transactionId": "901", "originalTransactionId": "901", "productId": "com.example.coins",
+                "type": "Consumable", "expiresDate": NSNull(), "quantity": 2,
+            ])
+            _ = try await Self.post(try Self.notification("ONE_TIME_CHARGE", uuid: "u2", transaction: second, signer: signer), client)
+            let projection7 = try await client.account(account)
+            #expect(projection7["balances"] as? [String: Int] == ["coins": 300])
+        }
+    }
+
+    @Test func aNotificationWithoutAnAccountIsRecordedForAudit() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            let body = try Self.notification("ONE_TIME_CHARGE", uuid: "u-anonymous", transaction: Self.transaction(["appAccountToken": NSNull()]), signer: signer)
+            let answer = try await Self.post(body, client)
+            #expect(answer.status == .ok)
+            #expect(try answer.object["action"] as? String == "unattributed")
+            #expect(harness.ledger.position == 0)
+            let audit = try String(contentsOfFile: harness.directory + "/unattributed.jsonl", encoding: .utf8)
+            let line = try #require(try JSONSerialization.jsonObject(with: Data(audit.utf8)) as? [String: Any])
+            #expect(line["notificationUUID"] as? String == "u-anonymous")
+            #expect(line["transactionId"] as? String == "23456")
+            #expect((line["signedPayload"] as? String)?.split(separator: ".").count == 3)
+        }
+    }
+
+    @Test(arguments: ["TEST", "CONSUMPTION_REQUEST", "EXPIRED", "DID_CHANGE_RENEWAL_PREF", "SOMETHING_NEW"])
+    func otherTypesAreAcknowledgedAndChangeNothing(_ type: String) async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            let answer = try await Self.post(try Self.notification(type, uuid: "u-\(type)", transaction: Self.transaction(), signer: signer), client)
+            #expect(answer.status == .ok)
+            #expect(try answer.object["action"] as? String == "ignored")
+            #expect(harness.ledger.position == 0)
+        }
+    }
+
+    @Test func aProductOutsideTheCatalogIsRejectedButAcknowledged() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            let body = try Self.notification("SUBSCRIBED", uuid: "u1", transaction: Self.transaction(["productId": "com.example.unknown"]), signer: signer)
+            let answer = try await Self.post(body, client)
+            #expect(answer.status == .ok)
+            #expect((try answer.object["outcomes"] as? [[String: Any]])?.map { $0["error"] as? String } == ["unknownProduct"])
+            #expect(harness.ledger.position == 0)
+        }
+    }
+
+    @Test func forgedOrForeignNotificationsAreRefusedAndChangeNothing() async throws {
+        let signer = try TestAppStoreSigner()
+        let stranger = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            // Signed by a chain this server does not trust.
+            let forged = try await Self.post(try Self.notification("SUBSCRIBED", uuid: "u1", transaction: Self.transaction(), signer: stranger), client)
+            #expect(forged.status == .badRequest)
+            #expect(forged.errorCode == "VERIFICATION_FAILURE")
+            // A transaction of another app inside a genuine notification.
+            let foreign = try await Self.post(try Self.notification("SUBSCRIBED", uuid: "u2", transaction: Self.transaction(["bundleId": "com.other"]), signer: signer), client)
+            #expect(foreign.errorCode == "INVALID_APP_IDENTIFIER")
+            // Not the body Apple sends.
+            let garbage = try await Self.post("{\"payload\": 1}", client)
+            #expect(garbage.status == .badRequest)
+            #expect(harness.ledger.position == 0)
+        }
+    }
+
+    @Test func applesTestNotificationIsAcknowledgedByTheServer() async throws {
+        let root = try AppleFixtures.testCA
+        try await ServerHarness.run(notifications: { ledger, directory in
+            AppStoreNotificationHandler(
+                verifier: AppStoreSignedDataVerifier(trustedRoots: [root], bundleId: "com.example", appAppleId: 1234, environment: .sandbox),
+                unattributed: UnattributedNotificationLog(path: directory + "/unattributed.jsonl"), ledger: ledger)
+        }) { _, client in
+            let ok = try await Self.post("{\"signedPayload\": \"\(try AppleFixtures.signedData("testNotification"))\"}", client)
+            #expect(ok.status == .ok)
+            #expect(try ok.object["notificationType"] as? String == "TEST")
+            let wrong = try await Self.post("{\"signedPayload\": \"\(try AppleFixtures.signedData("wrongBundleId"))\"}", client)
+            #expect(wrong.status == .badRequest)
+            #expect(wrong.errorCode == "INVALID_APP_IDENTIFIER")
+            let missing = try await Self.post("{\"signedPayload\": \"\(try AppleFixtures.signedData("missingX5CHeaderClaim"))\"}", client)
+            #expect(missing.errorCode == "INVALID_JWT_FORMAT")
+        }
+    }
+}

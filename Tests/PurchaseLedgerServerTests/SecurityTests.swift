@@ -1,0 +1,215 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PurchaseLedger
+@testable import PurchaseLedgerServer
+import Testing
+
+/// API keys and scopes (401 without a valid key, 403 without the scope), limits (413), bad
+/// bodies (400, 415): each refused request changes nothing.
+struct SecurityTests {
+    struct Route: Sendable, CustomTestStringConvertible {
+        var method: HTTPRequest.Method
+        var uri: String
+        var body: String?
+        var testDescription: String { "\(method) \(uri)" }
+    }
+
+    static let protectedRoutes: [Route] = [
+        Route(method: .post, uri: "/v1/events", body: Lines.added("e1", "ana", payment: "A1", product: "com.example.tenhints")),
+        Route(method: .get, uri: "/v1/accounts/ana"),
+        Route(method: .get, uri: "/v1/accounts/ana/history"),
+        Route(method: .get, uri: "/metrics"),
+    ]
+
+    @Test(arguments: protectedRoutes)
+    func withoutAKeyEveryRouteButHealthIs401(_ route: Route) async throws {
+        try await ServerHarness.run { harness, client in
+            let answer = try await client.send(route.method, route.uri, body: route.body)
+            #expect(answer.status == .unauthorized)
+            #expect(answer.errorCode == "unauthorized")
+            #expect(answer.headers[.wwwAuthenticate] == "Bearer")
+            #expect(harness.ledger.position == 0)
+        }
+    }
+
+    @Test(arguments: protectedRoutes)
+    func anUnknownKeyIs401(_ route: Route) async throws {
+        try await ServerHarness.run { harness, client in
+            for key in [TestKeys.writer + "x", String(TestKeys.writer.dropLast()), "", "Bearer"] {
+                let answer = try await client.send(route.method, route.uri, key: key, body: route.body)
+                #expect(answer.status == .unauthorized, "key \(key)")
+            }
+            var headers = HTTPFields()
+            headers[.authorization] = "Basic \(TestKeys.writer)"
+            let reply1 = try await client.send(route.method, route.uri, body: route.body, headers: headers)
+            #expect(reply1.status == .unauthorized)
+            #expect(harness.ledger.position == 0)
+        }
+    }
+
+    @Test func aKeyWithoutTheScopeIs403() async throws {
+        try await ServerHarness.run { harness, client in
+            let post = Self.protectedRoutes[0]
+            let reply2 = try await client.send(.post, post.uri, key: TestKeys.reader, body: post.body)
+            #expect(reply2.status == .forbidden)
+            let reply3 = try await client.send(.post, post.uri, key: TestKeys.metrics, body: post.body)
+            #expect(reply3.status == .forbidden)
+            let reply4 = try await client.send(.get, "/v1/accounts/ana", key: TestKeys.metrics)
+            #expect(reply4.status == .forbidden)
+            let reply5 = try await client.send(.get, "/metrics", key: TestKeys.writer)
+            #expect(reply5.status == .forbidden)
+            #expect(harness.ledger.position == 0)
+            // The right key for each.
+            let reply6 = try await client.send(.post, post.uri, key: TestKeys.writer, body: post.body)
+            #expect(reply6.status == .ok)
+            let reply7 = try await client.send(.get, "/v1/accounts/ana", key: TestKeys.reader)
+            #expect(reply7.status == .ok)
+            let reply8 = try await client.send(.get, "/metrics", key: TestKeys.metrics)
+            #expect(reply8.status == .ok)
+        }
+    }
+
+    @Test func theKeyMayComeAsXAPIKey() async throws {
+        try await ServerHarness.run { _, client in
+            var headers = HTTPFields()
+            headers[HTTPField.Name("X-API-Key")!] = TestKeys.reader
+            let reply9 = try await client.send(.get, "/v1/accounts/ana", headers: headers)
+            #expect(reply9.status == .ok)
+        }
+    }
+
+    @Test func revokingNeedsItsOwnScopeAndARefusedRequestAppendsNothing() async throws {
+        try await ServerHarness.run { harness, client in
+            _ = try await client.post(events: [
+                Lines.added("e1", "ana", payment: "A1", product: "com.example.hardwords"),
+                Lines.purchased("e2", "ana", payment: "A1", transaction: "t1"),
+            ])
+            // A batch with one revocation among other events: all or nothing.
+            let batch = [Lines.finished("e3", "ana", payment: "A1"), Lines.revoked("e4", "ana", transaction: "t1")]
+            let refused = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: "application/x-ndjson", body: batch.joined(separator: "\n"))
+            #expect(refused.status == .forbidden)
+            #expect(harness.ledger.position == 2)
+            let projection1 = try await client.account("ana")
+            #expect(projection1["entitlements"] as? [String] == ["com.example.hardwords"])
+
+            let outcomes = try await client.post(events: batch, key: TestKeys.revoker)
+            #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "appended"])
+            let projection2 = try await client.account("ana")
+            #expect(projection2["entitlements"] as? [String] == [])
+        }
+    }
+
+    @Test func keysAreIdentifiedOnlyByTheirExactBytes() {
+        let keys = APIKeys(TestKeys.configured)
+        #expect(keys.identify(TestKeys.writer)?.name == "writer")
+        #expect(keys.identify(TestKeys.revoker)?.scopes == [.eventsWrite, .eventsRevoke, .accountsRead])
+        #expect(keys.identify(TestKeys.writer.uppercased()) == nil)
+        #expect(keys.identify(TestKeys.writer + " ") == nil)
+        #expect(keys.identify("") == nil)
+    }
+
+    // MARK: Limits and bad bodies
+
+    @Test func aBodyOverTheLimitIs413AndAppendsNothing() async throws {
+        try await ServerHarness.run(limits: .init(bodyBytes: 4096, eventsPerRequest: 1000)) { harness, client in
+            let lines = (1...40).map { Lines.added("e\($0)", "ana", payment: "A\($0)", product: "com.example.tenhints") }
+            let body = lines.joined(separator: "\n")
+            #expect(body.utf8.count > 4096)
+            let answer = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: "application/x-ndjson", body: body)
+            #expect(answer.status == .contentTooLarge)
+            #expect(answer.errorCode == "payloadTooLarge")
+            #expect(harness.ledger.position == 0)
+            // Just under the limit is taken.
+            let fits = lines.prefix(20).joined(separator: "\n")
+            #expect(fits.utf8.count <= 4096)
+            let outcomes1 = try await client.post(events: Array(lines.prefix(20)))
+            #expect(outcomes1.count == 20)
+        }
+    }
+
+    @Test func moreEventsThanTheLimitIs413AndAppendsNothing() async throws {
+        try await ServerHarness.run(limits: .init(bodyBytes: 1 << 20, eventsPerRequest: 10)) { harness, client in
+            let lines = (1...11).map { Lines.added("e\($0)", "ana", payment: "A\($0)", product: "com.example.tenhints") }
+            let answer = try await client.send(.post, "/v1/events", key: TestKeys.writer, body: "[" + lines.joined(separator: ",") + "]")
+            #expect(answer.status == .contentTooLarge)
+            #expect(harness.ledger.position == 0)
+            let outcomes2 = try await client.post(events: Array(lines.prefix(10)))
+            #expect(outcomes2.count == 10)
+        }
+    }
+
+    @Test(arguments: [
+        ("", "invalidEvent"),
+        ("{", "invalidEvent"),
+        ("[1, 2", "invalidEvent"),
+        ("\"an event\"", "invalidEvent"),
+        ("42", "invalidEvent"),
+        ("null", "invalidEvent"),
+        ("[]", "invalidEvent"),
+        ("{\"id\": \"e1\"} trailing", "invalidEvent"),
+    ])
+    func aBodyThatIsNotEventsIs400WithTheSpecsCode(_ body: String, _ code: String) async throws {
+        try await ServerHarness.run { harness, client in
+            let answer = try await client.send(.post, "/v1/events", key: TestKeys.writer, body: body)
+            #expect(answer.status == .badRequest)
+            #expect(answer.errorCode == code)
+            #expect(harness.ledger.position == 0)
+        }
+    }
+
+    @Test func anEventThatDoesNotDecodeIsRejectedAlone() async throws {
+        try await ServerHarness.run { harness, client in
+            let body = "[" + [
+                Lines.added("e1", "ana", payment: "A1", product: "com.example.tenhints"),
+                "{\"id\": \"e2\"}",
+                "7",
+                Lines.added("e3", "ana", payment: "A2", product: "com.example.tenhints"),
+            ].joined(separator: ",") + "]"
+            let outcomes = try await client.send(.post, "/v1/events", key: TestKeys.writer, body: body).array
+            #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "rejected", "rejected", "appended"])
+            #expect(outcomes.map { $0["error"] as? String } == [nil, "invalidEvent", "invalidEvent", nil])
+            #expect(harness.ledger.position == 2)
+        }
+    }
+
+    @Test func anUnknownContentTypeIs415() async throws {
+        try await ServerHarness.run { harness, client in
+            let body = Lines.added("e1", "ana", payment: "A1", product: "com.example.tenhints")
+            let answer = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: "text/plain", body: body)
+            #expect(answer.status == .unsupportedMediaType)
+            #expect(harness.ledger.position == 0)
+            // Parameters and case do not matter.
+            let reply10 = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: "Application/JSON; charset=utf-8", body: body)
+            #expect(reply10.status == .ok)
+        }
+    }
+
+    /// Whatever bytes a client sends, the server answers (never a 5xx) and keeps serving; what
+    /// it appended is what it said it appended.
+    @Test func arbitraryBodiesNeverBreakTheServer() async throws {
+        try await ServerHarness.run { harness, client in
+            var random = SystemRandomNumberGenerator()
+            let fragments = ["{", "}", "[", "]", ",", ":", "\"id\"", "\"type\"", "\"paymentAdded\"", "\"account\"", "\"ana\"",
+                             "\"at\"", "\"2026-03-14T08:00:00Z\"", "\"payment\"", "\"product\"", "\"com.example.tenhints\"",
+                             "1e999", "-0", "null", "true", "\\u0000", "\u{FFFF}", "\n", "\"\\ud800\"", "9223372036854775808"]
+            var appended = 0
+            for round in 0..<300 {
+                var body = ""
+                for _ in 0..<Int.random(in: 0...40, using: &random) { body += fragments.randomElement(using: &random)! }
+                if round % 3 == 0 {
+                    body = Lines.added("r\(round)", "ana", payment: "P\(round)", product: "com.example.tenhints") + body
+                }
+                let type = ["application/json", "application/x-ndjson"].randomElement(using: &random)!
+                let answer = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: type, body: body)
+                #expect(answer.status.code < 500, "\(body) → \(answer.status) \(answer.body)")
+                if answer.status == .ok {
+                    appended += try answer.array.filter { $0["outcome"] as? String == "appended" }.count
+                }
+            }
+            let reply11 = try await client.send(.get, "/v1/health")
+            #expect(reply11.status == .ok)
+            #expect(harness.ledger.position == UInt64(appended))
+        }
+    }
+}

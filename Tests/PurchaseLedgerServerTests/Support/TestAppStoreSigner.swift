@@ -1,0 +1,101 @@
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+@testable import PurchaseLedgerServer
+
+/// A throwaway App Store signing chain (root → intermediate with Apple's WWDR OID → leaf with
+/// the receipt-signing OID, all P-256), made fresh for the tests, and JWS signed with its leaf:
+/// what Apple's own tests do with the decoded `models/*.json` payloads.
+struct TestAppStoreSigner {
+    let root: Certificate
+    let intermediate: Certificate
+    let leaf: Certificate
+    let leafKey: P256.Signing.PrivateKey
+
+    /// - Parameters:
+    ///   - leafOID, intermediateOID: leave one out to make a chain Apple's policy refuses.
+    ///   - validity: when the chain's certificates are valid.
+    init(leafOID: Bool = true, intermediateOID: Bool = true, validity: ClosedRange<Date>? = nil) throws {
+        let validity = validity ?? Date(timeIntervalSinceNow: -86_400 * 3650)...Date(timeIntervalSinceNow: 86_400 * 3650)
+        let rootKey = P256.Signing.PrivateKey()
+        let intermediateKey = P256.Signing.PrivateKey()
+        leafKey = P256.Signing.PrivateKey()
+        let rootName = try DistinguishedName { CountryName("US"); OrganizationName("Test Root") }
+        let intermediateName = try DistinguishedName { CountryName("US"); OrganizationName("Test Intermediate") }
+        let leafName = try DistinguishedName { CountryName("US"); OrganizationName("Test Leaf") }
+        // Apple's marker extensions: their content is not read, only their presence.
+        let marker = { (oid: ASN1ObjectIdentifier) in Certificate.Extension(oid: oid, critical: false, value: [0x05, 0x00]) }
+
+        root = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
+            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true))
+            },
+            issuerPrivateKey: .init(rootKey))
+        var intermediateExtensions = try Certificate.Extensions {
+            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+            Critical(KeyUsage(keyCertSign: true))
+        }
+        if intermediateOID { try intermediateExtensions.append(marker(AppStoreSignedDataVerifier.intermediateOID)) }
+        intermediate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
+            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: intermediateExtensions, issuerPrivateKey: .init(rootKey))
+        var leafExtensions = try Certificate.Extensions {
+            Critical(BasicConstraints.notCertificateAuthority)
+            Critical(KeyUsage(digitalSignature: true))
+        }
+        if leafOID { try leafExtensions.append(marker(AppStoreSignedDataVerifier.leafOID)) }
+        leaf = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
+            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: leafExtensions, issuerPrivateKey: .init(intermediateKey))
+    }
+
+    static func der(_ certificate: Certificate) throws -> String {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return Data(serializer.serializedBytes).base64EncodedString()
+    }
+
+    /// `payload` (a JSON object) as a compact JWS, ES256 with `x5c` [leaf, intermediate, root].
+    func sign(_ payload: [String: Any], header: [String: Any]? = nil) throws -> String {
+        let header = try header ?? ["alg": "ES256", "x5c": [Self.der(leaf), Self.der(intermediate), Self.der(root)]]
+        let headerPart = Base64URL.encode(try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys]))
+        let payloadPart = Base64URL.encode(try JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]))
+        let signingInput = headerPart + "." + payloadPart
+        let signature = try leafKey.signature(for: Data(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    func verifier(bundleId: String = "com.example", appAppleId: Int64? = 41234, environment: AppStoreEnvironment = .sandbox) -> AppStoreSignedDataVerifier {
+        AppStoreSignedDataVerifier(trustedRoots: [root], bundleId: bundleId, appAppleId: appAppleId, environment: environment)
+    }
+}
+
+/// Apple's fixtures, from `Fixtures/` (copied from apple/app-store-server-library-swift; MIT,
+/// LICENSE.txt beside them).
+enum AppleFixtures {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+
+    static func signedData(_ name: String) throws -> String {
+        try String(contentsOf: directory.appendingPathComponent("mock_signed_data/\(name)"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    static func model(_ name: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: directory.appendingPathComponent("models/\(name).json"))
+        guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else { throw TestFailure("\(name) is not an object") }
+        return object
+    }
+
+    static var testCA: Certificate {
+        get throws { try Certificate(derEncoded: Array(Data(contentsOf: directory.appendingPathComponent("certs/testCA.der")))) }
+    }
+}
