@@ -36,6 +36,7 @@ public enum LedgerServer {
         var ledgerConfiguration = ledgerConfiguration ?? Ledger.Configuration()
         ledgerConfiguration.logger = logger
         ledgerConfiguration.metricsFactory = factory
+        ledgerConfiguration.snapshotInterval = configuration.snapshotEvery
         let catalog = try configuration.catalog.map { try Catalog(contentsOfFile: $0) }
         let ledger = try Ledger.open(at: configuration.ledger, catalog: catalog, configuration: ledgerConfiguration)
 
@@ -55,7 +56,8 @@ public enum LedgerServer {
         }
 
         let router = Router(context: LedgerRequestContext.self)
-        router.add(middleware: LogRequestsMiddleware(.info))
+        // Every request at debug (with its id); what handlers log carries the same id at any level.
+        router.add(middleware: LogRequestsMiddleware(.debug))
         router.addRoutes(LedgerRoutes<LedgerRequestContext>(
             ledger: ledger, keys: APIKeys(configuration.keys), limits: configuration.limits,
             notifications: notifications, metricsRegistry: registry, metricsFactory: factory

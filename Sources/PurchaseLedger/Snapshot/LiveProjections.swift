@@ -224,6 +224,7 @@ final class LiveProjections: Sendable {
     /// when nothing changed since the last one.
     @discardableResult
     func writeSnapshot(keep: Int) throws -> SnapshotHeader? {
+        let started = ContinuousClock.now
         let (changed, previous, position, counts) = published.withLock { state in
             (state.lastChanged.keys.map { ($0, state.accounts[$0]!) }, state.snapshot, state.position,
              (state.accountCount, state.entryCount, state.unfinishedCount))
@@ -255,7 +256,9 @@ final class LiveProjections: Sendable {
                 for account in state.accounts.keys.prefix(excess) { state.accounts.removeValue(forKey: account) }
             }
         }
-        logger.info("wrote snapshot", metadata: ["position": "\(position)", "accounts": "\(encoded.count)"])
+        logger.info("wrote snapshot", metadata: [
+            "position": "\(position)", "accounts": "\(encoded.count)", "took": "\(ContinuousClock.now - started)",
+        ])
         return header
     }
 }
