@@ -167,6 +167,8 @@ extension TortureCommand {
             var configuration = Ledger.Configuration()
             configuration.logger.logLevel = .error
             configuration.snapshotInterval = 250
+            // Slices of 32 accounts: kills land in the middle of snapshots too.
+            configuration.snapshotSlice = .zero
             configuration.snapshotOnClose = false
             configuration.maximumBatchEvents = 128
             let ledger = try Ledger.open(at: directory, catalog: Workload.catalog, configuration: configuration)

@@ -40,9 +40,12 @@ public final class Ledger: Sendable {
         /// log, the audit path).
         public var useSnapshots = true
         /// Write a snapshot once this many events were appended since the last one (nil: never
-        /// by count). Each snapshot is written between commits, in its own transaction, and
-        /// holds only the accounts changed since the one before.
+        /// by count). A snapshot holds only the accounts changed since the one before, and is
+        /// written between commits a slice at a time (`snapshotSlice`).
         public var snapshotInterval: UInt64? = 100_000
+        /// How long a slice of a periodic snapshot may hold the writer (appends wait meanwhile;
+        /// zero: 32 accounts a slice).
+        public var snapshotSlice: Duration = .milliseconds(5)
         /// How many snapshots to keep (at least 2).
         public var snapshotsKept = 3
         /// Write a snapshot when the ledger is closed, if anything changed since the last one.
@@ -253,17 +256,32 @@ public final class Ledger: Sendable {
         return results
     }
 
-    /// The snapshot policy, after each commit: every `snapshotInterval` events.
+    /// The snapshot policy, after each commit: every `snapshotInterval` events, written a slice
+    /// at a time. A slice after each commit, and more while no append waits: so a busy writer
+    /// pauses appends for one slice (`snapshotSlice`) at a time, never for a whole snapshot,
+    /// and an idle one finishes promptly.
     private func snapshotIfDue() {
-        guard let interval = configuration.snapshotInterval, interval > 0 else { return }
-        let position = live.position
-        guard position - (live.snapshot?.position ?? 0) >= interval else { return }
+        let keep = max(2, configuration.snapshotsKept)
         do {
-            try live.writeSnapshot(keep: max(2, configuration.snapshotsKept))
+            if !live.isWritingSnapshot {
+                guard let interval = configuration.snapshotInterval, interval > 0,
+                      live.position - (live.snapshot?.position ?? 0) >= interval, live.beginSnapshot()
+                else { return }
+            }
+            repeat {
+                try live.writeSnapshotSlice(keep: keep, budget: configuration.snapshotSlice)
+            } while live.isWritingSnapshot && (writeQueue?.queuedEventCount ?? 0) == 0
         } catch {
-            // Appends go on; the next commit tries again, and an open replays a longer tail.
+            // Appends go on; the next commit starts again, and an open replays a longer tail.
+            live.abandonSnapshot()
             configuration.logger.error("snapshot failed", metadata: ["error": "\(StorageErrors.map(error, maximumSize: configuration.maximumSize))"])
         }
+    }
+
+    /// Runs `body` on the writer, between commits (for tests that drive its steps).
+    func onWriter<R>(_ body: () throws -> R) throws -> R {
+        guard let writeQueue else { throw StorageError(.readOnly, "the ledger at \(directory) is open read-only") }
+        return try writeQueue.onWriter(body)
     }
 
     // MARK: Queries

@@ -228,6 +228,12 @@ final class WriteQueue: Sendable {
         }
     }
 
+    /// Runs `body` on the writer's queue, between batches (for tests that drive the writer's
+    /// steps themselves).
+    func onWriter<R>(_ body: () throws -> R) rethrows -> R {
+        try dispatchQueue.sync(execute: body)
+    }
+
     private func drain() {
         while let batch = takeBatch() {
             if !batch.isEmpty { commit(batch) }

@@ -219,46 +219,130 @@ final class LiveProjections: Sendable {
         }
     }
 
-    /// Writes the accounts changed since the last snapshot as a snapshot at the current
-    /// position, in its own write transaction; keeps the newest `keep` snapshots. Returns nil
-    /// when nothing changed since the last one.
-    @discardableResult
-    func writeSnapshot(keep: Int) throws -> SnapshotHeader? {
-        let started = ContinuousClock.now
+    // MARK: Snapshots (the writer's thread only)
+
+    /// A snapshot being written: the states of the accounts changed since the last snapshot,
+    /// captured at `header.position`, and how many of them are already stored.
+    struct SnapshotWrite {
+        var header: SnapshotHeader
+        var states: [(account: UTF8Key, state: AccountState)]
+        var written = 0
+        /// No usable snapshot before it: it replaces whatever was stored.
+        var replacesAll: Bool
+        var started: ContinuousClock.Instant
+    }
+
+    /// The snapshot being written a slice at a time, between commits.
+    private let snapshotWrite = Mutex<SnapshotWrite?>(nil)
+
+    var isWritingSnapshot: Bool {
+        snapshotWrite.withLock { $0 != nil }
+    }
+
+    /// Captures the accounts changed since the last snapshot, at the current position, as the
+    /// next snapshot to write. False when nothing changed since the last one (or one is already
+    /// being written).
+    func beginSnapshot() -> Bool {
+        guard !isWritingSnapshot else { return false }
         let (changed, previous, position, counts) = published.withLock { state in
             (state.lastChanged.keys.map { ($0, state.accounts[$0]!) }, state.snapshot, state.position,
              (state.accountCount, state.entryCount, state.unfinishedCount))
         }
-        guard position > 0, position != previous?.position else { return nil }
-        let encoded = changed.map { ($0.0.string, AccountStateCodec.encode($0.1)) }
+        guard position > 0, position != previous?.position else { return false }
         let header = SnapshotHeader(
             position: position, fingerprint: SnapshotFormat.fingerprint, previous: previous?.position ?? 0,
-            accountsWritten: encoded.count, accounts: counts.0, entries: counts.1, unfinished: counts.2,
+            accountsWritten: changed.count, accounts: counts.0, entries: counts.1, unfinished: counts.2,
             createdAt: .now())
-        try storage.write { writer in
-            if previous == nil {
+        // In the order LMDB keys account states (length, then bytes), so that each slice
+        // rewrites a run of neighbouring pages instead of pages all over the table.
+        let ordered = changed.sorted { lhs, rhs in
+            let (left, right) = (lhs.0.string.utf8, rhs.0.string.utf8)
+            return left.count != right.count ? left.count < right.count : left.lexicographicallyPrecedes(right)
+        }
+        snapshotWrite.withLock {
+            $0 = SnapshotWrite(header: header, states: ordered, replacesAll: previous == nil, started: .now)
+        }
+        return true
+    }
+
+    /// Writes the next slice of the snapshot being written, in its own write transaction: states
+    /// until `budget` has passed (checked every 32). The slice that
+    /// stores the last state also stores the header, which is what makes the snapshot exist:
+    /// readers, opens and `verify` see no state of a snapshot without its header, so a crash
+    /// between slices leaves the previous snapshot in force (and states the next one replaces).
+    /// Returns the header once the snapshot is complete.
+    @discardableResult
+    func writeSnapshotSlice(keep: Int, budget: Duration = .seconds(3600)) throws -> SnapshotHeader? {
+        guard let job = snapshotWrite.withLock({ $0 }) else { return nil }
+        let position = job.header.position
+        let clock = ContinuousClock()
+        let sliceStarted = clock.now
+        // The write may run twice (the map grows and it is retried): it changes nothing outside.
+        let written = try storage.write { writer -> Int in
+            if job.written == 0, job.replacesAll {
                 // A full snapshot replaces whatever was stored (possibly unusable snapshots).
                 try writer.removeAllSnapshots()
             }
-            for (account, bytes) in encoded {
-                try writer.putAccountState(bytes, account: account, version: position)
+            // Versions any stored snapshot or this one reads are kept; the others go.
+            let retained = try writer.snapshotHeaders().map(\.position) + [position]
+            var index = job.written
+            var accounts: [String] = []
+            while index < job.states.count {
+                let (account, state) = job.states[index]
+                try writer.putAccountState(AccountStateCodec.encode(state), account: account.string, version: position)
+                accounts.append(account.string)
+                index += 1
+                if accounts.count % 32 == 0, clock.now - sliceStarted > budget { break }
             }
-            try writer.putSnapshotHeader(header.encode(), position: position)
-            try SnapshotStates.prune(writer: writer, keep: keep, written: encoded.map(\.0))
+            try SnapshotStates.pruneVersions(writer: writer, retained: retained, accounts: accounts)
+            if index == job.states.count {
+                try writer.putSnapshotHeader(job.header.encode(), position: position)
+                // Versions only the dropped snapshots read go when their accounts are next written.
+                for old in try writer.snapshotHeaders().map(\.position).dropLast(keep) {
+                    try writer.deleteSnapshotHeader(position: old)
+                }
+            }
+            return index
         }
+        guard written == job.states.count else {
+            snapshotWrite.withLock { $0?.written = written }
+            return nil
+        }
+        snapshotWrite.withLock { $0 = nil }
         published.withLock { state in
-            state.snapshot = header
-            // Every change is in the snapshot now (nothing changes while the writer writes it);
-            // what stays in memory is a cache, trimmed to its capacity.
-            state.lastChanged.removeAll()
+            state.snapshot = job.header
+            // What changed up to the snapshot is in it now; what changed since stays in memory
+            // for the next one. The rest of memory is a cache, trimmed to its capacity.
+            state.lastChanged = state.lastChanged.filter { $0.value > position }
             if state.accounts.count > cacheCapacity {
-                let excess = state.accounts.count - cacheCapacity / 2
-                for account in state.accounts.keys.prefix(excess) { state.accounts.removeValue(forKey: account) }
+                var excess = state.accounts.count - cacheCapacity / 2
+                for account in Array(state.accounts.keys) where excess > 0 && state.lastChanged[account] == nil {
+                    state.accounts.removeValue(forKey: account)
+                    excess -= 1
+                }
             }
         }
         logger.info("wrote snapshot", metadata: [
-            "position": "\(position)", "accounts": "\(encoded.count)", "took": "\(ContinuousClock.now - started)",
+            "position": "\(position)", "accounts": "\(job.states.count)", "took": "\(clock.now - job.started)",
         ])
+        return job.header
+    }
+
+    /// Drops the snapshot being written (after a failure): nothing of it is in force, and its
+    /// accounts stay changed, for the next one.
+    func abandonSnapshot() {
+        snapshotWrite.withLock { $0 = nil }
+    }
+
+    /// Writes a snapshot now, whole: finishes the one being written, then, when anything changed
+    /// since, one at the current position. Returns the newest header written, nil when nothing
+    /// changed since the last snapshot.
+    @discardableResult
+    func writeSnapshot(keep: Int) throws -> SnapshotHeader? {
+        var header = try writeSnapshotSlice(keep: keep)
+        if beginSnapshot() {
+            header = try writeSnapshotSlice(keep: keep)
+        }
         return header
     }
 }

@@ -78,14 +78,9 @@ enum SnapshotStates {
         return state
     }
 
-    /// Keeps the newest `keep` snapshots, and of each account just written, the states those
-    /// snapshots read. (An account's superseded states elsewhere go the next time it is written.)
-    static func prune(writer: any LedgerStorageWriter, keep: Int, written accounts: [String]) throws {
-        let positions = try writer.snapshotHeaders().map(\.position)
-        for position in positions.dropLast(keep) {
-            try writer.deleteSnapshotHeader(position: position)
-        }
-        let retained = Array(positions.suffix(keep))
+    /// Deletes the stored versions of `accounts` that no snapshot in `retained` reads. (An
+    /// account's superseded states go the next time it is written.)
+    static func pruneVersions(writer: any LedgerStorageWriter, retained: [UInt64], accounts: [String]) throws {
         for account in accounts {
             let versions = try writer.accountStateVersions(account)
             let needed = Set(retained.compactMap { snapshot in versions.last { $0 <= snapshot } })
