@@ -53,7 +53,6 @@ let package = Package(
             dependencies: [
                 "LMDB",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings
         ),

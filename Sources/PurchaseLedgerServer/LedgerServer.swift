@@ -35,7 +35,8 @@ public enum LedgerServer {
         let factory = metricsFactory(registry: registry)
         var ledgerConfiguration = ledgerConfiguration ?? Ledger.Configuration()
         ledgerConfiguration.logger = logger
-        ledgerConfiguration.metricsFactory = factory
+        let metrics = LedgerMetrics(factory: factory)
+        ledgerConfiguration.onCommit = { metrics.record($0) }
         ledgerConfiguration.snapshotInterval = configuration.snapshotEvery
         let catalog = try configuration.catalog.map { try Catalog(contentsOfFile: $0) }
         let ledger = try Ledger.open(at: configuration.ledger, catalog: catalog, configuration: ledgerConfiguration)

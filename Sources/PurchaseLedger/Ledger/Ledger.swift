@@ -1,4 +1,3 @@
-import CoreMetrics
 import LMDB
 import Logging
 import Synchronization
@@ -55,9 +54,9 @@ public final class Ledger: Sendable {
         /// snapshot are always in memory.
         public var cachedAccounts = 100_000
         public var logger = Logger(label: "PurchaseLedger")
-        /// Where commit metrics go (see `LedgerMetrics`); nil means the process's
-        /// `MetricsSystem.factory`.
-        public var metricsFactory: (any MetricsFactory)? = nil
+        /// Called on the writer's thread after each write transaction (keep it quick): what
+        /// it held and how long it took, for metrics.
+        public var onCommit: (@Sendable (CommitReport) -> Void)? = nil
 
         public init() {}
     }
@@ -69,7 +68,6 @@ public final class Ledger: Sendable {
     let log: LogReader
     let live: LiveProjections
     let writeQueue: WriteQueue?
-    private let metrics: LedgerMetrics
     private let writerLock: ExclusiveFileLock?
     private let isClosed = Atomic<Bool>(false)
 
@@ -91,7 +89,6 @@ public final class Ledger: Sendable {
         let started = clock.now
         self.directory = directory
         self.configuration = configuration
-        metrics = LedgerMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory)
         let logger = configuration.logger
 
         if configuration.readOnly {
@@ -216,20 +213,20 @@ public final class Ledger: Sendable {
     /// fails and held several requests, each is committed alone, so that one request (one that
     /// reaches the size limit, say) cannot fail the others.
     private func commit(_ requests: [WriteQueue.Request]) {
+        let started = ContinuousClock.now
         do {
-            let started = ContinuousClock.now
             let results = try commitTogether(requests)
-            let took = ContinuousClock.now - started
-            metrics.committed(results, nanoseconds: took.components.seconds * 1_000_000_000 + took.components.attoseconds / 1_000_000_000)
+            configuration.onCommit?(CommitReport(requests: requests.count, results: results, duration: .now - started))
             for (request, result) in zip(requests, results) {
                 request.pending.complete(.success(result))
             }
         } catch where requests.count > 1 {
-            metrics.commitFailed()
+            let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
+            configuration.onCommit?(CommitReport(failedRequests: requests.map(\.events.count), failure: failure, duration: .now - started))
             for request in requests { commit([request]) }
         } catch {
-            metrics.commitFailed()
             let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
+            configuration.onCommit?(CommitReport(failedRequests: [requests[0].events.count], failure: failure, duration: .now - started))
             configuration.logger.error("append failed; nothing of it was written", metadata: [
                 "events": "\(requests[0].events.count)", "error": "\(failure)",
             ])

@@ -60,7 +60,8 @@ struct ServerHarness: Sendable {
             let registry = PrometheusCollectorRegistry()
             let factory = LedgerServer.metricsFactory(registry: registry)
             var configuration = Ledger.Configuration()
-            configuration.metricsFactory = factory
+            let metrics = LedgerMetrics(factory: factory)
+            configuration.onCommit = { metrics.record($0) }
             configuration.logger.logLevel = .warning
             let ledger = try Ledger.open(at: directory + "/ledger", catalog: serverTestCatalog, configuration: configuration)
             let harness = ServerHarness(ledger: ledger, registry: registry, directory: directory)
