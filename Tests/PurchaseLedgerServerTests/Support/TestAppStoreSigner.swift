@@ -27,35 +27,35 @@ struct TestAppStoreSigner {
         // Apple's marker extensions: their content is not read, only their presence.
         let marker = { (oid: ASN1ObjectIdentifier) in Certificate.Extension(oid: oid, critical: false, value: [0x05, 0x00]) }
 
-        root = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
-            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
-            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-                Critical(KeyUsage(keyCertSign: true))
-            },
-            issuerPrivateKey: .init(rootKey))
+        func certificate(
+            key: P256.Signing.PrivateKey, subject: DistinguishedName, issuer: DistinguishedName,
+            issuerKey: P256.Signing.PrivateKey, extensions: Certificate.Extensions
+        ) throws -> Certificate {
+            try Certificate(
+                version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+                notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+                issuer: issuer, subject: subject, signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: extensions, issuerPrivateKey: .init(issuerKey))
+        }
+
+        root = try certificate(key: rootKey, subject: rootName, issuer: rootName, issuerKey: rootKey, extensions: try Certificate.Extensions {
+            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+            Critical(KeyUsage(keyCertSign: true))
+        })
         var intermediateExtensions = try Certificate.Extensions {
             Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
             Critical(KeyUsage(keyCertSign: true))
         }
         if intermediateOID { try intermediateExtensions.append(marker(AppStoreSignedDataVerifier.intermediateOID)) }
-        intermediate = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
-            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
-            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: intermediateExtensions, issuerPrivateKey: .init(rootKey))
+        intermediate = try certificate(
+            key: intermediateKey, subject: intermediateName, issuer: rootName, issuerKey: rootKey, extensions: intermediateExtensions)
         var leafExtensions = try Certificate.Extensions {
             Critical(BasicConstraints.notCertificateAuthority)
             Critical(KeyUsage(digitalSignature: true))
         }
         if leafOID { try leafExtensions.append(marker(AppStoreSignedDataVerifier.leafOID)) }
-        leaf = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
-            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
-            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: leafExtensions, issuerPrivateKey: .init(intermediateKey))
+        leaf = try certificate(
+            key: leafKey, subject: leafName, issuer: intermediateName, issuerKey: intermediateKey, extensions: leafExtensions)
     }
 
     static func der(_ certificate: Certificate) throws -> String {
