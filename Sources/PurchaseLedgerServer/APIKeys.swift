@@ -31,12 +31,12 @@ public struct APIKeys: Sendable {
         return found
     }
 
-    /// The key of a request: `Authorization: Bearer <key>` or `X-API-Key: <key>`.
+    /// The key of a request: `Authorization: Bearer <key>`, else `X-API-Key: <key>` (an
+    /// `Authorization` of another scheme, a proxy's say, does not hide it).
     static func presented(in request: Request) -> String? {
         if let authorization = request.headers[.authorization] {
             let parts = authorization.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" { return String(parts[1]) }
-            return nil
         }
         return request.headers[HTTPField.Name("X-API-Key")!]
     }
@@ -45,6 +45,9 @@ public struct APIKeys: Sendable {
 /// A request context that carries the identity of the API key that authenticated it.
 public protocol LedgerRequestContextProtocol: RequestContext {
     var identity: APIKeys.Identity? { get set }
+    /// The request presented a key that is not configured (routes that need a key answer 401;
+    /// the open ones ignore it).
+    var presentedUnknownKey: Bool { get set }
 }
 
 /// The request context `ledger-server` uses; mount `LedgerRoutes` with your own context type
@@ -52,15 +55,16 @@ public protocol LedgerRequestContextProtocol: RequestContext {
 public struct LedgerRequestContext: LedgerRequestContextProtocol {
     public var coreContext: CoreRequestContextStorage
     public var identity: APIKeys.Identity?
+    public var presentedUnknownKey = false
 
     public init(source: Source) {
         coreContext = .init(source: source)
     }
 }
 
-/// Authenticates requests that carry an API key. A request without a key passes through
-/// unauthenticated; each route then demands the scope it needs (401 without a valid key, 403
-/// with a key that lacks the scope).
+/// Identifies the API key a request carries. Every request passes through; each route then
+/// demands the scope it needs (401 without a valid key, 403 with a key that lacks the scope),
+/// and the open routes (health, Apple's notifications) ignore keys, valid or not.
 public struct APIKeyMiddleware<Context: LedgerRequestContextProtocol>: RouterMiddleware {
     let keys: APIKeys
 
@@ -71,11 +75,12 @@ public struct APIKeyMiddleware<Context: LedgerRequestContextProtocol>: RouterMid
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         if let presented = APIKeys.presented(in: request) {
-            guard let identity = keys.identify(presented) else {
-                throw LedgerHTTPError.unauthorized("the API key is not valid")
+            if let identity = keys.identify(presented) {
+                context.identity = identity
+                context.logger[metadataKey: "api_key"] = .string(identity.name)
+            } else {
+                context.presentedUnknownKey = true
             }
-            context.identity = identity
-            context.logger[metadataKey: "api_key"] = .string(identity.name)
         }
         return try await next(request, context)
     }
@@ -85,7 +90,9 @@ extension LedgerRequestContextProtocol {
     /// Throws 401 without an API key, 403 when the key lacks `scope`.
     func require(_ scope: Scope) throws {
         guard let identity else {
-            throw LedgerHTTPError.unauthorized("this route needs an API key (Authorization: Bearer <key>)")
+            throw LedgerHTTPError.unauthorized(presentedUnknownKey
+                ? "the API key is not valid"
+                : "this route needs an API key (Authorization: Bearer <key>)")
         }
         guard identity.scopes.contains(scope) else {
             throw LedgerHTTPError.forbidden("the API key \"\(identity.name)\" lacks the scope \(scope.rawValue)")

@@ -16,7 +16,11 @@ enum EventBodyDecoder {
     static let jsonLinesTypes: Set<String> = ["application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines"]
 
     static func decode(_ body: ByteBuffer, contentType: String?) throws -> [Result<Event, LedgerError>] {
-        let mediaType = contentType.map { $0.split(separator: ";", maxSplits: 1)[0].trimmingCharacters(in: .whitespaces).lowercased() } ?? "application/json"
+        // "type/subtype; parameters": the type, without its parameters (an empty value is no type).
+        let mediaType = contentType.map { value in
+            (value.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+                .trimmingCharacters(in: .whitespaces).lowercased()
+        } ?? "application/json"
         let bytes = Array(body.readableBytesView)
         if jsonLinesTypes.contains(mediaType) {
             return jsonLines(bytes)
@@ -24,7 +28,7 @@ enum EventBodyDecoder {
         guard mediaType == "application/json" else {
             throw LedgerHTTPError(
                 status: .unsupportedMediaType, code: "unsupportedMediaType",
-                message: "send application/json (an event or an array of events) or application/x-ndjson (one event per line), not \(mediaType)")
+                message: "send application/json (an event or an array of events) or application/x-ndjson (one event per line), not \"\(mediaType)\"")
         }
         do {
             return try Event.decodeEvents(json: bytes)

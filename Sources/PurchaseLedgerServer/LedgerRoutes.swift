@@ -126,11 +126,15 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         let account = try accountParameter(context)
         let from = try integerParameter(request, "from", default: 1, range: 1...UInt64.max)
         let limit = Int(try integerParameter(request, "limit", default: 100, range: 1...1000))
-        let records = try readLedger(context) { try ledger.history(account: account, after: from - 1, limit: limit) }
+        // One more than asked for tells whether there is a next page.
+        var records = try readLedger(context) { try ledger.history(account: account, after: from - 1, limit: limit + 1) }
+        var next = "null"
+        if records.count > limit {
+            next = String(records[limit].position)
+            records.removeLast(records.count - limit)
+        }
         var text = "{\"account\": \(JSONText.quoted(account)), \"events\": ["
         text += records.map { "\n  " + $0.jsonLine }.joined(separator: ",")
-        // A full page may have a next one; `next` is where to ask from.
-        let next = records.count == limit ? records.last.map { String($0.position + 1) } ?? "null" : "null"
         text += records.isEmpty ? "], " : "\n], "
         text += "\"next\": \(next)}\n"
         return .json(text)

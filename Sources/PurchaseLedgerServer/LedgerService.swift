@@ -14,8 +14,11 @@ public struct LedgerService: Service {
     }
 
     public func run() async throws {
-        // Returns when shutdown begins (or throws when the group is cancelled): close either way.
+        // Returns when shutdown begins (or throws when the group is cancelled): close either way,
+        // in a task of its own, so that a cancelled group still commits what is queued and
+        // writes the closing snapshot.
         try? await gracefulShutdown()
-        await ledger.close()
+        let ledger = self.ledger
+        await Task { await ledger.close() }.value
     }
 }

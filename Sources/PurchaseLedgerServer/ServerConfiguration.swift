@@ -183,6 +183,11 @@ public struct ServerConfiguration: Codable, Sendable {
             guard appStore.environment != .production || appStore.appAppleId != nil else {
                 throw ServerConfigurationError("\"appStore.appAppleId\" is required in production")
             }
+            // Xcode and local-testing payloads are not signed: anyone who can reach the server
+            // could credit any account.
+            guard appStore.environment.isSigned || ["127.0.0.1", "::1", "localhost"].contains(bind.host) else {
+                throw ServerConfigurationError("\"appStore.environment\" \(appStore.environment.rawValue) is unsigned: bind to 127.0.0.1 only")
+            }
         }
     }
 }

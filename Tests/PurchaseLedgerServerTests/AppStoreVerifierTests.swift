@@ -112,7 +112,7 @@ struct AppStoreVerifierTests {
             (try signer.sign(Self.testPayload, header: ["alg": "HS256", "x5c": x5c]), .invalidJWTFormat),
             (try signer.sign(Self.testPayload, header: ["alg": "ES256", "x5c": Array(x5c.prefix(2))]), .invalidJWTFormat),
             (try signer.sign(Self.testPayload, header: ["alg": "ES256", "x5c": ["not base64!", x5c[1], x5c[2]]]), .invalidCertificate),
-            (try signer.sign(Self.testPayload, header: ["alg": "ES256", "x5c": ["AAAA", x5c[1], x5c[2]]]), .invalidCertificate),
+            (try signer.sign(Self.testPayload, header: ["alg": "ES256", "x5c": ["AAAA", x5c[1], x5c[2]]]), .invalidJWTFormat),
             (try signer.sign(Self.testPayload, header: ["alg": "ES256", "x5c": [x5c[1], x5c[0], x5c[2]]]), .verificationFailure),
         ]
         for (token, code) in cases {

@@ -62,6 +62,7 @@ struct LedgerServerTests {
         (#"{"ledger": "l", "appStore": {"bundleId": "com.example", "environment": "Production", "trustedRoots": ["root.cer"]}}"#, "appAppleId"),
         (#"{"ledger": "l", "appStore": {"bundleId": "com.example", "environment": "Sandbox", "trustedRoots": []}}"#, "trustedRoots"),
         (#"{"ledger": "l", "appStore": {"bundleId": "com.example", "environment": "Staging", "trustedRoots": ["r"]}}"#, "appStore.environment"),
+        (#"{"ledger": "l", "bind": {"host": "0.0.0.0"}, "appStore": {"bundleId": "com.example", "environment": "Xcode", "trustedRoots": []}}"#, "unsigned"),
         ("not json", "config.json"),
     ])
     func aBadConfigurationSaysWhatToFix(_ text: String, _ expected: String) async throws {

@@ -121,6 +121,10 @@ struct RouteTests {
             #expect(positions == [2, 4, 6, 8, 10, 12, 14])
             #expect(ids == (1...7).map { "b\($0)" })
             #expect(pages == 3)
+            // A last page that is exactly full says so.
+            let full = try await client.send(.get, "/v1/accounts/ben/history?from=8&limit=4", key: TestKeys.reader).object
+            #expect((full["events"] as? [Any])?.count == 4)
+            #expect(full["next"] is NSNull)
         }
     }
 

@@ -173,6 +173,34 @@ struct SecurityTests {
         }
     }
 
+    @Test(arguments: ["", ";", " ; charset=utf-8", "text/plain"])
+    func anEmptyOrUnknownContentTypeIs415(_ contentType: String) async throws {
+        try await ServerHarness.run { harness, client in
+            var headers = HTTPFields()
+            headers[.contentType] = contentType
+            let body = Lines.added("e1", "ana", payment: "A1", product: "com.example.tenhints")
+            let answer = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: nil, body: body, headers: headers)
+            #expect(answer.status == .unsupportedMediaType)
+            #expect(harness.ledger.position == 0)
+            let health = try await client.send(.get, "/v1/health")
+            #expect(health.status == .ok)
+        }
+    }
+
+    @Test func openRoutesIgnoreKeysAndXAPIKeyIsReadBehindAnotherScheme() async throws {
+        try await ServerHarness.run { _, client in
+            // A stale key does not shut a health checker out.
+            let health = try await client.send(.get, "/v1/health", key: "a-key-that-was-rotated-out-long-ago-000")
+            #expect(health.status == .ok)
+            // A proxy's Authorization: Basic does not hide X-API-Key.
+            var headers = HTTPFields()
+            headers[.authorization] = "Basic cHJveHk6c2VjcmV0"
+            headers[HTTPField.Name("X-API-Key")!] = TestKeys.reader
+            let read = try await client.send(.get, "/v1/accounts/ana", headers: headers)
+            #expect(read.status == .ok)
+        }
+    }
+
     @Test func anUnknownContentTypeIs415() async throws {
         try await ServerHarness.run { harness, client in
             let body = Lines.added("e1", "ana", payment: "A1", product: "com.example.tenhints")

@@ -70,6 +70,8 @@ public final class Ledger: Sendable {
     let writeQueue: WriteQueue?
     private let writerLock: ExclusiveFileLock?
     private let isClosed = Atomic<Bool>(false)
+    /// After a periodic snapshot failed, no new one before this position (the writer's only).
+    private let snapshotNotBefore = Atomic<UInt64>(0)
 
     /// Opens the ledger in `directory`, creating it (and the directory) when it does not exist
     /// yet: from the newest usable snapshot and the log after it, or by replaying the whole log
@@ -262,15 +264,19 @@ public final class Ledger: Sendable {
         do {
             if !live.isWritingSnapshot {
                 guard let interval = configuration.snapshotInterval, interval > 0,
-                      live.position - (live.snapshot?.position ?? 0) >= interval, live.beginSnapshot()
+                      live.position - (live.snapshot?.position ?? 0) >= interval,
+                      live.position >= snapshotNotBefore.load(ordering: .relaxed), live.beginSnapshot()
                 else { return }
             }
             repeat {
                 try live.writeSnapshotSlice(keep: keep, budget: configuration.snapshotSlice)
             } while live.isWritingSnapshot && (writeQueue?.queuedEventCount ?? 0) == 0
         } catch {
-            // Appends go on; the next commit starts again, and an open replays a longer tail.
+            // Appends go on; another interval later a snapshot is tried again (not at every
+            // commit: a full disk would make each one pay for a doomed snapshot), and meanwhile
+            // an open replays a longer tail.
             live.abandonSnapshot()
+            snapshotNotBefore.store(live.position + (configuration.snapshotInterval ?? 0), ordering: .relaxed)
             configuration.logger.error("snapshot failed", metadata: ["error": "\(StorageErrors.map(error, maximumSize: configuration.maximumSize))"])
         }
     }

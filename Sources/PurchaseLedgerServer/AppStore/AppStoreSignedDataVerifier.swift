@@ -118,7 +118,8 @@ public struct AppStoreSignedDataVerifier: Sendable {
         } catch let error as AppStoreVerificationError {
             throw error
         } catch {
-            throw AppStoreVerificationError(.invalidCertificate, "an x5c certificate is not DER: \(error)")
+            // Apple's library answers a certificate that is base64 but not DER this way.
+            throw AppStoreVerificationError(.invalidJWTFormat, "an x5c certificate is not DER: \(error)")
         }
 
         let validationTime = payload.signedDate.map { Date(timeIntervalSince1970: $0 / 1000) } ?? Date()

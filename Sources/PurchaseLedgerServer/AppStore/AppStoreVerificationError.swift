@@ -22,9 +22,10 @@ public struct AppStoreVerificationError: Error, Sendable, Hashable, CustomString
         public var description: String { base.rawValue }
 
         /// Not a compact JWS (three base64url parts), a header or payload that is not the JSON
-        /// expected, an algorithm other than ES256, or no three-certificate `x5c` header.
+        /// expected, an algorithm other than ES256, no three-certificate `x5c` header, or a
+        /// certificate there that is not DER.
         public static let invalidJWTFormat = Code(.invalidJWTFormat)
-        /// A certificate of `x5c` that is not base64 DER, or a leaf without a P-256 key.
+        /// A certificate of `x5c` that is not base64.
         public static let invalidCertificate = Code(.invalidCertificate)
         /// The chain does not end in a trusted root, lacks Apple's OIDs, was not valid at the
         /// signing date, or the signature does not match the leaf's key.

@@ -35,6 +35,7 @@ public final class UnattributedNotificationLog: Sendable {
     }
 
     private func append(_ bytes: [UInt8]) throws {
+        let creating = access(path, F_OK) != 0
         let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
         guard descriptor >= 0 else { throw failure("open") }
         defer { close(descriptor) }
@@ -48,6 +49,16 @@ public final class UnattributedNotificationLog: Sendable {
             written += count
         }
         guard fsync(descriptor) == 0 else { throw failure("fsync") }
+        // A new file's name is durable once its directory is.
+        if creating { try syncDirectory() }
+    }
+
+    private func syncDirectory() throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        let descriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure("open the directory of") }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw failure("fsync the directory of") }
     }
 
     private func failure(_ call: String) -> StorageError {
