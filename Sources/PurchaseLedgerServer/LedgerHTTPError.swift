@@ -29,9 +29,9 @@ public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Senda
         headers[.contentType] = "application/json"
         if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
         var writer = "{\"error\": "
-        writer += JSONText.quoted(code)
+        writer += JSONString.quoted(code)
         writer += ", \"message\": "
-        writer += JSONText.quoted(message)
+        writer += JSONString.quoted(message)
         writer += "}\n"
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: writer)))
     }
@@ -63,25 +63,5 @@ public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Senda
 
     static func `internal`(_ message: String) -> LedgerHTTPError {
         LedgerHTTPError(status: .internalServerError, code: "internal", message: message)
-    }
-}
-
-/// JSON string literals, for the few response bodies written by hand.
-enum JSONText {
-    static func quoted(_ string: String) -> String {
-        var out = "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

@@ -133,7 +133,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             next = String(records[limit].position)
             records.removeLast(records.count - limit)
         }
-        var text = "{\"account\": \(JSONText.quoted(account)), \"events\": ["
+        var text = "{\"account\": \(JSONString.quoted(account)), \"events\": ["
         text += records.map { "\n  " + $0.jsonLine }.joined(separator: ",")
         text += records.isEmpty ? "], " : "\n], "
         text += "\"next\": \(next)}\n"
@@ -241,15 +241,21 @@ extension Response {
 
 /// The server's own counters (the ledger reports its commits itself).
 struct RequestMetrics: Sendable {
+    /// What `POST /v1/appstore/notifications` did: `AppStoreNotificationHandler.Handled.action`,
+    /// or `refused`.
+    static let notificationActions = ["purchase", "revoke", "unattributed", "ignored", "refused"]
+
     private let undecodableRejections: CoreMetrics.Counter
     private let undecodableOutcomes: CoreMetrics.Counter
-    private let factory: any MetricsFactory
+    private let notifications: [String: CoreMetrics.Counter]
 
     init(factory: any MetricsFactory) {
-        self.factory = factory
         // The ledger's own series: an event rejected before it reached the ledger counts the same.
         undecodableRejections = CoreMetrics.Counter(label: "purchaseledger_rejections_total", dimensions: [("code", "invalidEvent")], factory: factory)
         undecodableOutcomes = CoreMetrics.Counter(label: "purchaseledger_events_total", dimensions: [("outcome", "rejected")], factory: factory)
+        notifications = Dictionary(uniqueKeysWithValues: Self.notificationActions.map { action in
+            (action, CoreMetrics.Counter(label: "purchaseledger_appstore_notifications_total", dimensions: [("action", action)], factory: factory))
+        })
     }
 
     /// An event of a request that did not decode: rejected `invalidEvent` before the ledger.
@@ -259,6 +265,6 @@ struct RequestMetrics: Sendable {
     }
 
     func notification(_ action: String) {
-        CoreMetrics.Counter(label: "purchaseledger_appstore_notifications_total", dimensions: [("action", action)], factory: factory).increment()
+        notifications[action]?.increment()
     }
 }

@@ -12,14 +12,14 @@ public enum LedgerServer {
     /// sizes in powers of two.
     public static func metricsFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
         var factory = PrometheusMetricsFactory(registry: registry)
-        factory.durationHistogramBuckets["purchaseledger_commit_duration_seconds"] = [
+        factory.durationHistogramBuckets[LedgerMetrics.commitDurationLabel] = [
             .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2),
             .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
             .milliseconds(250), .seconds(1),
         ]
         let powersOfTwo = (0...12).map { Double(1 << $0) }
-        factory.valueHistogramBuckets["purchaseledger_commit_events"] = powersOfTwo
-        factory.valueHistogramBuckets["purchaseledger_commit_requests"] = powersOfTwo
+        factory.valueHistogramBuckets[LedgerMetrics.commitEventsLabel] = powersOfTwo
+        factory.valueHistogramBuckets[LedgerMetrics.commitRequestsLabel] = powersOfTwo
         return factory
     }
 

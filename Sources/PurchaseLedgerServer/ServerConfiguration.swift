@@ -22,8 +22,8 @@ import Foundation
 /// ```
 public struct ServerConfiguration: Codable, Sendable {
     public struct Bind: Codable, Sendable {
-        public var host: String = "127.0.0.1"
-        public var port: Int = 8080
+        public var host: String
+        public var port: Int
 
         public init(host: String = "127.0.0.1", port: Int = 8080) {
             self.host = host
@@ -32,8 +32,9 @@ public struct ServerConfiguration: Codable, Sendable {
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            host = try container.decodeIfPresent(String.self, forKey: .host) ?? "127.0.0.1"
-            port = try container.decodeIfPresent(Int.self, forKey: .port) ?? 8080
+            let defaults = Bind()
+            host = try container.decodeIfPresent(String.self, forKey: .host) ?? defaults.host
+            port = try container.decodeIfPresent(Int.self, forKey: .port) ?? defaults.port
         }
     }
 
@@ -52,9 +53,9 @@ public struct ServerConfiguration: Codable, Sendable {
 
     public struct Limits: Codable, Sendable {
         /// Largest request body; larger ones are answered 413.
-        public var bodyBytes: Int = 1 << 20
+        public var bodyBytes: Int
         /// Most events in one request; more are answered 413.
-        public var eventsPerRequest: Int = 1000
+        public var eventsPerRequest: Int
 
         public init(bodyBytes: Int = 1 << 20, eventsPerRequest: Int = 1000) {
             self.bodyBytes = bodyBytes
@@ -63,8 +64,9 @@ public struct ServerConfiguration: Codable, Sendable {
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            bodyBytes = try container.decodeIfPresent(Int.self, forKey: .bodyBytes) ?? 1 << 20
-            eventsPerRequest = try container.decodeIfPresent(Int.self, forKey: .eventsPerRequest) ?? 1000
+            let defaults = Limits()
+            bodyBytes = try container.decodeIfPresent(Int.self, forKey: .bodyBytes) ?? defaults.bodyBytes
+            eventsPerRequest = try container.decodeIfPresent(Int.self, forKey: .eventsPerRequest) ?? defaults.eventsPerRequest
         }
     }
 
@@ -101,9 +103,12 @@ public struct ServerConfiguration: Codable, Sendable {
     public var snapshotEvery: UInt64
     public var appStore: AppStore?
 
+    /// Events between snapshots unless the file says otherwise.
+    public static let defaultSnapshotEvery: UInt64 = 100_000
+
     public init(
         ledger: String, catalog: String? = nil, bind: Bind = .init(), keys: [Key], limits: Limits = .init(),
-        snapshotEvery: UInt64 = 100_000, appStore: AppStore? = nil
+        snapshotEvery: UInt64 = defaultSnapshotEvery, appStore: AppStore? = nil
     ) {
         self.ledger = ledger
         self.catalog = catalog
@@ -125,7 +130,7 @@ public struct ServerConfiguration: Codable, Sendable {
         bind = try container.decodeIfPresent(Bind.self, forKey: .bind) ?? .init()
         keys = try container.decodeIfPresent([Key].self, forKey: .keys) ?? []
         limits = try container.decodeIfPresent(Limits.self, forKey: .limits) ?? .init()
-        snapshotEvery = try container.decodeIfPresent(UInt64.self, forKey: .snapshotEvery) ?? 100_000
+        snapshotEvery = try container.decodeIfPresent(UInt64.self, forKey: .snapshotEvery) ?? Self.defaultSnapshotEvery
         appStore = try container.decodeIfPresent(AppStore.self, forKey: .appStore)
     }
 

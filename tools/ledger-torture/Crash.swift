@@ -234,7 +234,7 @@ final class Journal: Sendable {
 }
 
 /// SplitMix64, seeded.
-struct SplitMix {
+struct SplitMix: RandomNumberGenerator {
     private var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {

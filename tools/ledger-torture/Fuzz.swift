@@ -169,4 +169,3 @@ struct Fuzzer {
     }
 }
 
-extension SplitMix: RandomNumberGenerator {}

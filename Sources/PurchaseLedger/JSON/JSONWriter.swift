@@ -111,6 +111,11 @@ struct JSONWriter {
     }
 
     private mutating func appendString(_ value: String) {
+        Self.appendQuoted(value, to: &bytes)
+    }
+
+    /// `value` as a JSON string literal, escaped as everywhere in the ledger's output.
+    static func appendQuoted(_ value: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         for byte in value.utf8 {
             switch byte {

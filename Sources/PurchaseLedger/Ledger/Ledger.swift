@@ -296,16 +296,13 @@ public final class Ledger: Sendable {
 
     /// What `account` owns as of `time`; nil when the ledger has no event of that account.
     public func projection(of account: String, asOf time: Timestamp = .now()) throws -> AccountProjection? {
-        try live.projection(of: UTF8Key(account), asOf: time)
+        try live.projection(of: UTF8Key(account), asOf: time).projection
     }
 
     /// What `account` owns as of `time` (nil when the ledger has no event of it), with the log
     /// position the answer reflects: both read from one consistent view.
     public func projectionAndPosition(of account: String, asOf time: Timestamp = .now()) throws -> (projection: AccountProjection?, position: UInt64) {
-        try live.withAccountView(UTF8Key(account)) { state, position, isRevoked in
-            guard let state else { return (nil, position) }
-            return (try AccountProjection(account: account, state: state, asOf: time, isRevoked: isRevoked), position)
-        }
+        try live.projection(of: UTF8Key(account), asOf: time)
     }
 
     /// The sorted product ids `account` is entitled to as of `time`.

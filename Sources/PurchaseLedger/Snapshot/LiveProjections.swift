@@ -149,10 +149,15 @@ final class LiveProjections: Sendable {
         }
     }
 
-    /// What `account` owns as of `time`, as of the published position.
-    func projection(of account: UTF8Key, asOf time: Timestamp) throws -> AccountProjection? {
-        try withAccount(account) { state, _, isRevoked in
-            try AccountProjection(account: account.string, state: state, asOf: time, isRevoked: isRevoked)
+    /// What `account` owns as of `time` (nil when the ledger has no event of it), and the
+    /// position the answer reflects, read in one view.
+    func projection(of account: UTF8Key, asOf time: Timestamp) throws -> (projection: AccountProjection?, position: UInt64) {
+        try view(of: account) { state, position, reader in
+            guard let state else { return (nil, position) }
+            let projection = try AccountProjection(account: account.string, state: state, asOf: time) {
+                try Self.isRevoked($0, by: position, reader: reader)
+            }
+            return (projection, position)
         }
     }
 
@@ -168,16 +173,8 @@ final class LiveProjections: Sendable {
         }
     }
 
-    /// As `withAccount`, with a nil state for an account the ledger has no event of (the
-    /// position is still the one the answer reflects).
-    func withAccountView<R>(
-        _ account: UTF8Key, _ body: (AccountState?, UInt64, (UTF8Key) throws -> Bool) throws -> R
-    ) throws -> R {
-        try view(of: account) { state, position, reader in
-            try body(state, position) { try Self.isRevoked($0, by: position, reader: reader) }
-        }
-    }
-
+    /// The account's state (nil without one) at the published position, and that position, with
+    /// the read transaction they come from.
     private func view<R>(
         of account: UTF8Key, _ body: (AccountState?, UInt64, any LedgerStorageReader) throws -> R
     ) throws -> R {

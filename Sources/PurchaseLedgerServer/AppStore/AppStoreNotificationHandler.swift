@@ -22,10 +22,10 @@ public struct AppStoreNotificationHandler: Sendable {
         var outcomes: [AppendResult]
 
         var json: String {
-            var text = "{\"notificationUUID\": \(JSONText.quoted(notification.notificationUUID))"
-            text += ", \"notificationType\": \(JSONText.quoted(notification.notificationType))"
-            if let subtype = notification.subtype { text += ", \"subtype\": \(JSONText.quoted(subtype))" }
-            text += ", \"action\": \(JSONText.quoted(action)), \"outcomes\": ["
+            var text = "{\"notificationUUID\": \(JSONString.quoted(notification.notificationUUID))"
+            text += ", \"notificationType\": \(JSONString.quoted(notification.notificationType))"
+            if let subtype = notification.subtype { text += ", \"subtype\": \(JSONString.quoted(subtype))" }
+            text += ", \"action\": \(JSONString.quoted(action)), \"outcomes\": ["
             text += outcomes.enumerated().map { $0.element.reportLine($0.offset + 1) }.joined(separator: ", ")
             return text + "]}\n"
         }

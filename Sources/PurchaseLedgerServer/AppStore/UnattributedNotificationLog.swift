@@ -22,15 +22,15 @@ public final class UnattributedNotificationLog: Sendable {
     }
 
     func record(_ notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?, reason: String, signedPayload: String) throws {
-        var line = "{\"receivedAt\": \(JSONText.quoted(ISO8601DateFormatter().string(from: Date())))"
-        line += ", \"notificationUUID\": \(JSONText.quoted(notification.notificationUUID))"
-        line += ", \"notificationType\": \(JSONText.quoted(notification.notificationType))"
-        if let subtype = notification.subtype { line += ", \"subtype\": \(JSONText.quoted(subtype))" }
-        if let id = transaction?.transactionId { line += ", \"transactionId\": \(JSONText.quoted(id))" }
-        if let id = transaction?.originalTransactionId { line += ", \"originalTransactionId\": \(JSONText.quoted(id))" }
-        if let product = transaction?.productId { line += ", \"productId\": \(JSONText.quoted(product))" }
-        line += ", \"reason\": \(JSONText.quoted(reason))"
-        line += ", \"signedPayload\": \(JSONText.quoted(signedPayload))}\n"
+        var line = "{\"receivedAt\": \(JSONString.quoted(ISO8601DateFormatter().string(from: Date())))"
+        line += ", \"notificationUUID\": \(JSONString.quoted(notification.notificationUUID))"
+        line += ", \"notificationType\": \(JSONString.quoted(notification.notificationType))"
+        if let subtype = notification.subtype { line += ", \"subtype\": \(JSONString.quoted(subtype))" }
+        if let id = transaction?.transactionId { line += ", \"transactionId\": \(JSONString.quoted(id))" }
+        if let id = transaction?.originalTransactionId { line += ", \"originalTransactionId\": \(JSONString.quoted(id))" }
+        if let product = transaction?.productId { line += ", \"productId\": \(JSONString.quoted(product))" }
+        line += ", \"reason\": \(JSONString.quoted(reason))"
+        line += ", \"signedPayload\": \(JSONString.quoted(signedPayload))}\n"
         try lock.withLock { _ in try append(Array(line.utf8)) }
     }
 
