@@ -20,6 +20,9 @@ let package = Package(
         // `PurchaseLedger` never build Hummingbird.
         .library(name: "PurchaseLedgerServer", targets: ["PurchaseLedgerServer"]),
         .executable(name: "ledger-server", targets: ["LedgerServerTool"]),
+        // The PostgreSQL backend (postgres-nio): a separate product, so that apps on LMDB alone
+        // never build it.
+        .library(name: "PurchaseLedgerPostgres", targets: ["PurchaseLedgerPostgres"]),
         // For the benchmarks' raw-LMDB floor; apps need only `PurchaseLedger`.
         .library(name: "CLMDB", targets: ["CLMDB"]),
     ],
@@ -33,6 +36,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.3.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
     ],
     targets: [
         // Debian: apt-get install liblmdb-dev. The only target where C is visible.
@@ -56,11 +62,24 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The same ledger on PostgreSQL: several processes append to one database.
+        .target(
+            name: "PurchaseLedgerPostgres",
+            dependencies: [
+                "PurchaseLedger", "LMDB",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The `ledger` audit tool.
         .executableTarget(
             name: "LedgerTool",
             dependencies: [
-                "PurchaseLedger",
+                "PurchaseLedger", "PurchaseLedgerPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -82,7 +101,7 @@ let package = Package(
         .target(
             name: "PurchaseLedgerServer",
             dependencies: [
-                "PurchaseLedger",
+                "PurchaseLedger", "PurchaseLedgerPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -127,7 +146,8 @@ let package = Package(
         .testTarget(
             name: "PurchaseLedgerTests",
             dependencies: [
-                "PurchaseLedger", "LMDB",
+                "PurchaseLedger", "PurchaseLedgerPostgres", "LMDB",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Fixtures"],

@@ -354,12 +354,14 @@ struct RuleTests {
         },
     ]
 
-    @Test(arguments: cases)
-    func rule(_ rule: Case) async throws {
+    /// Every case on every backend: the rules are the same code on both, and must give the same
+    /// outcome whatever holds the log.
+    @Test(arguments: Backend.available, cases)
+    func rule(on backend: Backend, _ rule: Case) async throws {
         var u1 = Script("u1")
         var u2 = Script("u2")
         let (setup, probe) = rule.build(&u1, &u2)
-        try await withLedger { ledger, _ in
+        try await withLedger(on: backend) { ledger, _ in
             try await ledger.appendAll(setup)
             let before = (try ledger.currentState())
             let result = try await ledger.append(contentsOf: [probe])[0]

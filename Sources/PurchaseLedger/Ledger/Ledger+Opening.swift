@@ -4,7 +4,7 @@ extension Ledger {
     /// Records or checks the catalog: a new ledger gets its first catalog; an existing one may
     /// grow by the given catalog's new products.
     static func establishCatalog(
-        _ given: Catalog?, storage: any LedgerStorage, directory: String, logger: Logger
+        _ given: Catalog?, storage: any LedgerStorage, location directory: String, logger: Logger
     ) throws -> Catalog {
         let reader = LogReader(storage: storage)
         let (marker, catalogCount, last) = try storage.read { (try $0.formatMarker(), try $0.catalogs().count, try $0.lastPosition()) }
@@ -15,18 +15,24 @@ extension Ledger {
             guard let given else {
                 throw CatalogError(.missing, "\(directory) holds no ledger yet: a catalog is needed to create one")
             }
-            try storage.write { writer in
-                try writer.setFormatMarker(LMDBLedgerStorage.formatMarker)
+            // Checked again under the write: a process sharing the storage may have created it.
+            let created = try storage.write { writer -> Bool in
+                guard try writer.formatMarker() == nil, try writer.catalogs().isEmpty, try writer.lastPosition() == 0 else { return false }
+                try writer.setFormatMarker(storage.storageFormat)
                 try writer.recordCatalog(Array(given.json.utf8), effectiveFrom: 1)
+                return true
             }
-            logger.info("created ledger", metadata: ["directory": "\(directory)", "products": "\(given.products.count)"])
-            return given
+            if created {
+                logger.info("created ledger", metadata: ["location": "\(directory)", "products": "\(given.products.count)"])
+                return given
+            }
+            return try establishCatalog(given, storage: storage, location: directory, logger: logger)
         }
         guard let recorded = try reader.currentCatalog(), catalogCount > 0 else {
             throw StorageError(.damaged, "\(directory) holds a log without its catalog")
         }
-        guard marker == LMDBLedgerStorage.formatMarker else {
-            throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker ?? "?"), this version reads \(LMDBLedgerStorage.formatMarker)")
+        guard marker == storage.storageFormat else {
+            throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker ?? "?"), this version reads \(storage.storageFormat)")
         }
         guard let given, given != recorded else { return recorded }
         try recorded.checkSuccessor(given)
@@ -89,24 +95,32 @@ enum Opening {
         while next <= last {
             let end = min(last, next + UInt64(LogReader.chunkSize) - 1)
             try log.storage.read { reader in
-                let facts = FactsAsOf(reader: reader, position: next - 1)
-                var session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: next - 1)
-                var expected = next
-                try reader.forEachRecord(from: next, through: end) { position, bytes in
-                    guard position == expected else {
-                        throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
-                    }
-                    facts.position = position - 1
-                    try session.apply(try LogReader.decode(bytes, at: position), at: position)
-                    expected += 1
-                    return true
-                }
-                guard expected == end + 1 else {
-                    throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
-                }
-                session.publish(to: live)
+                try replay(reader, into: live, through: end, catalog: catalog)
             }
             next = end + 1
         }
+    }
+
+    /// Applies the records after the live position through `end`, as `reader` sees them, and
+    /// publishes them.
+    static func replay(_ reader: any LedgerStorageReader, into live: LiveProjections, through end: UInt64, catalog: Catalog) throws {
+        let next = live.position + 1
+        guard next <= end else { return }
+        let facts = FactsAsOf(reader: reader, position: next - 1)
+        var session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: next - 1)
+        var expected = next
+        try reader.forEachRecord(from: next, through: end) { position, bytes in
+            guard position == expected else {
+                throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
+            }
+            facts.position = position - 1
+            try session.apply(try LogReader.decode(bytes, at: position), at: position)
+            expected += 1
+            return true
+        }
+        guard expected == end + 1 else {
+            throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
+        }
+        session.publish(to: live)
     }
 }

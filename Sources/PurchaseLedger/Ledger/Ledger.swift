@@ -61,8 +61,8 @@ public final class Ledger: Sendable {
         public init() {}
     }
 
-    public let directory: String
-    public let catalog: Catalog
+    /// Where the ledger is: its directory, or (PostgreSQL) its database URL without a password.
+    public let location: String
     let configuration: Configuration
     let storage: any LedgerStorage
     let log: LogReader
@@ -72,6 +72,14 @@ public final class Ledger: Sendable {
     private let isClosed = Atomic<Bool>(false)
     /// After a periodic snapshot failed, no new one before this position (the writer's only).
     private let snapshotNotBefore = Atomic<UInt64>(0)
+    /// Shared storage: a catch-up is scheduled on the writer and has not started yet.
+    private let catchUpScheduled = Atomic<Bool>(false)
+
+    /// The catalog in force: the one given or recorded at open, or a larger one another
+    /// process sharing the ledger recorded since.
+    public var catalog: Catalog {
+        live.catalog
+    }
 
     /// Opens the ledger in `directory`, creating it (and the directory) when it does not exist
     /// yet: from the newest usable snapshot and the log after it, or by replaying the whole log
@@ -83,33 +91,45 @@ public final class Ledger: Sendable {
     public static func open(
         at directory: String, catalog: Catalog? = nil, configuration: Configuration = .init()
     ) throws -> Ledger {
-        try Ledger(directory: directory, catalog: catalog, configuration: configuration)
-    }
-
-    private init(directory: String, catalog newCatalog: Catalog?, configuration: Configuration) throws {
-        let clock = ContinuousClock()
-        let started = clock.now
-        self.directory = directory
-        self.configuration = configuration
-        let logger = configuration.logger
-
         if configuration.readOnly {
             try LedgerDirectory.checkExists(directory)
         } else {
-            try LedgerDirectory.prepareForWriting(directory, creating: newCatalog != nil)
+            try LedgerDirectory.prepareForWriting(directory, creating: catalog != nil)
         }
-        storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
-        var lock: ExclusiveFileLock?
+        let storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
+        let lock: ExclusiveFileLock?
         do {
-            if !configuration.readOnly {
-                lock = try LedgerDirectory.lockForWriting(directory)
-            }
+            lock = configuration.readOnly ? nil : try LedgerDirectory.lockForWriting(directory)
+        } catch {
+            storage.close()
+            throw error
+        }
+        return try Ledger(location: directory, storage: storage, writerLock: lock, catalog: catalog, configuration: configuration)
+    }
+
+    /// Opens the ledger held by `storage` (another backend's entry point). Takes ownership of
+    /// `storage` and `writerLock`: they are closed when this throws, or when the ledger closes.
+    package convenience init(location: String, storage: any LedgerStorage, catalog: Catalog?, configuration: Configuration) throws {
+        try self.init(location: location, storage: storage, writerLock: nil, catalog: catalog, configuration: configuration)
+    }
+
+    private init(
+        location: String, storage: any LedgerStorage, writerLock lock: ExclusiveFileLock?, catalog newCatalog: Catalog?,
+        configuration: Configuration
+    ) throws {
+        let clock = ContinuousClock()
+        let started = clock.now
+        self.location = location
+        self.configuration = configuration
+        self.storage = storage
+        let logger = configuration.logger
+        do {
             log = LogReader(storage: storage)
-            catalog = try Self.establishCatalog(newCatalog, storage: storage, directory: directory, logger: logger)
+            let catalog = try Self.establishCatalog(newCatalog, storage: storage, location: location, logger: logger)
             let opening = try Opening.projections(storage: storage, catalog: catalog, configuration: configuration)
             live = opening.live
             logger.info("opened ledger", metadata: [
-                "directory": "\(directory)", "events": "\(live.position)", "from": "\(opening.source)",
+                "location": "\(location)", "events": "\(live.position)", "from": "\(opening.source)",
                 "took": "\(clock.now - started)", "readOnly": "\(configuration.readOnly)",
             ])
         } catch {
@@ -133,6 +153,9 @@ public final class Ledger: Sendable {
                 ledger.work(on: requests)
             }
             box.ledger = self
+            if storage.isShared {
+                storage.watchForAppends { [weak box] in box?.ledger?.scheduleCatchUp() }
+            }
         }
     }
 
@@ -175,7 +198,7 @@ public final class Ledger: Sendable {
     /// this waits, in order of arrival, for room.
     public func submit(contentsOf events: [Event]) async throws -> PendingAppends {
         guard let writeQueue else {
-            throw StorageError(.readOnly, "the ledger at \(directory) is open read-only")
+            throw StorageError(.readOnly, "the ledger at \(location) is open read-only")
         }
         guard !events.isEmpty else { return PendingAppends(results: []) }
         return try await writeQueue.submit(.append(events))
@@ -186,7 +209,7 @@ public final class Ledger: Sendable {
     @discardableResult
     public func writeSnapshot() async throws -> UInt64? {
         guard let writeQueue else {
-            throw StorageError(.readOnly, "the ledger at \(directory) is open read-only")
+            throw StorageError(.readOnly, "the ledger at \(location) is open read-only")
         }
         let before = live.snapshot?.position
         _ = try await writeQueue.submit(.snapshot).results()
@@ -238,8 +261,9 @@ public final class Ledger: Sendable {
 
     private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
         let (results, session) = try storage.write { writer in
+            if storage.isShared { try catchUp(writer) }
             var session = ProjectionSession(
-                live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: catalog, position: live.position)
+                live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
             var results: [[AppendResult]] = []
             results.reserveCapacity(requests.count)
             for request in requests {
@@ -253,6 +277,52 @@ public final class Ledger: Sendable {
             session.publish(to: live)
         }
         return results
+    }
+
+    /// Shared storage: applies what other processes appended since this one last looked, takes
+    /// a catalog they grew and a newer snapshot they wrote. On the writer's thread: inside each
+    /// write (under the storage's append lock, so that the rules then see exactly the state the
+    /// new events follow), and when the storage signals appends.
+    private func catchUp(_ reader: any LedgerStorageReader) throws {
+        let last = try reader.lastPosition()
+        if last > live.position {
+            if let (_, json) = try reader.catalogs().last, json != Array(live.catalog.json.utf8) {
+                live.adoptCatalog(try Catalog(json: json))
+            }
+            try Opening.replay(reader, into: live, through: last, catalog: live.catalog)
+        }
+        try live.adoptNewerSnapshot(reader)
+    }
+
+    /// Shared storage (PostgreSQL): applies now what other processes appended, instead of at
+    /// their next notification or poll; returns the position caught up to. Other storage has
+    /// one writer, this one, so there is nothing to catch up with.
+    @discardableResult
+    public func catchUp() async throws -> UInt64 {
+        guard storage.isShared, let writeQueue else { return position }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            writeQueue.schedule { [self] in
+                continuation.resume(with: Result { try storage.read { try catchUp($0) } })
+            }
+        }
+        return position
+    }
+
+    /// Called when another process may have appended: a catch-up on the writer, unless one is
+    /// already waiting there.
+    private func scheduleCatchUp() {
+        guard let writeQueue, !isClosed.load(ordering: .relaxed),
+              !catchUpScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        writeQueue.schedule { [self] in
+            catchUpScheduled.store(false, ordering: .releasing)
+            do {
+                try storage.read { try catchUp($0) }
+            } catch {
+                configuration.logger.error("catching up with other processes failed; retried at the next signal or write", metadata: [
+                    "error": "\(StorageErrors.map(error, maximumSize: nil))",
+                ])
+            }
+        }
     }
 
     /// The snapshot policy, after each commit: every `snapshotInterval` events, written a slice
@@ -283,7 +353,7 @@ public final class Ledger: Sendable {
 
     /// Runs `body` on the writer, between commits (for tests that drive its steps).
     func onWriter<R>(_ body: () throws -> R) throws -> R {
-        guard let writeQueue else { throw StorageError(.readOnly, "the ledger at \(directory) is open read-only") }
+        guard let writeQueue else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
         return try writeQueue.onWriter(body)
     }
 
@@ -333,7 +403,7 @@ public final class Ledger: Sendable {
         guard position <= last else {
             throw StorageError(.damaged, "position \(position) is beyond the end of the log (\(last))", position: position)
         }
-        return try log.state(at: position, catalog: catalog, useSnapshots: true, logger: configuration.logger)
+        return try log.state(at: position, catalog: live.catalog, useSnapshots: true, logger: configuration.logger)
     }
 
     /// `account`'s events after `position` (from the first when 0), at most `limit`, in order.

@@ -4,7 +4,8 @@ import Logging
 /// need to export, verify, page through history or replay to a position. Opening one is cheap
 /// whatever the log's length, and it may run while another process appends.
 public final class LedgerLog: Sendable {
-    public let directory: String
+    /// Where the ledger is: its directory, or (PostgreSQL) its database URL without a password.
+    public let location: String
     let storage: any LedgerStorage
     let log: LogReader
     let logger: Logger
@@ -15,6 +16,12 @@ public final class LedgerLog: Sendable {
         var configuration = Ledger.Configuration()
         configuration.readOnly = true
         let storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
+        return try LedgerLog(location: directory, storage: storage, logger: logger)
+    }
+
+    /// Reads the ledger held by `storage` (another backend's entry point). Takes ownership of
+    /// `storage`: it is closed when this throws, or when the log closes.
+    package init(location: String, storage: any LedgerStorage, logger: Logger) throws {
         let marker: String?
         do {
             marker = try storage.read { try $0.formatMarker() }
@@ -22,16 +29,12 @@ public final class LedgerLog: Sendable {
             storage.close()
             throw StorageErrors.map(error, maximumSize: nil)
         }
-        guard marker == LMDBLedgerStorage.formatMarker else {
+        guard marker == storage.storageFormat else {
             storage.close()
-            if marker == nil { throw StorageError(.notALedger, "\(directory) holds no ledger") }
-            throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker!), this version reads \(LMDBLedgerStorage.formatMarker)")
+            if marker == nil { throw StorageError(.notALedger, "\(location) holds no ledger") }
+            throw StorageError(.unsupportedFormat, "\(location) holds format \(marker!), this version reads \(storage.storageFormat)")
         }
-        return LedgerLog(directory: directory, storage: storage, logger: logger)
-    }
-
-    private init(directory: String, storage: any LedgerStorage, logger: Logger) {
-        self.directory = directory
+        self.location = location
         self.storage = storage
         self.log = LogReader(storage: storage)
         self.logger = logger

@@ -234,6 +234,11 @@ final class WriteQueue: Sendable {
         try dispatchQueue.sync(execute: body)
     }
 
+    /// Runs `body` on the writer's queue after what is queued now, without waiting for it.
+    func schedule(_ body: @escaping @Sendable () -> Void) {
+        dispatchQueue.async(execute: body)
+    }
+
     private func drain() {
         while let batch = takeBatch() {
             if !batch.isEmpty { commit(batch) }

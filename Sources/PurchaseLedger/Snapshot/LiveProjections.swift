@@ -65,18 +65,29 @@ final class LiveProjections: Sendable {
     }
 
     let storage: any LedgerStorage
-    let catalog: Catalog
     let logger: Logger
     /// How many unchanged accounts may stay in memory after a snapshot.
     let cacheCapacity: Int
     private let published: Mutex<Published>
+    /// The catalog in force. It changes only when another process sharing the storage grew it
+    /// (catalogs only grow, so an older one still describes every product it has).
+    private let currentCatalog: Mutex<Catalog>
+
+    var catalog: Catalog {
+        currentCatalog.withLock { $0 }
+    }
+
+    /// Shared storage: takes the catalog another process recorded (the writer's thread only).
+    func adoptCatalog(_ catalog: Catalog) {
+        currentCatalog.withLock { $0 = catalog }
+    }
 
     init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, cacheCapacity: Int, published: Published) {
         self.storage = storage
-        self.catalog = catalog
         self.logger = logger
         self.cacheCapacity = cacheCapacity
         self.published = Mutex(published)
+        self.currentCatalog = Mutex(catalog)
     }
 
     /// Everything in memory, from a state replayed in full.
@@ -224,7 +235,8 @@ final class LiveProjections: Sendable {
         var header: SnapshotHeader
         var states: [(account: UTF8Key, state: AccountState)]
         var written = 0
-        /// No usable snapshot before it: it replaces whatever was stored.
+        /// No usable snapshot before it: it replaces whatever was stored (unless other processes
+        /// share the storage and may read what is stored).
         var replacesAll: Bool
         var started: ContinuousClock.Instant
     }
@@ -276,7 +288,7 @@ final class LiveProjections: Sendable {
         let sliceStarted = clock.now
         // The write may run twice (the map grows and it is retried): it changes nothing outside.
         let written = try storage.write { writer -> Int in
-            if job.written == 0, job.replacesAll {
+            if job.written == 0, job.replacesAll, !storage.isShared {
                 // A full snapshot replaces whatever was stored (possibly unusable snapshots).
                 try writer.removeAllSnapshots()
             }
@@ -323,6 +335,23 @@ final class LiveProjections: Sendable {
             "position": "\(position)", "accounts": "\(job.states.count)", "took": "\(clock.now - job.started)",
         ])
         return job.header
+    }
+
+    /// Shared storage: moves to a newer snapshot another process wrote, so that reads go to a
+    /// snapshot that pruning keeps. Valid once this process has applied every event through the
+    /// snapshot's position: an account not in memory is unchanged since this process's own
+    /// snapshot, hence the same in the newer one; accounts in memory are current, and those
+    /// changed only up to the newer snapshot need not be written again.
+    func adoptNewerSnapshot(_ reader: any LedgerStorageReader) throws {
+        guard !isWritingSnapshot else { return }
+        let (current, position) = published.withLock { ($0.snapshot?.position ?? 0, $0.position) }
+        guard case .success(let header)? = try SnapshotStates.newest(reader, lastPosition: position),
+              header.position > current
+        else { return }
+        published.withLock { state in
+            state.snapshot = header
+            state.lastChanged = state.lastChanged.filter { $0.value > header.position }
+        }
     }
 
     /// Drops the snapshot being written (after a failure): nothing of it is in force, and its

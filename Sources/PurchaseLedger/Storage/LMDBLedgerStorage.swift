@@ -21,6 +21,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     let environment: Environment
     let isReadOnly: Bool
+    var storageFormat: String { Self.formatMarker }
+    /// One process writes an LMDB ledger (`writer.lock` enforces it).
+    var isShared: Bool { false }
     private let claim: OpenEnvironments.Claim
     private let maximumSize: Int?
     private let directory: String
@@ -91,6 +94,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             throw StorageErrors.map(error, maximumSize: maximumSize)
         }
     }
+
+    func watchForAppends(_ onChange: @escaping @Sendable () -> Void) {}
 
     func sizeOnDisk() -> Int {
         Directory.fileSize(directory + "/" + Self.dataFileName) ?? 0

@@ -9,6 +9,16 @@
 /// snapshots of the projections.
 package protocol LedgerStorage: AnyObject, Sendable {
     var isReadOnly: Bool { get }
+    /// The format marker this storage writes into a new ledger and requires of an existing one.
+    var storageFormat: String { get }
+    /// Whether other processes may append to the same ledger (a shared database). The writer
+    /// then catches up with their appends inside each write, before it validates anything, and
+    /// a full snapshot never removes the snapshots other processes read from.
+    var isShared: Bool { get }
+
+    /// Shared storage only: calls `onChange` (from any thread) whenever another process may
+    /// have appended, until the storage is closed. Storage that is not shared never calls it.
+    func watchForAppends(_ onChange: @escaping @Sendable () -> Void)
 
     /// Runs `body` against a consistent snapshot. Buffers handed out are valid only inside.
     func read<R>(_ body: (any LedgerStorageReader) throws -> R) throws -> R
@@ -31,6 +41,14 @@ package struct StorageCounts: Sendable, Hashable {
     package var transactions: Int
     package var revocations: Int
     package var historyEntries: Int
+
+    package init(records: Int, eventIDs: Int, transactions: Int, revocations: Int, historyEntries: Int) {
+        self.records = records
+        self.eventIDs = eventIDs
+        self.transactions = transactions
+        self.revocations = revocations
+        self.historyEntries = historyEntries
+    }
 }
 
 /// The entry that holds a store transaction, since which position, and whether the transaction

@@ -1,0 +1,65 @@
+import LMDB
+import Logging
+import PurchaseLedger
+
+/// Options of the PostgreSQL backend, beside the ledger's own `Ledger.Configuration`.
+public struct PostgresOptions: Sendable {
+    /// Most connections open at once for reads (each read holds one for its transaction).
+    public var readerConnections = 8
+    /// How often to look for other processes' appends when no notification came (a lost
+    /// listening connection, or an engine without LISTEN/NOTIFY).
+    public var pollInterval: Duration = .seconds(1)
+    /// The environment `PGPASSWORD` is read from when the URL has no password.
+    public var environment: [String: String] = [:]
+
+    public init() {}
+}
+
+extension Ledger {
+    /// Opens (creating its tables and, given a catalog, the ledger itself) the ledger in the
+    /// PostgreSQL database at `url`. Any number of processes may open the same database and
+    /// append: each validates its appends against the database, under its lock, and follows
+    /// the others' appends. See `PostgresLocation` for the URL.
+    ///
+    /// `configuration.durability` `.noSync` turns `synchronous_commit` off for the writer's
+    /// connection: a crash of PostgreSQL may then lose the last acknowledged appends.
+    /// `initialMapSize` and `maximumSize` do not apply (PostgreSQL manages its files).
+    public static func open(
+        postgres url: String, catalog: Catalog? = nil, configuration: Configuration = .init(), options: PostgresOptions = .init()
+    ) throws -> Ledger {
+        let location = try PostgresLocation(url: url, environment: options.environment)
+        let storage = try PostgresLedgerStorage(
+            location: location, readOnly: configuration.readOnly, synchronousCommit: configuration.durability == .synchronous,
+            readerConnections: options.readerConnections, pollInterval: options.pollInterval, logger: configuration.logger)
+        return try Ledger(location: location.description, storage: storage, catalog: catalog, configuration: configuration)
+    }
+
+    /// Opens a ledger by location: a `postgres://` URL, or else a directory.
+    public static func open(
+        location: String, catalog: Catalog? = nil, configuration: Configuration = .init(), options: PostgresOptions = .init()
+    ) throws -> Ledger {
+        if PostgresLocation.isPostgresURL(location) {
+            return try open(postgres: location, catalog: catalog, configuration: configuration, options: options)
+        }
+        return try open(at: location, catalog: catalog, configuration: configuration)
+    }
+}
+
+extension LedgerLog {
+    /// Opens the ledger in the PostgreSQL database at `url` for reading.
+    public static func open(postgres url: String, logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = .init()) throws -> LedgerLog {
+        let location = try PostgresLocation(url: url, environment: options.environment)
+        let storage = try PostgresLedgerStorage(
+            location: location, readOnly: true, synchronousCommit: true, readerConnections: options.readerConnections,
+            pollInterval: options.pollInterval, logger: logger)
+        return try LedgerLog(location: location.description, storage: storage, logger: logger)
+    }
+
+    /// Opens a ledger for reading by location: a `postgres://` URL, or else a directory.
+    public static func open(location: String, logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = .init()) throws -> LedgerLog {
+        if PostgresLocation.isPostgresURL(location) {
+            return try open(postgres: location, logger: logger, options: options)
+        }
+        return try open(at: location, logger: logger)
+    }
+}

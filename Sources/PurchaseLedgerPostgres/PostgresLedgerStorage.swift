@@ -1,0 +1,437 @@
+import Dispatch
+import Logging
+import NIOCore
+import PostgresNIO
+import PurchaseLedger
+import Synchronization
+
+/// The PostgreSQL backend: the same storage protocol as LMDB's, on tables several processes
+/// share (`PostgresSchema`).
+///
+/// - Writes: one connection, used by the ledger's writer thread only. Each write is one
+///   transaction that first locks the head row (`SELECT … FOR UPDATE`), so writers in every
+///   process run one at a time, each seeing everything committed before it; positions come from
+///   the head and are gap-free. The transaction then updates the head and notifies the other
+///   processes (`pg_notify`), and commits. Statements whose answer is not needed are pipelined.
+/// - Reads: a pool of connections, each read one `REPEATABLE READ READ ONLY` transaction (one
+///   consistent view, like an LMDB read transaction).
+/// - Watching: one more connection `LISTEN`s for the notifications, and a timer polls the head
+///   as a fallback (a lost connection, or an engine without LISTEN/NOTIFY).
+final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
+    static let formatMarker = "purchase-ledger/postgres/1"
+    static let channel = "purchase_ledger_appends"
+
+    let isReadOnly: Bool
+    var storageFormat: String { Self.formatMarker }
+    var isShared: Bool { true }
+    let location: PostgresLocation
+    private let logger: Logger
+    private let synchronousCommit: Bool
+    private let pollInterval: Duration
+    /// The writer's connection, opened at the first write (the writer's thread only).
+    private let writerConnection = Mutex<BlockingConnection?>(nil)
+    private let readers: ReaderPool
+    private let watcher = Mutex<AppendWatcher?>(nil)
+    private let isClosed = Atomic<Bool>(false)
+
+    init(location: PostgresLocation, readOnly: Bool, synchronousCommit: Bool, readerConnections: Int, pollInterval: Duration, logger: Logger) throws {
+        self.location = location
+        self.isReadOnly = readOnly
+        self.synchronousCommit = synchronousCommit
+        self.pollInterval = pollInterval
+        self.logger = logger
+        readers = ReaderPool(location: location, limit: max(1, readerConnections), logger: logger)
+        let connection = try BlockingConnection.connect(location, logger: logger)
+        defer { connection.close() }
+        if readOnly {
+            let known = try connection.query("SELECT to_regclass('ledger_migrations') IS NOT NULL").first?.decode(Bool.self) ?? false
+            guard known else { throw StorageError(.notALedger, "\(location) holds no ledger") }
+        } else {
+            let applied = try PostgresSchema.migrate(connection)
+            if !applied.isEmpty {
+                logger.info("migrated the ledger's schema", metadata: ["location": "\(location)", "versions": "\(applied)"])
+            }
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    // MARK: LedgerStorage
+
+    func read<R>(_ body: (any LedgerStorageReader) throws -> R) throws -> R {
+        try readers.withConnection { connection in
+            try connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            do {
+                let result = try body(Reader(connection: connection))
+                try connection.query("COMMIT")
+                return result
+            } catch {
+                if !connection.isBroken { _ = try? connection.query("ROLLBACK") }
+                throw error
+            }
+        }
+    }
+
+    func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
+        guard !isReadOnly else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
+        guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the ledger is closed") }
+        let connection = try writerConnectionForUse()
+        do {
+            connection.send("BEGIN")
+            let head = try connection.query("SELECT position FROM ledger_head WHERE id = 1 FOR UPDATE").first?.decode(Int64.self)
+            guard let head else { throw StorageError(.damaged, "the ledger's head row is missing") }
+            let writer = Writer(connection: connection, head: UInt64(head))
+            let result = try body(writer)
+            if writer.isDiscarded {
+                try connection.query("ROLLBACK")
+                return result
+            }
+            if writer.head != UInt64(head) {
+                let last = Int64(writer.head)
+                connection.send("UPDATE ledger_head SET position = \(last) WHERE id = 1")
+                // Delivered at commit, to every process listening; a few bytes, once per write.
+                connection.send("SELECT pg_notify(\(Self.channel), \(String(last)))")
+            }
+            let commit = try connection.query("COMMIT")
+            // COMMIT of a transaction that failed answers ROLLBACK, not an error.
+            guard commit.metadata.command == "COMMIT" else {
+                throw StorageError(.io, "PostgreSQL rolled the write back (\(commit.metadata.command))")
+            }
+            return result
+        } catch {
+            // Whatever state the transaction is in, end it; a connection that cannot is dropped.
+            if connection.isBroken || (try? connection.query("ROLLBACK")) == nil {
+                dropWriterConnection()
+            }
+            throw error
+        }
+    }
+
+    private func writerConnectionForUse() throws -> BlockingConnection {
+        if let connection = writerConnection.withLock({ $0 }), !connection.isBroken { return connection }
+        dropWriterConnection()
+        let connection = try BlockingConnection.connect(location, logger: logger)
+        if !synchronousCommit {
+            try connection.query("SET synchronous_commit = off")
+        }
+        writerConnection.withLock { $0 = connection }
+        return connection
+    }
+
+    private func dropWriterConnection() {
+        writerConnection.withLock { connection in
+            connection?.close()
+            connection = nil
+        }
+    }
+
+    func watchForAppends(_ onChange: @escaping @Sendable () -> Void) {
+        let started = AppendWatcher(location: location, channel: Self.channel, pollInterval: pollInterval, logger: logger, onChange: onChange)
+        watcher.withLock { $0 = started }
+    }
+
+    func sizeOnDisk() -> Int {
+        let size = try? readers.withConnection { connection in
+            try connection.query("""
+                SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c
+                WHERE c.relname LIKE 'ledger\\_%' AND c.relkind = 'r' AND pg_table_is_visible(c.oid)
+                """).first?.decode(Int64?.self) ?? nil
+        }
+        return Int(size.flatMap { $0 } ?? 0)
+    }
+
+    func close() {
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        watcher.withLock { $0?.stop(); $0 = nil }
+        dropWriterConnection()
+        readers.close()
+    }
+
+    // MARK: Reading
+
+    class Reader: LedgerStorageReader {
+        let connection: BlockingConnection
+        /// Rows fetched per round trip when scanning.
+        static let pageSize = 1000
+
+        init(connection: BlockingConnection) {
+            self.connection = connection
+        }
+
+        func lastPosition() throws -> UInt64 {
+            let head = try connection.query("SELECT position FROM ledger_head WHERE id = 1").first?.decode(Int64.self)
+            return UInt64(head ?? 0)
+        }
+
+        func forEachRecord(from start: UInt64, through end: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
+            var next = Int64(clamping: start)
+            let last = Int64(clamping: end)
+            while next <= last {
+                let rows = try connection.query("""
+                    SELECT position, record FROM ledger_events WHERE position >= \(next) AND position <= \(last)
+                    ORDER BY position LIMIT \(Self.pageSize)
+                    """)
+                for row in rows {
+                    let (position, record) = try row.decode((Int64, ByteBuffer).self)
+                    guard try record.withUnsafeReadableBytes({ try body(UInt64(position), $0) }) else { return }
+                    next = position + 1
+                }
+                if rows.count < Self.pageSize { return }
+            }
+        }
+
+        func record(at position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+            guard let row = try connection.query("SELECT record FROM ledger_events WHERE position = \(Int64(clamping: position))").first else {
+                return false
+            }
+            try row.decode(ByteBuffer.self).withUnsafeReadableBytes { try body($0) }
+            return true
+        }
+
+        func position(ofEventID id: String) throws -> UInt64? {
+            try connection.query("SELECT position FROM ledger_events WHERE event_id = \(Keys.bytes(id))")
+                .first.map { UInt64(try $0.decode(Int64.self)) }
+        }
+
+        func holder(ofTransaction transaction: String) throws -> TransactionHolder? {
+            try connection.query("""
+                SELECT account, payment, position, credits_consumable FROM ledger_transactions
+                WHERE transaction_id = \(Keys.bytes(transaction))
+                """).first.map(Self.holder)
+        }
+
+        static func holder(_ row: PostgresRow) throws -> TransactionHolder {
+            let (account, payment, position, credits) = try row.decode((ByteBuffer, ByteBuffer, Int64, Bool).self)
+            return TransactionHolder(
+                entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
+                position: UInt64(position), creditsConsumable: credits)
+        }
+
+        func revocation(ofTransaction transaction: String) throws -> UInt64? {
+            try connection.query("SELECT position FROM ledger_revocations WHERE transaction_id = \(Keys.bytes(transaction))")
+                .first.map { UInt64(try $0.decode(Int64.self)) }
+        }
+
+        func forEachHolder(_ body: (String, TransactionHolder) throws -> Void) throws {
+            try scanByKey(table: "ledger_transactions", columns: "account, payment, position, credits_consumable") { row in
+                let (key, account, payment, position, credits) = try row.decode((ByteBuffer, ByteBuffer, ByteBuffer, Int64, Bool).self)
+                try body(Keys.string(key), TransactionHolder(
+                    entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
+                    position: UInt64(position), creditsConsumable: credits))
+                return key
+            }
+        }
+
+        func forEachRevocation(_ body: (String, UInt64) throws -> Void) throws {
+            try scanByKey(table: "ledger_revocations", columns: "position") { row in
+                let (key, position) = try row.decode((ByteBuffer, Int64).self)
+                try body(Keys.string(key), UInt64(position))
+                return key
+            }
+        }
+
+        /// Visits a table keyed by `transaction_id` in key order, a page per round trip; `body`
+        /// returns each row's key.
+        private func scanByKey(table: String, columns: String, _ body: (PostgresRow) throws -> ByteBuffer) throws {
+            var after: ByteBuffer?
+            while true {
+                let condition = after == nil ? "" : "WHERE transaction_id > $1"
+                var query = PostgresQuery(
+                    unsafeSQL: "SELECT transaction_id, \(columns) FROM \(table) \(condition) ORDER BY transaction_id LIMIT \(Self.pageSize)")
+                if let after { query.binds.append(after) }
+                let rows = try connection.query(query)
+                for row in rows {
+                    after = try body(row)
+                }
+                if rows.count < Self.pageSize { return }
+            }
+        }
+
+        func positions(ofAccount account: String, after position: UInt64, limit: Int) throws -> [UInt64] {
+            guard limit > 0 else { return [] }
+            return try connection.query("""
+                SELECT position FROM ledger_events WHERE account = \(Keys.bytes(account)) AND position > \(Int64(clamping: position))
+                ORDER BY position LIMIT \(Int64(clamping: limit))
+                """).map { UInt64(try $0.decode(Int64.self)) }
+        }
+
+        func hasHistoryEntry(account: String, position: UInt64) throws -> Bool {
+            try !connection.query("""
+                SELECT 1 FROM ledger_events WHERE account = \(Keys.bytes(account)) AND position = \(Int64(clamping: position))
+                """).rows.isEmpty
+        }
+
+        func accountCount() throws -> Int {
+            Int(try connection.query("SELECT count(DISTINCT account) FROM ledger_events").first?.decode(Int64.self) ?? 0)
+        }
+
+        func catalogs() throws -> [(effectiveFrom: UInt64, json: [UInt8])] {
+            try connection.query("SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from").map { row in
+                let (from, json) = try row.decode((Int64, ByteBuffer).self)
+                return (UInt64(from), Array(json.readableBytesView))
+            }
+        }
+
+        func formatMarker() throws -> String? {
+            try connection.query("SELECT value FROM ledger_meta WHERE key = 'format'").first?.decode(String.self)
+        }
+
+        func counts() throws -> StorageCounts {
+            let row = try connection.query("""
+                SELECT (SELECT count(*) FROM ledger_events), (SELECT count(*) FROM ledger_transactions),
+                       (SELECT count(*) FROM ledger_revocations)
+                """).first
+            guard let row else { throw StorageError(.io, "PostgreSQL returned no counts") }
+            let (records, transactions, revocations) = try row.decode((Int64, Int64, Int64).self)
+            // Event ids and history are columns of the events table: one row each per record.
+            return StorageCounts(
+                records: Int(records), eventIDs: Int(records), transactions: Int(transactions),
+                revocations: Int(revocations), historyEntries: Int(records))
+        }
+
+        func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {
+            try connection.query("SELECT position, header FROM ledger_snapshots ORDER BY position").map { row in
+                let (position, header) = try row.decode((Int64, ByteBuffer).self)
+                return (UInt64(position), Array(header.readableBytesView))
+            }
+        }
+
+        func accountState<R>(_ account: String, atOrBefore position: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> R) throws -> R? {
+            guard let row = try connection.query("""
+                SELECT version, state FROM ledger_account_states
+                WHERE account = \(Keys.bytes(account)) AND version <= \(Int64(clamping: position))
+                ORDER BY version DESC LIMIT 1
+                """).first else { return nil }
+            let (version, state) = try row.decode((Int64, ByteBuffer).self)
+            return try state.withUnsafeReadableBytes { try body(UInt64(version), $0) }
+        }
+
+        func accountStateVersions(_ account: String) throws -> [UInt64] {
+            try connection.query("SELECT version FROM ledger_account_states WHERE account = \(Keys.bytes(account)) ORDER BY version")
+                .map { UInt64(try $0.decode(Int64.self)) }
+        }
+
+        func forEachAccountState(_ body: (String, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+            var after: (ByteBuffer, Int64)?
+            while true {
+                let rows: PostgresQueryResult
+                if let (account, version) = after {
+                    rows = try connection.query("""
+                        SELECT account, version, state FROM ledger_account_states WHERE (account, version) > (\(account), \(version))
+                        ORDER BY account, version LIMIT \(Self.pageSize)
+                        """)
+                } else {
+                    rows = try connection.query("""
+                        SELECT account, version, state FROM ledger_account_states ORDER BY account, version LIMIT \(Self.pageSize)
+                        """)
+                }
+                for row in rows {
+                    let (account, version, state) = try row.decode((ByteBuffer, Int64, ByteBuffer).self)
+                    try state.withUnsafeReadableBytes { try body(Keys.string(account), UInt64(version), $0) }
+                    after = (account, version)
+                }
+                if rows.count < Self.pageSize { return }
+            }
+        }
+    }
+
+    // MARK: Writing
+
+    final class Writer: Reader, LedgerStorageWriter {
+        /// The last position: the head as locked, plus what this write appended.
+        private(set) var head: UInt64
+        private(set) var isDiscarded = false
+
+        init(connection: BlockingConnection, head: UInt64) {
+            self.head = head
+            super.init(connection: connection)
+        }
+
+        override func lastPosition() throws -> UInt64 {
+            head
+        }
+
+        func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
+            precondition(position == head + 1, "records are appended at the next position")
+            connection.send("""
+                INSERT INTO ledger_events (position, event_id, account, record)
+                VALUES (\(Int64(position)), \(Keys.bytes(eventID)), \(Keys.bytes(account)), \(ByteBuffer(bytes: record)))
+                """)
+            head = position
+        }
+
+        func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws {
+            connection.send("""
+                INSERT INTO ledger_transactions (transaction_id, account, payment, position, credits_consumable)
+                VALUES (\(Keys.bytes(transaction)), \(Keys.bytes(holder.entry.account)), \(Keys.bytes(holder.entry.payment)),
+                        \(Int64(holder.position)), \(holder.creditsConsumable))
+                ON CONFLICT (transaction_id) DO UPDATE SET account = excluded.account, payment = excluded.payment,
+                    position = excluded.position, credits_consumable = excluded.credits_consumable
+                """)
+        }
+
+        func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
+            connection.send("""
+                INSERT INTO ledger_revocations (transaction_id, position) VALUES (\(Keys.bytes(transaction)), \(Int64(position)))
+                ON CONFLICT (transaction_id) DO UPDATE SET position = excluded.position
+                """)
+        }
+
+        func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws {
+            connection.send("""
+                INSERT INTO ledger_catalogs (effective_from, catalog) VALUES (\(Int64(position)), \(ByteBuffer(bytes: json)))
+                ON CONFLICT (effective_from) DO UPDATE SET catalog = excluded.catalog
+                """)
+        }
+
+        func setFormatMarker(_ marker: String) throws {
+            connection.send("""
+                INSERT INTO ledger_meta (key, value) VALUES ('format', \(marker)) ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                """)
+        }
+
+        func putSnapshotHeader(_ bytes: [UInt8], position: UInt64) throws {
+            connection.send("""
+                INSERT INTO ledger_snapshots (position, header) VALUES (\(Int64(position)), \(ByteBuffer(bytes: bytes)))
+                ON CONFLICT (position) DO UPDATE SET header = excluded.header
+                """)
+        }
+
+        func deleteSnapshotHeader(position: UInt64) throws {
+            connection.send("DELETE FROM ledger_snapshots WHERE position = \(Int64(position))")
+        }
+
+        func putAccountState(_ bytes: [UInt8], account: String, version: UInt64) throws {
+            connection.send("""
+                INSERT INTO ledger_account_states (account, version, state) VALUES (\(Keys.bytes(account)), \(Int64(version)), \(ByteBuffer(bytes: bytes)))
+                ON CONFLICT (account, version) DO UPDATE SET state = excluded.state
+                """)
+        }
+
+        func deleteAccountState(account: String, version: UInt64) throws {
+            connection.send("DELETE FROM ledger_account_states WHERE account = \(Keys.bytes(account)) AND version = \(Int64(version))")
+        }
+
+        func removeAllSnapshots() throws {
+            connection.send("DELETE FROM ledger_snapshots")
+            connection.send("DELETE FROM ledger_account_states")
+        }
+
+        func discard() {
+            isDiscarded = true
+        }
+    }
+}
+
+/// Keys are stored as their UTF-8 bytes (`bytea`).
+enum Keys {
+    static func bytes(_ string: String) -> ByteBuffer {
+        ByteBuffer(string: string)
+    }
+
+    static func string(_ buffer: ByteBuffer) -> String {
+        String(buffer: buffer)
+    }
+}

@@ -1,0 +1,235 @@
+import Logging
+import PostgresNIO
+import Testing
+@testable import PurchaseLedger
+@testable import PurchaseLedgerPostgres
+
+/// The PostgreSQL backend: the same outcomes and projections as LMDB, its schema, and several
+/// ledgers (as several processes would) appending to one database.
+@Suite(.enabled(if: Backend.postgresURL != nil, "needs PURCHASE_LEDGER_TEST_POSTGRES (tools/test starts a cluster)"))
+struct PostgresBackendTests {
+    /// The same stream, in the same batches, on both backends: the same outcome for every
+    /// event, the same state after every batch, the same records, and a clean
+    /// `verify`.
+    @Test(arguments: [3, 17, 42] as [UInt64])
+    func bothBackendsAgreeEventForEvent(seed: UInt64) async throws {
+        func run(_ backend: Backend) async throws -> (outcomes: [AppendResult], states: [LedgerState], records: [LogRecord], intact: Bool) {
+            var generator = EventStreamGenerator(seed: seed)
+            var random = SeededGenerator(seed: seed &* 7)
+            return try await withLocation(on: backend) { location in
+                let ledger = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing)
+                var outcomes: [AppendResult] = []
+                var states: [LedgerState] = []
+                for _ in 0..<10 {
+                    outcomes += try await ledger.append(contentsOf: generator.events(Int.random(in: 1...30, using: &random)))
+                    states.append(try ledger.currentState())
+                }
+                var records: [LogRecord] = []
+                for try await record in ledger.records() { records.append(record) }
+                await ledger.close()
+                let log = try LedgerLog.open(location: location)
+                defer { log.close() }
+                return (outcomes, states, records, log.verify().isIntact)
+            }
+        }
+        let lmdb = try await run(.lmdb)
+        let postgres = try await run(.postgres)
+        #expect(Set(lmdb.outcomes.compactMap(\.code)).count >= 6, "the stream should break many rules")
+        #expect(postgres.outcomes == lmdb.outcomes)
+        #expect(postgres.states == lmdb.states)
+        #expect(postgres.records == lmdb.records)
+        #expect(lmdb.intact && postgres.intact)
+    }
+
+    @Test func reopeningReadsTheSnapshotAndTheTail() async throws {
+        try await withLocation(on: .postgres) { location in
+            var configuration = Ledger.Configuration.testing
+            configuration.snapshotInterval = 50
+            configuration.snapshotOnClose = false
+            var generator = EventStreamGenerator(seed: 5)
+            let ledger = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: configuration)
+            for _ in 0..<8 { _ = try await ledger.append(contentsOf: generator.events(40)) }
+            let state = try ledger.currentState()
+            let snapshotAt = ledger.statistics().snapshotPosition
+            await ledger.close()
+            #expect(snapshotAt != nil)
+
+            let reopened = try Ledger.open(location: location, configuration: configuration)
+            #expect(reopened.statistics().snapshotPosition == snapshotAt)
+            #expect(try reopened.currentState() == state)
+            #expect(try reopened.state(at: state.position / 2) == (try LedgerLog.open(location: location).state(at: state.position / 2)))
+            await reopened.close()
+        }
+    }
+
+    @Test func migrationsRunOnceEvenWhenProcessesStartTogether() async throws {
+        try await withLocation(on: .postgres) { location in
+            let ledgers = try await withThrowingTaskGroup(of: Ledger.self) { group in
+                for _ in 0..<4 {
+                    group.addTask { try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            for ledger in ledgers { await ledger.close() }
+            let connection = try BlockingConnection.connect(try PostgresLocation(url: location), logger: Logger(label: "test"))
+            defer { connection.close() }
+            let versions = try connection.query("SELECT version FROM ledger_migrations ORDER BY version").map { try $0.decode(Int.self) }
+            #expect(versions == PostgresSchema.migrations.map(\.version))
+            let catalogs = try connection.query("SELECT count(*) FROM ledger_catalogs").first!.decode(Int64.self)
+            #expect(catalogs == 1)
+        }
+    }
+
+    @Test(arguments: [
+        "postgres://", "postgres://host/db", "postgres://user@host", "postgres://user@host:99999/db",
+        "postgres://user@host/db?sslmode=allow", "postgres://user@host/db?color=blue",
+    ])
+    func unusableURLsAreRefusedByName(url: String) {
+        #expect(throws: StorageError.self) { try PostgresLocation(url: url) }
+        do {
+            _ = try Ledger.open(location: url, catalog: wordGameCatalog)
+        } catch let error as StorageError {
+            #expect(error.code == .notALedger)
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test func urlsParseAndNeverShowTheirPassword() throws {
+        let location = try PostgresLocation(url: "postgresql://app:s%40cret@db.example:6432/ledger?sslmode=require")
+        #expect(location.username == "app")
+        #expect(location.password == "s@cret")
+        #expect(location.host == "db.example")
+        #expect(location.port == 6432)
+        #expect(location.database == "ledger")
+        #expect(location.requiresTLS)
+        #expect(!location.description.contains("cret"))
+        #expect(PostgresLocation.redacting("postgres://app:secret@h/d") == "postgres://app:***@h/d")
+        let fromEnvironment = try PostgresLocation(url: "postgres://app@h/d", environment: ["PGPASSWORD": "pw"])
+        #expect(fromEnvironment.password == "pw")
+    }
+
+    @Test func aDatabaseWithoutALedgerIsNotALedger() async throws {
+        try await withLocation(on: .postgres) { location in
+            #expect(throws: CatalogError.self) { try Ledger.open(location: location) }
+            #expect(throws: StorageError.self) { try LedgerLog.open(location: location) }
+        }
+    }
+}
+
+/// Several ledgers on one database, as several server processes would have: each validates
+/// against the database under its lock, and follows the others.
+@Suite(.enabled(if: Backend.postgresURL != nil, "needs PURCHASE_LEDGER_TEST_POSTGRES (tools/test starts a cluster)"))
+struct SharedPostgresLedgerTests {
+    static let tenHints = "com.example.tenhints"
+
+    /// The same store transaction reported to three ledgers at once, under different payments
+    /// and ids: exactly one credits it; the others are told `transactionAlreadyCredited`.
+    @Test(arguments: 0..<5)
+    func aContestedTransactionIsCreditedOnce(round: Int) async throws {
+        try await withLocation(on: .postgres) { location in
+            let ledgers = try (0..<3).map { _ in try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing) }
+            let outcomes = try await withThrowingTaskGroup(of: [AppendResult].self) { group in
+                for (index, ledger) in ledgers.enumerated() {
+                    group.addTask {
+                        var script = Script("u1")
+                        script.count = index * 100
+                        return try await ledger.append(contentsOf: [
+                            script.add("p\(index)", Self.tenHints), script.purchased("p\(index)", "t-\(round)"),
+                        ])
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            let credited = outcomes.count { if case .success(.appended) = $0 { true } else { false } }
+            #expect(credited == 3 + 1, "three payments added, one purchase credited: \(outcomes.map(\.summary))")
+            #expect(outcomes.compactMap(\.code) == [.transactionAlreadyCredited, .transactionAlreadyCredited])
+            for ledger in ledgers {
+                try await ledger.catchUp()
+                #expect(try ledger.balances(of: "u1") == ["hints": 10])
+            }
+            for ledger in ledgers { await ledger.close() }
+        }
+    }
+
+    /// Three ledgers append interleaved streams concurrently. What each acknowledged is in the
+    /// log at the position it was told, the positions run without a gap, and every ledger's
+    /// projections, once caught up, equal a replay of the log from the start.
+    @Test func concurrentWritersKeepOneGapFreeLogAndAgree() async throws {
+        try await withLocation(on: .postgres) { location in
+            let ledgers = try (0..<3).map { _ in try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing) }
+            let acknowledged = try await withThrowingTaskGroup(of: [(String, UInt64)].self) { group in
+                for (index, ledger) in ledgers.enumerated() {
+                    for writer in 0..<4 {
+                        group.addTask {
+                            var generator = EventStreamGenerator(seed: UInt64(index * 10 + writer))
+                            var positions: [(String, UInt64)] = []
+                            for _ in 0..<10 {
+                                let events = generator.events(8)
+                                for (event, result) in zip(events, try await ledger.append(contentsOf: events)) {
+                                    if case .success(.appended(let position)) = result { positions.append((event.id, position)) }
+                                }
+                            }
+                            return positions
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            let last = try log.lastPosition()
+            #expect(Set(acknowledged.map(\.1)) == Set(1...last), "every position acknowledged once, none missing")
+            var byPosition: [UInt64: String] = [:]
+            try log.forEachRecord { byPosition[$0.position] = $0.event.id }
+            for (id, position) in acknowledged { #expect(byPosition[position] == id) }
+            #expect(log.verify().isIntact)
+            let replayed = try log.state(at: last)
+            for ledger in ledgers {
+                #expect(try await ledger.catchUp() == last)
+                #expect(try ledger.currentState() == replayed)
+                await ledger.close()
+            }
+        }
+    }
+
+    /// A ledger that only reads follows the appends of another one by notification alone.
+    @Test func aQuietLedgerFollowsByNotification() async throws {
+        try await withLocation(on: .postgres) { location in
+            var configuration = Ledger.Configuration.testing
+            let writer = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: configuration)
+            var options = PostgresOptions()
+            options.pollInterval = .seconds(3600)
+            configuration.snapshotOnClose = false
+            let follower = try Ledger.open(location: location, configuration: configuration, options: options)
+            var script = Script("u9")
+            try await writer.appendAll([script.add("p1", Self.tenHints), script.purchased("p1", "t1")])
+            let deadline = ContinuousClock.now + .seconds(10)
+            while follower.position < 2 && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(follower.position == 2)
+            #expect(try follower.balances(of: "u9") == ["hints": 10])
+            await follower.close()
+            await writer.close()
+        }
+    }
+
+    /// A catalog grown by one process is taken by the others when they next catch up, so they
+    /// can replay and validate events of the new products.
+    @Test func aGrownCatalogReachesTheOtherLedgers() async throws {
+        try await withLocation(on: .postgres) { location in
+            let first = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing)
+            let grown = try Catalog(products: wordGameCatalog.products + [.init(id: "com.example.stars", type: .consumable, grants: ["stars": 5])])
+            let second = try Ledger.open(location: location, catalog: grown, configuration: .testing)
+            var script = Script("u3")
+            try await second.appendAll([script.add("p1", "com.example.stars"), script.purchased("p1", "t1")])
+            try await first.catchUp()
+            #expect(first.catalog == grown)
+            #expect(try first.balances(of: "u3") == ["stars": 5])
+            try await first.appendAll([script.add("p2", "com.example.stars")])
+            await first.close()
+            await second.close()
+        }
+    }
+}
