@@ -14,7 +14,7 @@ extension LedgerCommand {
 
         func run() async throws {
             try await runOrFail {
-                let log = try LedgerLog.open(at: location.directory)
+                let log = try location.openLog()
                 defer { log.close() }
                 try log.exportJSONLines { try Console.output(bytes: $0) }
             }
@@ -35,7 +35,7 @@ extension LedgerCommand {
 
         func run() async throws {
             let report = try await runOrFail {
-                let log = try LedgerLog.open(at: location.directory)
+                let log = try location.openLog()
                 defer { log.close() }
                 return log.verify()
             }

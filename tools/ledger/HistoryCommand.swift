@@ -24,7 +24,7 @@ extension LedgerCommand {
 
         func run() async throws {
             try await runOrFail {
-                let log = try LedgerLog.open(at: location.directory)
+                let log = try location.openLog()
                 defer { log.close() }
                 let records = try log.history(account: account, after: after, limit: limit)
                 var out = ""

@@ -52,7 +52,7 @@ extension LedgerCommand {
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 configuration.snapshotInterval = snapshotEvery == 0 ? nil : snapshotEvery
-                let ledger = try Ledger.open(at: location.directory, catalog: catalogValue, configuration: configuration)
+                let ledger = try location.openLedger(catalog: catalogValue, configuration: configuration)
                 do {
                     // Opened only once the ledger is usable: a failed import leaves an old report alone.
                     let reportOutput = try report.map { try ReportOutput(path: $0) }
@@ -60,7 +60,7 @@ extension LedgerCommand {
                     try await importer.run(&input, batchSize: batchSize)
                     try reportOutput?.close()
                     await ledger.close()
-                    Console.error(importer.summary(directory: location.directory))
+                    Console.error(importer.summary(directory: location.display))
                 } catch {
                     await ledger.close()
                     throw error

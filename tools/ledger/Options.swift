@@ -1,10 +1,39 @@
 import ArgumentParser
 import PurchaseLedger
+import PurchaseLedgerPostgres
 
-/// The ledger directory every subcommand works on.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The ledger every subcommand works on: a directory (LMDB), or a PostgreSQL database URL.
 struct LedgerLocation: ParsableArguments {
-    @Argument(help: ArgumentHelp("The ledger directory.", valueName: "LEDGER_DIR"))
+    @Argument(help: ArgumentHelp(
+        "The ledger: a directory, or a postgres://USER@HOST[:PORT]/DATABASE URL (password from PGPASSWORD).",
+        valueName: "LEDGER_DIR"))
     var directory: String
+
+    /// How messages name it: a URL without its password.
+    var display: String {
+        PostgresLocation.isPostgresURL(directory) ? PostgresLocation.redacting(directory) : directory
+    }
+
+    /// PostgreSQL options, with the password from the environment.
+    static var postgresOptions: PostgresOptions {
+        var options = PostgresOptions()
+        if let password = getenv("PGPASSWORD") { options.environment["PGPASSWORD"] = String(cString: password) }
+        return options
+    }
+
+    func openLedger(catalog: Catalog? = nil, configuration: Ledger.Configuration) throws -> Ledger {
+        try Ledger.open(location: directory, catalog: catalog, configuration: configuration, options: Self.postgresOptions)
+    }
+
+    func openLog() throws -> LedgerLog {
+        try LedgerLog.open(location: directory, options: Self.postgresOptions)
+    }
 }
 
 /// Output format shared by the commands that can print JSON.

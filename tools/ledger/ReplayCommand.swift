@@ -35,7 +35,7 @@ extension LedgerCommand {
         func run() async throws {
             let time = try asOf.map(parseTimestamp) ?? .now()
             try await runOrFail {
-                let log = try LedgerLog.open(at: location.directory)
+                let log = try location.openLog()
                 defer { log.close() }
                 let last = try log.lastPosition()
                 if let position, position > last {

@@ -14,7 +14,7 @@ extension LedgerCommand {
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 configuration.snapshotOnClose = false
-                let ledger = try Ledger.open(at: location.directory, configuration: configuration)
+                let ledger = try location.openLedger(configuration: configuration)
                 let position: UInt64?
                 do {
                     position = try await ledger.writeSnapshot()

@@ -11,7 +11,7 @@ extension LedgerCommand {
 
         func run() async throws {
             try await runOrFail {
-                let log = try LedgerLog.open(at: location.directory)
+                let log = try location.openLog()
                 defer { log.close() }
                 let events = try log.lastPosition()
                 let accounts = try log.accountCount()

@@ -52,6 +52,18 @@ public final class LedgerLog: Sendable {
         return catalog
     }
 
+    /// Every catalog the ledger recorded, oldest first, each with the first position it
+    /// governs (1 for the one the ledger was created with).
+    public func catalogHistory() throws -> [(effectiveFrom: UInt64, catalog: Catalog)] {
+        try storage.read { try $0.catalogs() }.map { recorded in
+            do {
+                return (recorded.effectiveFrom, try Catalog(json: recorded.json))
+            } catch {
+                throw StorageError(.damaged, "the catalog recorded for position \(recorded.effectiveFrom) cannot be read: \(error)")
+            }
+        }
+    }
+
     /// The position of the last event.
     public func lastPosition() throws -> UInt64 {
         try log.lastPosition()

@@ -1,0 +1,155 @@
+import ArgumentParser
+import Logging
+import PurchaseLedger
+
+extension LedgerCommand {
+    struct Copy: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Copy a ledger to a new location, on the same backend or the other one, and verify the copy.",
+            discussion: """
+                SOURCE and DESTINATION are each a directory or a postgres:// URL; DESTINATION must hold no \
+                ledger yet. Every event is appended again, in order, under the catalog that governed it, and \
+                must land at its source position. Then the copy is verified: every record and index, the same \
+                records as the source, the same catalogs, and the same projections. Exits 0 only when all agree.
+                """)
+
+        @Argument(help: ArgumentHelp("The ledger to copy: a directory or a postgres:// URL.", valueName: "SOURCE"))
+        var source: String
+
+        @Argument(help: ArgumentHelp("Where to copy it: a new directory or an empty PostgreSQL database.", valueName: "DESTINATION"))
+        var destination: String
+
+        @Option(help: "Events per durable commit.")
+        var batchSize = 1000
+
+        func validate() throws {
+            guard (1...100_000).contains(batchSize) else {
+                throw ValidationError("--batch-size must be from 1 to 100000")
+            }
+            guard source != destination else {
+                throw ValidationError("SOURCE and DESTINATION are the same ledger")
+            }
+        }
+
+        func run() async throws {
+            let from = LedgerLocation(directory: source)
+            let to = LedgerLocation(directory: destination)
+            try await runOrFail {
+                let sourceLog = try from.openLog()
+                defer { sourceLog.close() }
+                if let existing = try? to.openLog() {
+                    existing.close()
+                    throw CommandFailure(message: "\(to.display) already holds a ledger; copy into a new one")
+                }
+                let copier = LedgerCopier(source: sourceLog, destination: to, batchSize: batchSize)
+                let copied = try await copier.copy()
+                Console.error("copied \(grouped(copied)) events from \(from.display) to \(to.display); verifying the copy")
+                let copy = try to.openLog()
+                defer { copy.close() }
+                try LedgerCopier.verify(copy, against: sourceLog)
+                Console.error("the copy is intact and equal to the source: \(grouped(copied)) events")
+            }
+        }
+    }
+}
+
+extension LedgerLocation {
+    init(directory: String) {
+        self.init()
+        self.directory = directory
+    }
+}
+
+/// Appends a ledger's events to a new ledger, catalog epoch by catalog epoch, so that every
+/// event is checked under the catalog that governed it in the source.
+struct LedgerCopier {
+    let source: LedgerLog
+    let destination: LedgerLocation
+    let batchSize: Int
+
+    func copy() async throws -> UInt64 {
+        let last = try source.lastPosition()
+        let catalogs = try source.catalogHistory()
+        var configuration = Ledger.Configuration()
+        configuration.logger.logLevel = .warning
+        for (index, epoch) in catalogs.enumerated() {
+            let end = index + 1 < catalogs.count ? catalogs[index + 1].effectiveFrom - 1 : last
+            // Opening with the epoch's catalog creates the ledger, or records the grown catalog
+            // from the next position on: the position the source recorded it at.
+            let ledger = try destination.openLedger(catalog: epoch.catalog, configuration: configuration)
+            do {
+                guard ledger.position == epoch.effectiveFrom - 1 else {
+                    throw CommandFailure(message: "the copy is at position \(ledger.position), the source's catalog \(index + 1) starts at \(epoch.effectiveFrom)")
+                }
+                if epoch.effectiveFrom <= end {
+                    try await append(from: epoch.effectiveFrom, through: end, to: ledger)
+                }
+                await ledger.close()
+            } catch {
+                await ledger.close()
+                throw error
+            }
+        }
+        return last
+    }
+
+    /// Submits batches while earlier ones commit (a few in flight), each event required to land
+    /// at its source position.
+    private func append(from start: UInt64, through end: UInt64, to ledger: Ledger) async throws {
+        var inFlight: [(records: [LogRecord], pending: PendingAppends)] = []
+        func settle(_ batch: (records: [LogRecord], pending: PendingAppends)) async throws {
+            for (record, result) in zip(batch.records, try await batch.pending.results()) {
+                guard case .success(.appended(let position)) = result, position == record.position else {
+                    throw CommandFailure(message: "the copy diverged at position \(record.position): \(result)")
+                }
+            }
+        }
+        var next = start
+        while next <= end {
+            let chunkEnd = min(end, next + UInt64(batchSize) - 1)
+            var records: [LogRecord] = []
+            records.reserveCapacity(batchSize)
+            try source.forEachRecord(from: next, through: chunkEnd) { records.append($0) }
+            inFlight.append((records, try await ledger.submit(contentsOf: records.map(\.event))))
+            if inFlight.count >= 4 { try await settle(inFlight.removeFirst()) }
+            next = chunkEnd + 1
+        }
+        for batch in inFlight { try await settle(batch) }
+    }
+
+    /// The copy's records, indexes and rules check out, and it equals the source: the same
+    /// records, catalogs and projections.
+    static func verify(_ copy: LedgerLog, against source: LedgerLog) throws {
+        let report = copy.verify()
+        if let damage = report.damage {
+            throw CommandFailure(message: "the copy does not verify: \(damage)")
+        }
+        let last = try source.lastPosition()
+        guard try copy.lastPosition() == last else {
+            throw CommandFailure(message: "the copy ends at position \(try copy.lastPosition()), the source at \(last)")
+        }
+        let sourceCatalogs = try source.catalogHistory()
+        let copyCatalogs = try copy.catalogHistory()
+        guard sourceCatalogs.map(\.effectiveFrom) == copyCatalogs.map(\.effectiveFrom),
+              sourceCatalogs.map(\.catalog) == copyCatalogs.map(\.catalog) else {
+            throw CommandFailure(message: "the copy's catalogs differ from the source's")
+        }
+        var next: UInt64 = 1
+        while next <= last {
+            let end = min(last, next + 9_999)
+            var expected: [LogRecord] = []
+            try source.forEachRecord(from: next, through: end) { expected.append($0) }
+            var index = 0
+            try copy.forEachRecord(from: next, through: end) { record in
+                guard index < expected.count, record == expected[index] else {
+                    throw CommandFailure(message: "the copy's record at position \(record.position) differs from the source's")
+                }
+                index += 1
+            }
+            next = end + 1
+        }
+        guard try copy.state(useSnapshots: false) == source.state() else {
+            throw CommandFailure(message: "the copy's projections differ from the source's")
+        }
+    }
+}
