@@ -128,7 +128,7 @@ let package = Package(
         .testTarget(
             name: "PurchaseLedgerServerTests",
             dependencies: [
-                "PurchaseLedgerServer", "PurchaseLedger", "LedgerServerTool",
+                "PurchaseLedgerServer", "PurchaseLedger", "PurchaseLedgerPostgres", "LedgerServerTool",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),

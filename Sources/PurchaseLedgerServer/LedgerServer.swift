@@ -1,8 +1,10 @@
+import Foundation
 import Hummingbird
 import Logging
 import NIOCore
 import Prometheus
 import PurchaseLedger
+import PurchaseLedgerPostgres
 import ServiceLifecycle
 
 /// Builds the `ledger-server` application from its configuration: opens the ledger, mounts
@@ -39,7 +41,9 @@ public enum LedgerServer {
         ledgerConfiguration.onCommit = { metrics.record($0) }
         ledgerConfiguration.snapshotInterval = configuration.snapshotEvery
         let catalog = try configuration.catalog.map { try Catalog(contentsOfFile: $0) }
-        let ledger = try Ledger.open(at: configuration.ledger, catalog: catalog, configuration: ledgerConfiguration)
+        var postgres = PostgresOptions()
+        postgres.environment["PGPASSWORD"] = ProcessInfo.processInfo.environment["PGPASSWORD"]
+        let ledger = try Ledger.open(location: configuration.ledger, catalog: catalog, configuration: ledgerConfiguration, options: postgres)
 
         var notifications: AppStoreNotificationHandler?
         do {

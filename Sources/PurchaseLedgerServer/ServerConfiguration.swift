@@ -1,4 +1,6 @@
 import Foundation
+import PurchaseLedger
+import PurchaseLedgerPostgres
 
 /// What `ledger-server` reads from its configuration file (JSON).
 ///
@@ -90,7 +92,8 @@ public struct ServerConfiguration: Codable, Sendable {
         }
     }
 
-    /// The ledger directory.
+    /// The ledger: a directory (LMDB, one server), or a `postgres://USER@HOST[:PORT]/DATABASE`
+    /// URL (any number of servers sharing it; the password from the URL or `PGPASSWORD`).
     public var ledger: String
     /// The catalog (interchange JSON or `.storekit`); needed to create the ledger.
     public var catalog: String?
@@ -166,7 +169,17 @@ public struct ServerConfiguration: Codable, Sendable {
 
     /// Checks what JSON decoding cannot: key lengths and uniqueness, limits, ports.
     public func check() throws {
-        guard !ledger.isEmpty else { throw ServerConfigurationError("\"ledger\" must name a directory") }
+        guard !ledger.isEmpty else { throw ServerConfigurationError("\"ledger\" must name a directory or a postgres:// URL") }
+        if PostgresLocation.isPostgresURL(ledger) {
+            do {
+                _ = try PostgresLocation(url: ledger)
+            } catch let error as StorageError {
+                throw ServerConfigurationError("\"ledger\": \(error.message)")
+            }
+            guard appStore == nil || appStore?.unattributedNotifications != nil else {
+                throw ServerConfigurationError("\"appStore.unattributedNotifications\" must name a file when the ledger is in PostgreSQL")
+            }
+        }
         guard (0...65_535).contains(bind.port) else { throw ServerConfigurationError("\"bind.port\" must be from 0 to 65535") }
         guard limits.bodyBytes > 0, limits.eventsPerRequest > 0 else {
             throw ServerConfigurationError("\"limits\" must be positive")

@@ -1,0 +1,293 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import PurchaseLedger
+import PurchaseLedgerPostgres
+@testable import PurchaseLedgerServer
+import Synchronization
+import Testing
+
+/// PostgreSQL's test cluster (tools/test starts one), when there is one.
+let testPostgresURL = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_TEST_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }
+
+/// Several `ledger-server` processes (the built binary) on loopback sharing one PostgreSQL
+/// ledger, as behind a load balancer.
+@Suite(.enabled(if: testPostgresURL != nil, "needs PURCHASE_LEDGER_TEST_POSTGRES (tools/test starts a cluster)"))
+struct SharedLedgerServerTests {
+    static let asOf = "2026-03-15T00:00:00Z"
+
+    /// Three servers; clients post interleaved streams to all of them, and each store
+    /// transaction of a contested pair to two servers at once (under different events, or the
+    /// very same events). Exactly one of each pair credits; the other is answered
+    /// `transactionAlreadyCredited` or `duplicate`. Every acknowledged event is in the log at
+    /// its position, and every server, once caught up, answers what a sequential replay of the
+    /// log gives.
+    @Test func threeServersShareOneLedgerAndCreditEachTransactionOnce() async throws {
+        try await withSharedDatabase { databaseURL, directory in
+            let servers = try await (0..<3).asyncMap { try await ServerProcess.start(databaseURL: databaseURL, directory: directory, index: $0) }
+            defer { for server in servers { server.stop() } }
+            let seen = SharedRun()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // Background traffic: each client its own account, on every server in turn.
+                for client in 0..<6 {
+                    group.addTask {
+                        for request in 0..<15 {
+                            let lines = (0..<4).flatMap { index -> [String] in
+                                let payment = "P\(request)-\(index)"
+                                return [
+                                    Lines.added("bg\(client)-\(request)-\(index)a", "bg-\(client)", payment: payment, product: "com.example.tenhints"),
+                                    Lines.purchased("bg\(client)-\(request)-\(index)b", "bg-\(client)", payment: payment, transaction: "bg\(client)-\(request)-\(index)"),
+                                ]
+                            }
+                            let outcomes = try await servers[(client + request) % 3].post(lines)
+                            for (line, outcome) in zip(lines, outcomes) {
+                                let position = try #require(outcome["position"] as? Int, "\(outcome)")
+                                seen.acknowledged.withLock { $0.append((line, position)) }
+                            }
+                        }
+                    }
+                }
+                // Contested pairs: the same store transaction to two servers at once.
+                for round in 0..<24 {
+                    group.addTask {
+                        let sameEvents = round % 2 == 1
+                        let (first, second) = (servers[round % 3], servers[(round + 1) % 3])
+                        func lines(_ side: String) -> [String] {
+                            let tag = sameEvents ? "same" : side
+                            return [
+                                Lines.added("c\(round)-\(tag)-1", "contested-\(round)", payment: "pay-\(tag)", product: "com.example.tenhints"),
+                                Lines.purchased("c\(round)-\(tag)-2", "contested-\(round)", payment: "pay-\(tag)", transaction: "T-\(round)"),
+                            ]
+                        }
+                        async let a = first.post(lines("a"))
+                        async let b = second.post(lines("b"))
+                        let purchases = [try await a, try await b].map { outcomes in
+                            (outcomes[1]["outcome"] as? String) == "appended" ? "appended" : (outcomes[1]["error"] as? String ?? outcomes[1]["outcome"] as? String ?? "?")
+                        }
+                        seen.contested.withLock { $0.append(purchases) }
+                    }
+                }
+                try await group.waitForAll()
+            }
+
+            // Exactly one credit per contested transaction.
+            for purchases in seen.contested.withLock({ $0 }) {
+                #expect(purchases.filter { $0 == "appended" }.count == 1, "\(purchases)")
+                #expect(purchases.allSatisfy { ["appended", "duplicate", "transactionAlreadyCredited"].contains($0) }, "\(purchases)")
+            }
+
+            // Both ways of losing happened: another event of the transaction, and the same event.
+            let losers = Set(seen.contested.withLock { $0 }.flatMap { $0 }.filter { $0 != "appended" })
+            #expect(losers == ["duplicate", "transactionAlreadyCredited"])
+
+            // The log holds what was acknowledged, without a gap, and checks out.
+            let log = try LedgerLog.open(postgres: databaseURL)
+            defer { log.close() }
+            let last = try log.lastPosition()
+            var events: [Int: Event] = [:]
+            try log.forEachRecord { events[Int($0.position)] = $0.event }
+            #expect(events.count == Int(last))
+            for (line, position) in seen.acknowledged.withLock({ $0 }) {
+                #expect(events[position] == (try Event(jsonLine: line)))
+            }
+            #expect(log.verify().isIntact)
+
+            // Every server answers what the sequential replay gives, once it has caught up.
+            let replayed = try log.state(useSnapshots: false)
+            let time = try #require(Timestamp(rfc3339: Self.asOf))
+            let accounts = replayed.accountIDs
+            for server in servers {
+                try await server.waitForPosition(last)
+                for account in accounts {
+                    let expected = try #require(replayed.projection(of: account, asOf: time)).json(position: last)
+                    let answer = try await server.get("/v1/accounts/\(account)?asOf=\(Self.asOf)")
+                    #expect(answer == expected + "\n", "\(account) on server \(server.index)")
+                }
+                for round in 0..<24 {
+                    let answer = try await server.get("/v1/accounts/contested-\(round)?asOf=\(Self.asOf)")
+                    #expect(answer.contains(#""hints": 10"#), "contested-\(round): \(answer)")
+                }
+            }
+        }
+    }
+
+    /// One of three servers is killed (SIGKILL) while clients append through all three. Every
+    /// event any server acknowledged is in the log at its position; the other two go on, and
+    /// a new server started in its place catches up with the whole log.
+    @Test func killingOneServerMidAppendLosesNothingAcknowledged() async throws {
+        try await withSharedDatabase { databaseURL, directory in
+            let servers = try await (0..<3).asyncMap { try await ServerProcess.start(databaseURL: databaseURL, directory: directory, index: $0) }
+            defer { for server in servers { server.stop() } }
+            let seen = SharedRun()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for client in 0..<9 {
+                    let server = servers[client % 3]
+                    group.addTask {
+                        for request in 0..<40 {
+                            let lines = (0..<5).map { Lines.added("k\(client)-\(request)-\($0)", "kill-\(client)", payment: "P\(request)-\($0)", product: "com.example.tenhints") }
+                            guard let outcomes = try? await server.post(lines) else {
+                                // Only the killed server's clients may fail, and only once it was killed.
+                                #expect(server.index == 0 && seen.killed.load(ordering: .acquiring), "server \(server.index) failed a request")
+                                seen.failures.withLock { $0.append(server.index) }
+                                return
+                            }
+                            for (line, outcome) in zip(lines, outcomes) {
+                                let position = try #require(outcome["position"] as? Int, "\(outcome)")
+                                seen.acknowledged.withLock { $0.append((line, position)) }
+                            }
+                        }
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(600))
+                    seen.killed.store(true, ordering: .releasing)
+                    servers[0].kill()
+                }
+                try await group.waitForAll()
+            }
+            #expect(!seen.failures.withLock { $0 }.isEmpty, "the killed server's clients should have been cut off")
+
+            let log = try LedgerLog.open(postgres: databaseURL)
+            defer { log.close() }
+            var events: [Int: Event] = [:]
+            try log.forEachRecord { events[Int($0.position)] = $0.event }
+            let answered = seen.acknowledged.withLock { $0 }
+            #expect(answered.count > 0)
+            for (line, position) in answered {
+                #expect(events[position] == (try Event(jsonLine: line)), "acknowledged at \(position)")
+            }
+            #expect(log.verify().isIntact)
+
+            // A server started in the dead one's place opens the shared ledger and is current.
+            let replacement = try await ServerProcess.start(databaseURL: databaseURL, directory: directory, index: 3)
+            defer { replacement.stop() }
+            let last = try log.lastPosition()
+            for server in [replacement, servers[1], servers[2]] { try await server.waitForPosition(last) }
+        }
+    }
+
+    /// A new database on the test cluster (made and dropped with psql) and a scratch directory.
+    func withSharedDatabase(_ body: (String, String) async throws -> Void) async throws {
+        let admin = try #require(testPostgresURL)
+        let database = "ledger_servers_\(UInt64.random(in: 0...UInt64.max))"
+        try psql(admin, "CREATE DATABASE \(database)")
+        defer { try? psql(admin, "DROP DATABASE \(database) WITH (FORCE)") }
+        try await withTemporaryDirectory { directory in
+            try await body("\(admin[..<admin.lastIndex(of: "/")!])/\(database)", directory)
+        }
+    }
+
+    private func psql(_ url: String, _ command: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["psql", url, "-qc", command]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw TestFailure("psql \(command) failed") }
+    }
+}
+
+/// What the clients of a shared-ledger test saw.
+private final class SharedRun: Sendable {
+    /// (event line, position) of every event a server acknowledged as appended.
+    let acknowledged = Mutex<[(line: String, position: Int)]>([])
+    /// The purchases' answers of each contested pair.
+    let contested = Mutex<[[String]]>([])
+    /// Servers whose requests failed.
+    let failures = Mutex<[Int]>([])
+    let killed = Atomic<Bool>(false)
+}
+
+/// A `ledger-server` process on a loopback port, on a shared PostgreSQL ledger.
+final class ServerProcess: Sendable {
+    let index: Int
+    let port: Int
+    private let process: Process
+
+    private init(index: Int, port: Int, process: Process) {
+        self.index = index
+        self.port = port
+        self.process = process
+    }
+
+    static func start(databaseURL: String, directory: String, index: Int) async throws -> ServerProcess {
+        let port = try LedgerServerTests.freePort()
+        try LedgerServerTests.catalogJSON.write(toFile: directory + "/catalog.json", atomically: true, encoding: .utf8)
+        let configuration = ServerConfiguration(
+            ledger: databaseURL, catalog: directory + "/catalog.json",
+            bind: .init(host: "127.0.0.1", port: port), keys: TestKeys.configured)
+        let path = directory + "/server-\(index).json"
+        try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: path))
+        let process = Process()
+        process.executableURL = LedgerServerTests.binary("ledger-server")
+        process.arguments = ["--config", path, "--log-level", "error"]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let server = ServerProcess(index: index, port: port, process: process)
+        for _ in 0..<300 {
+            if (try? await server.request(.get, "/v1/health"))?.0 == .ok { return server }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        server.stop()
+        throw TestFailure("ledger-server \(index) did not start")
+    }
+
+    func request(_ method: HTTPRequest.Method, _ path: String, key: String? = nil, body: String? = nil) async throws -> (HTTPResponse.Status, String) {
+        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(20)))
+        client.connect()
+        defer { Task { try? await client.shutdown() } }
+        var headers = HTTPFields()
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        if body != nil { headers[.contentType] = "application/x-ndjson" }
+        let response = try await client.execute(.init(path, method: method, authority: "localhost", headers: headers, body: body.map { ByteBuffer(string: $0) }))
+        return (response.status, response.body.map { String(buffer: $0) } ?? "")
+    }
+
+    /// Posts JSON Lines; the outcomes, or a failure when the server did not answer 200.
+    func post(_ lines: [String]) async throws -> [[String: Any]] {
+        let (status, body) = try await request(.post, "/v1/events", key: TestKeys.writer, body: lines.joined(separator: "\n") + "\n")
+        guard status == .ok, let outcomes = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [[String: Any]] else {
+            throw TestFailure("POST /v1/events answered \(status): \(body)")
+        }
+        return outcomes
+    }
+
+    func get(_ path: String) async throws -> String {
+        let (status, body) = try await request(.get, path, key: TestKeys.reader)
+        guard status == .ok else { throw TestFailure("GET \(path) answered \(status): \(body)") }
+        return body
+    }
+
+    /// Waits until the server's health reports `position` (it caught up with the others).
+    func waitForPosition(_ position: UInt64) async throws {
+        var last = ""
+        for _ in 0..<200 {
+            last = (try? await request(.get, "/v1/health"))?.1 ?? ""
+            if last.contains("\"position\": \(position)}") { return }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        throw TestFailure("server \(index) did not reach position \(position): \(last)")
+    }
+
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}
