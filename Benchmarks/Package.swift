@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
     ],
     targets: [
         // The workloads, shared by the benchmarks: event generation, ledger fixtures, the raw
@@ -24,6 +26,10 @@ let package = Package(
             dependencies: [
                 .product(name: "PurchaseLedger", package: ledgerPackage),
                 .product(name: "CLMDB", package: ledgerPackage),
+                .product(name: "PurchaseLedgerPostgres", package: ledgerPackage),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -34,6 +40,7 @@ let package = Package(
             dependencies: [
                 "Workloads",
                 .product(name: "PurchaseLedger", package: ledgerPackage),
+                .product(name: "PurchaseLedgerPostgres", package: ledgerPackage),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/LedgerBenchmarks",

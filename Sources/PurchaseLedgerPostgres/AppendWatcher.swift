@@ -6,7 +6,8 @@ import PostgresNIO
 import Synchronization
 
 /// Tells a ledger that another process may have appended: on each notification of the
-/// ledger's channel (`LISTEN`), and every `pollInterval` whatever happens, so that a lost
+/// ledger's channel (`LISTEN`; its payload is the position committed), and every
+/// `pollInterval` whatever happens, so that a lost
 /// listening connection (or an engine without LISTEN/NOTIFY) delays catching up by at most
 /// one interval. A lost connection is opened again at the next poll.
 ///
@@ -21,11 +22,11 @@ final class AppendWatcher: @unchecked Sendable {
     private let location: PostgresLocation
     private let channel: String
     private let logger: Logger
-    private let onChange: @Sendable () -> Void
+    private let onChange: @Sendable (UInt64?) -> Void
     private let state = Mutex(State())
     private let timer: any DispatchSourceTimer
 
-    init(location: PostgresLocation, channel: String, pollInterval: Duration, logger: Logger, onChange: @escaping @Sendable () -> Void) {
+    init(location: PostgresLocation, channel: String, pollInterval: Duration, logger: Logger, onChange: @escaping @Sendable (UInt64?) -> Void) {
         self.location = location
         self.channel = channel
         self.logger = logger
@@ -36,7 +37,7 @@ final class AppendWatcher: @unchecked Sendable {
         timer.setEventHandler { [weak self] in
             guard let self else { return }
             self.listenIfNeeded()
-            self.onChange()
+            self.onChange(nil)
         }
         timer.resume()
         listenIfNeeded()
@@ -60,7 +61,7 @@ final class AppendWatcher: @unchecked Sendable {
         let onChange = self.onChange
         PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration, id: 0, logger: logger)
             .flatMap { connection in
-                connection.addListener(channel: channel) { _, _ in onChange() }
+                connection.addListener(channel: channel) { _, notification in onChange(UInt64(notification.payload)) }
                 return connection.query("LISTEN \(unescaped: channel)", logger: self.logger).map { _ in connection }
             }
             .whenComplete { [weak self] result in
@@ -80,7 +81,7 @@ final class AppendWatcher: @unchecked Sendable {
                     connection.close().whenComplete { _ in }
                 case .success:
                     // Appends made while nobody listened are caught up now.
-                    onChange()
+                    onChange(nil)
                 case .failure(let error):
                     self.logger.warning("cannot listen for other processes' appends; polling meanwhile", metadata: ["error": "\(error)"])
                 }

@@ -127,7 +127,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
     }
 
-    func watchForAppends(_ onChange: @escaping @Sendable () -> Void) {
+    func watchForAppends(_ onChange: @escaping @Sendable (UInt64?) -> Void) {
         let started = AppendWatcher(location: location, channel: Self.channel, pollInterval: pollInterval, logger: logger, onChange: onChange)
         watcher.withLock { $0 = started }
     }

@@ -3,6 +3,7 @@ import Benchmark
 import Glibc
 #endif
 import PurchaseLedger
+import PurchaseLedgerPostgres
 import Synchronization
 import Workloads
 
@@ -23,6 +24,7 @@ let benchmarks: @Sendable () -> Void = {
     peerBenchmarks()
     replayBenchmarks()
     openBenchmarks()
+    if PostgresBench.url != nil { postgresBenchmarks() }
 }
 
 /// State a benchmark builds in its setup and uses in its iterations.
@@ -270,4 +272,159 @@ func openBenchmarks() {
             },
             setup: { path.value = try await LedgerFixtures.ledger(events: events, tail: 10_000) })
     }
+}
+
+// MARK: 7. The PostgreSQL backend, against the LMDB backend above and raw INSERT/SELECT
+
+/// A PostgreSQL ledger in a database of its own, dropped in teardown.
+func openPostgresLedger(_ name: String) async throws -> (Ledger, String) {
+    let database = "bench_\(name)_\(getpid())"
+    let (url, _) = try await PostgresBench.createDatabase(database)
+    var configuration = LedgerFixtures.quiet
+    configuration.snapshotOnClose = false
+    return (try Ledger.open(postgres: url, catalog: BenchmarkEvents.catalog, configuration: configuration), database)
+}
+
+func postgresBenchmarks() {
+    let single = Box<(Ledger, String, BenchmarkEvents)>()
+    Benchmark(
+        "PostgreSQL ledger: append, 1 event per commit",
+        configuration: .init(scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 5000),
+        closure: { benchmark in
+            var (ledger, _, events) = single.value!
+            let event = events.next(1)[0]
+            single.value!.2 = events
+            benchmark.startMeasurement()
+            _ = try! await ledger.append(event)
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let (ledger, database) = try await openPostgresLedger("single")
+            single.value = (ledger, database, BenchmarkEvents(prefix: "s"))
+        },
+        teardown: {
+            await single.value!.0.close()
+            await PostgresBench.dropDatabase(single.value!.1)
+        })
+
+    let batched = Box<(Ledger, String, BenchmarkEvents)>()
+    Benchmark(
+        "PostgreSQL ledger: append, 1,000 events per commit",
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+        closure: { benchmark in
+            var (ledger, _, events) = batched.value!
+            let batch = events.next(1000)
+            batched.value!.2 = events
+            benchmark.startMeasurement()
+            _ = try! await ledger.append(contentsOf: batch)
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let (ledger, database) = try await openPostgresLedger("batched")
+            batched.value = (ledger, database, BenchmarkEvents(prefix: "b"))
+        },
+        teardown: {
+            await batched.value!.0.close()
+            await PostgresBench.dropDatabase(batched.value!.1)
+        })
+
+    for tasks in [64, 256] {
+        let state = Box<(Ledger, String)>()
+        Benchmark(
+            "PostgreSQL ledger: group commit, \(tasks) concurrent appenders",
+            configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
+            closure: { benchmark in
+                let (ledger, _) = state.value!
+                var generator = BenchmarkEvents(prefix: "c\(tasks)-\(UInt64.random(in: 0..<UInt64.max))")
+                let events = generator.next(1000)
+                let shares = (0..<tasks).map { task in stride(from: task, to: events.count, by: tasks).map { events[$0] } }
+                benchmark.startMeasurement()
+                await withTaskGroup(of: Void.self) { group in
+                    for share in shares {
+                        group.addTask {
+                            for event in share { _ = try! await ledger.append(event) }
+                        }
+                    }
+                }
+                benchmark.stopMeasurement()
+            },
+            setup: { state.value = try await openPostgresLedger("concurrent\(tasks)") },
+            teardown: {
+                await state.value!.0.close()
+                await PostgresBench.dropDatabase(state.value!.1)
+            })
+    }
+
+    let replayURL = Box<String>()
+    Benchmark(
+        "PostgreSQL ledger: full replay of 1,000,000 events (open without snapshot)",
+        configuration: .init(warmupIterations: 1, scalingFactor: .mega, maxDuration: .seconds(30), maxIterations: 3),
+        closure: { benchmark in
+            var configuration = LedgerFixtures.quiet
+            configuration.readOnly = true
+            configuration.useSnapshots = false
+            let ledger = try! Ledger.open(postgres: replayURL.value!, configuration: configuration)
+            blackHole(ledger.position)
+            benchmark.stopMeasurement()
+            await ledger.close()
+        },
+        setup: { replayURL.value = try await PostgresBench.replayFixture() })
+
+    let rawSingle = Box<(PostgresPeer, String, BenchmarkEvents)>()
+    Benchmark(
+        "PostgreSQL raw: 1 insert per transaction",
+        configuration: .init(scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 5000),
+        closure: { benchmark in
+            let event = rawSingle.value!.2.next(1)[0]
+            benchmark.startMeasurement()
+            try! await rawSingle.value!.0.insert([(event.id, event.account, event.jsonLine)])
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let database = "bench_raw_single_\(getpid())"
+            let (url, _) = try await PostgresBench.createDatabase(database)
+            rawSingle.value = (try await PostgresPeer(url: url), database, BenchmarkEvents(prefix: "rs"))
+        },
+        teardown: {
+            await rawSingle.value!.0.close()
+            await PostgresBench.dropDatabase(rawSingle.value!.1)
+        })
+
+    let rawBatched = Box<(PostgresPeer, String, BenchmarkEvents)>()
+    Benchmark(
+        "PostgreSQL raw: 1,000 inserts per transaction",
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+        closure: { benchmark in
+            let rows = rawBatched.value!.2.next(1000).map { ($0.id, $0.account, $0.jsonLine) }
+            benchmark.startMeasurement()
+            try! await rawBatched.value!.0.insert(rows)
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let database = "bench_raw_batched_\(getpid())"
+            let (url, _) = try await PostgresBench.createDatabase(database)
+            rawBatched.value = (try await PostgresPeer(url: url), database, BenchmarkEvents(prefix: "rb"))
+        },
+        teardown: {
+            await rawBatched.value!.0.close()
+            await PostgresBench.dropDatabase(rawBatched.value!.1)
+        })
+
+    let rawScan = Box<PostgresPeer>()
+    Benchmark(
+        "PostgreSQL raw: ordered scan of 1,000,000 rows",
+        configuration: .init(warmupIterations: 1, scalingFactor: .mega, maxDuration: .seconds(20), maxIterations: 5),
+        closure: { benchmark in
+            blackHole(try! await rawScan.value!.scan())
+        },
+        setup: {
+            let (url, existed) = try await PostgresBench.createDatabase("bench_raw_scan_v1_1000000", keepExisting: true)
+            let peer = try await PostgresPeer(url: url)
+            let rows = existed ? try await peer.scan() : 0
+            if rows == 0 {
+                var generator = BenchmarkEvents(prefix: "rscan")
+                for _ in 0..<100 { try await peer.insert(generator.next(10_000).map { ($0.id, $0.account, $0.jsonLine) }) }
+            }
+            rawScan.value = peer
+        })
 }

@@ -237,6 +237,38 @@ report += """
 for (target, value, ok) in targets {
     report += "| \(target) | \(value) | \(verdict(ok)) |\n"
 }
+// The PostgreSQL backend against the LMDB backend (same workload, same run) and against raw
+// INSERT/SELECT on the same server.
+let postgresRows: [(String, String, String)] = [
+    ("append, 1 event per commit", "Ledger: append, 1 event per commit", "PostgreSQL raw: 1 insert per transaction"),
+    ("append, 1,000 events per commit", "Ledger: append, 1,000 events per commit", "PostgreSQL raw: 1,000 inserts per transaction"),
+    ("group commit, 64 concurrent appenders", "Ledger: group commit, 64 concurrent appenders", "PostgreSQL raw: 1,000 inserts per transaction"),
+    ("group commit, 256 concurrent appenders", "Ledger: group commit, 256 concurrent appenders", "PostgreSQL raw: 1,000 inserts per transaction"),
+    ("full replay of 1,000,000 events (open without snapshot)", "Ledger: full replay of 1,000,000 events (open without snapshot)", "PostgreSQL raw: ordered scan of 1,000,000 rows"),
+]
+if postgresRows.contains(where: { figure("PostgreSQL ledger: " + $0.0) != nil }) {
+    report += """
+
+        ## PostgreSQL backend
+
+        The same workloads on the PostgreSQL backend (a local cluster on this machine, default
+        settings, `synchronous_commit` on), against the LMDB backend of the same run and against raw
+        PostgreSQL: the same rows in a table with the same indexes, one multi-row `INSERT` per
+        transaction, one ordered `SELECT`, through postgres-nio.
+
+        | PostgreSQL ledger | throughput | LMDB ledger | vs LMDB | raw PostgreSQL | vs raw |
+        |---|---:|---:|---:|---:|---:|
+
+        """
+    for (workload, lmdbName, rawName) in postgresRows {
+        guard let postgres = figure("PostgreSQL ledger: " + workload) else { continue }
+        let lmdb = figure(lmdbName), raw = figure(rawName)
+        let lmdbText = lmdb.map { format($0.throughput) + "/s" } ?? "–"
+        let rawText = raw.map { "\(format($0.throughput))/s (\(rawName.dropFirst("PostgreSQL raw: ".count)))" } ?? "–"
+        report += "| \(workload) | \(format(postgres.throughput))/s | \(lmdbText) | \(ratio(postgres.throughput, lmdb?.throughput)) | \(rawText) | \(ratio(postgres.throughput, raw?.throughput)) |\n"
+    }
+}
+
 report += """
 
     ## Throughput against concurrency

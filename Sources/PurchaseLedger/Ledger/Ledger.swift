@@ -154,7 +154,12 @@ public final class Ledger: Sendable {
             }
             box.ledger = self
             if storage.isShared {
-                storage.watchForAppends { [weak box] in box?.ledger?.scheduleCatchUp() }
+                storage.watchForAppends { [weak box] last in
+                    guard let ledger = box?.ledger else { return }
+                    // This process's own appends are announced too: nothing to do for those.
+                    if let last, last <= ledger.position { return }
+                    ledger.scheduleCatchUp()
+                }
             }
         }
     }
@@ -285,12 +290,12 @@ public final class Ledger: Sendable {
     /// new events follow), and when the storage signals appends.
     private func catchUp(_ reader: any LedgerStorageReader) throws {
         let last = try reader.lastPosition()
-        if last > live.position {
-            if let (_, json) = try reader.catalogs().last, json != Array(live.catalog.json.utf8) {
-                live.adoptCatalog(try Catalog(json: json))
-            }
-            try Opening.replay(reader, into: live, through: last, catalog: live.catalog)
+        // Nothing new: no query beyond the head (which a write has already read).
+        guard last > live.position else { return }
+        if let (_, json) = try reader.catalogs().last, json != Array(live.catalog.json.utf8) {
+            live.adoptCatalog(try Catalog(json: json))
         }
+        try Opening.replay(reader, into: live, through: last, catalog: live.catalog)
         try live.adoptNewerSnapshot(reader)
     }
 

@@ -95,7 +95,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
     }
 
-    func watchForAppends(_ onChange: @escaping @Sendable () -> Void) {}
+    func watchForAppends(_ onChange: @escaping @Sendable (UInt64?) -> Void) {}
 
     func sizeOnDisk() -> Int {
         Directory.fileSize(directory + "/" + Self.dataFileName) ?? 0

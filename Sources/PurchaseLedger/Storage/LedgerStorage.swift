@@ -17,8 +17,9 @@ package protocol LedgerStorage: AnyObject, Sendable {
     var isShared: Bool { get }
 
     /// Shared storage only: calls `onChange` (from any thread) whenever another process may
-    /// have appended, until the storage is closed. Storage that is not shared never calls it.
-    func watchForAppends(_ onChange: @escaping @Sendable () -> Void)
+    /// have appended, with the last position when it is known, until the storage is closed.
+    /// Storage that is not shared never calls it.
+    func watchForAppends(_ onChange: @escaping @Sendable (UInt64?) -> Void)
 
     /// Runs `body` against a consistent snapshot. Buffers handed out are valid only inside.
     func read<R>(_ body: (any LedgerStorageReader) throws -> R) throws -> R
