@@ -20,13 +20,14 @@ final class AppendWatcher: @unchecked Sendable {
     }
 
     private let location: PostgresLocation
-    private let channel: String
+    /// Nil: poll only.
+    private let channel: String?
     private let logger: Logger
     private let onChange: @Sendable (UInt64?) -> Void
     private let state = Mutex(State())
     private let timer: any DispatchSourceTimer
 
-    init(location: PostgresLocation, channel: String, pollInterval: Duration, logger: Logger, onChange: @escaping @Sendable (UInt64?) -> Void) {
+    init(location: PostgresLocation, channel: String?, pollInterval: Duration, logger: Logger, onChange: @escaping @Sendable (UInt64?) -> Void) {
         self.location = location
         self.channel = channel
         self.logger = logger
@@ -44,6 +45,7 @@ final class AppendWatcher: @unchecked Sendable {
     }
 
     private func listenIfNeeded() {
+        guard let channel else { return }
         let start = state.withLock { state -> Bool in
             guard !state.isStopped, !state.connecting, state.connection?.isClosed ?? true else { return false }
             state.connecting = true
@@ -57,7 +59,6 @@ final class AppendWatcher: @unchecked Sendable {
             state.withLock { $0.connecting = false }
             return
         }
-        let channel = self.channel
         let onChange = self.onChange
         PostgresConnection.connect(on: MultiThreadedEventLoopGroup.singleton.next(), configuration: configuration, id: 0, logger: logger)
             .flatMap { connection in

@@ -18,7 +18,12 @@ final class BlockingConnection: @unchecked Sendable {
     let connection: PostgresConnection
     private let logger: Logger
     private var pipelined: [EventLoopFuture<PostgresQueryResult>] = []
-    private(set) var isBroken = false
+    private var failed = false
+
+    /// The connection failed (not a statement: the connection) or the server closed it.
+    var isBroken: Bool {
+        failed || connection.isClosed
+    }
 
     private init(connection: PostgresConnection, logger: Logger) {
         self.connection = connection
@@ -46,7 +51,7 @@ final class BlockingConnection: @unchecked Sendable {
         do {
             return try future.wait()
         } catch {
-            isBroken = isBroken || !(error is PSQLError && (error as! PSQLError).code == .server)
+            failed = failed || !(error is PSQLError && (error as! PSQLError).code == .server)
             throw PostgresErrors.map(error, "a query failed")
         }
     }
@@ -70,7 +75,7 @@ final class BlockingConnection: @unchecked Sendable {
             }
         }
         if let failure {
-            isBroken = isBroken || !(failure is PSQLError && (failure as! PSQLError).code == .server)
+            failed = failed || !(failure is PSQLError && (failure as! PSQLError).code == .server)
             throw PostgresErrors.map(failure, "a statement failed")
         }
     }

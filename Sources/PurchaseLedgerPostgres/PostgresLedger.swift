@@ -9,6 +9,10 @@ public struct PostgresOptions: Sendable {
     /// How often to look for other processes' appends when no notification came (a lost
     /// listening connection, or an engine without LISTEN/NOTIFY).
     public var pollInterval: Duration = .seconds(1)
+    /// Whether each commit notifies the other processes (`pg_notify`) and this one listens.
+    /// Turn it off on an engine without LISTEN/NOTIFY (CockroachDB, YugabyteDB): the poll then
+    /// wakes the other processes alone.
+    public var notifications = true
     /// The environment `PGPASSWORD` is read from when the URL has no password.
     public var environment: [String: String] = [:]
 
@@ -30,7 +34,7 @@ extension Ledger {
         let location = try PostgresLocation(url: url, environment: options.environment)
         let storage = try PostgresLedgerStorage(
             location: location, readOnly: configuration.readOnly, synchronousCommit: configuration.durability == .synchronous,
-            readerConnections: options.readerConnections, pollInterval: options.pollInterval, logger: configuration.logger)
+            options: options, logger: configuration.logger)
         return try Ledger(location: location.description, storage: storage, catalog: catalog, configuration: configuration)
     }
 
@@ -49,9 +53,7 @@ extension LedgerLog {
     /// Opens the ledger in the PostgreSQL database at `url` for reading.
     public static func open(postgres url: String, logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = .init()) throws -> LedgerLog {
         let location = try PostgresLocation(url: url, environment: options.environment)
-        let storage = try PostgresLedgerStorage(
-            location: location, readOnly: true, synchronousCommit: true, readerConnections: options.readerConnections,
-            pollInterval: options.pollInterval, logger: logger)
+        let storage = try PostgresLedgerStorage(location: location, readOnly: true, synchronousCommit: true, options: options, logger: logger)
         return try LedgerLog(location: location.description, storage: storage, logger: logger)
     }
 

@@ -16,7 +16,8 @@ import Synchronization
 /// - Reads: a pool of connections, each read one `REPEATABLE READ READ ONLY` transaction (one
 ///   consistent view, like an LMDB read transaction).
 /// - Watching: one more connection `LISTEN`s for the notifications, and a timer polls the head
-///   as a fallback (a lost connection, or an engine without LISTEN/NOTIFY).
+///   as a fallback (a lost connection), or alone (`PostgresOptions.notifications` off, for an
+///   engine without LISTEN/NOTIFY).
 final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
     static let formatMarker = "purchase-ledger/postgres/1"
     static let channel = "purchase_ledger_appends"
@@ -28,17 +29,21 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
     private let logger: Logger
     private let synchronousCommit: Bool
     private let pollInterval: Duration
+    /// Whether commits notify the other processes and this one listens (`pg_notify`/`LISTEN`).
+    private let notifications: Bool
     /// The writer's connection, opened at the first write (the writer's thread only).
     private let writerConnection = Mutex<BlockingConnection?>(nil)
     private let readers: ReaderPool
     private let watcher = Mutex<AppendWatcher?>(nil)
     private let isClosed = Atomic<Bool>(false)
 
-    init(location: PostgresLocation, readOnly: Bool, synchronousCommit: Bool, readerConnections: Int, pollInterval: Duration, logger: Logger) throws {
+    init(location: PostgresLocation, readOnly: Bool, synchronousCommit: Bool, options: PostgresOptions, logger: Logger) throws {
         self.location = location
         self.isReadOnly = readOnly
         self.synchronousCommit = synchronousCommit
-        self.pollInterval = pollInterval
+        self.pollInterval = options.pollInterval
+        self.notifications = options.notifications
+        let readerConnections = options.readerConnections
         self.logger = logger
         readers = ReaderPool(location: location, limit: max(1, readerConnections), logger: logger)
         let connection = try BlockingConnection.connect(location, logger: logger)
@@ -76,23 +81,51 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
         guard !isReadOnly else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
+        // A serialization failure or a deadlock aborted the transaction: run it again from the
+        // start (the protocol allows `body` to run more than once). PostgreSQL's own writers
+        // cannot deadlock (they all lock the head row first); CockroachDB's serializable
+        // transactions may abort under contention.
+        for attempt in 1... {
+            do {
+                return try writeOnce(body)
+            } catch where attempt < 5 && ["40001", "40P01"].contains(PostgresErrors.sqlState(of: error)) {
+                logger.debug("write aborted by the database; running it again", metadata: ["attempt": "\(attempt)"])
+            }
+        }
+        preconditionFailure("unreachable")
+    }
+
+    private func writeOnce<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
         guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the ledger is closed") }
         let connection = try writerConnectionForUse()
         do {
             connection.send("BEGIN")
-            let head = try connection.query("SELECT position FROM ledger_head WHERE id = 1 FOR UPDATE").first?.decode(Int64.self)
-            guard let head else { throw StorageError(.damaged, "the ledger's head row is missing") }
-            let writer = Writer(connection: connection, head: UInt64(head))
+            // The catalog's position comes with the lock: a catch-up then knows, without a
+            // round trip of its own, whether another process grew the catalog.
+            let locked = try connection.query("""
+                SELECT h.position, c.effective_from, length(c.catalog) FROM ledger_head h
+                LEFT JOIN (SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from DESC LIMIT 1) c ON true
+                WHERE h.id = 1 FOR UPDATE OF h
+                """).first?.decode((Int64, Int64?, Int32?).self)
+            guard let (head, catalogFrom, catalogSize) = locked else { throw StorageError(.damaged, "the ledger's head row is missing") }
+            let newestCatalog = catalogFrom.flatMap { from in catalogSize.map { CatalogVersion(effectiveFrom: UInt64(from), size: Int($0)) } }
+            let writer = Writer(connection: connection, head: UInt64(head), newestCatalog: newestCatalog)
             let result = try body(writer)
             if writer.isDiscarded {
                 try connection.query("ROLLBACK")
                 return result
             }
+            writer.flush()
             if writer.head != UInt64(head) {
                 let last = Int64(writer.head)
                 connection.send("UPDATE ledger_head SET position = \(last) WHERE id = 1")
-                // Delivered at commit, to every process listening; a few bytes, once per write.
-                connection.send("SELECT pg_notify(\(Self.channel), \(String(last)))")
+                if notifications {
+                    // Delivered at commit, to every process listening; a few bytes, once per write.
+                    connection.send("SELECT pg_notify(\(Self.channel), \(String(last)))")
+                }
+            } else if writer.recordedCatalog, notifications {
+                // No position: the others look, and take the grown catalog.
+                connection.send("SELECT pg_notify(\(Self.channel), 'catalog')")
             }
             let commit = try connection.query("COMMIT")
             // COMMIT of a transaction that failed answers ROLLBACK, not an error.
@@ -113,9 +146,11 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         if let connection = writerConnection.withLock({ $0 }), !connection.isBroken { return connection }
         dropWriterConnection()
         let connection = try BlockingConnection.connect(location, logger: logger)
-        if !synchronousCommit {
-            try connection.query("SET synchronous_commit = off")
-        }
+        // Explicit: the server's, database's or role's default may say otherwise.
+        try connection.query(synchronousCommit ? "SET synchronous_commit = on" : "SET synchronous_commit = off")
+        // A process that stalls (or loses its network) holding the head lock would hold up
+        // every writer: PostgreSQL ends such a transaction after a minute.
+        try connection.query("SET idle_in_transaction_session_timeout = '60s'")
         writerConnection.withLock { $0 = connection }
         return connection
     }
@@ -128,7 +163,8 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
     }
 
     func watchForAppends(_ onChange: @escaping @Sendable (UInt64?) -> Void) {
-        let started = AppendWatcher(location: location, channel: Self.channel, pollInterval: pollInterval, logger: logger, onChange: onChange)
+        let started = AppendWatcher(
+            location: location, channel: notifications ? Self.channel : nil, pollInterval: pollInterval, logger: logger, onChange: onChange)
         watcher.withLock { $0 = started }
     }
 
@@ -160,8 +196,13 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             self.connection = connection
         }
 
+        /// Runs a query of this transaction (a writer first sends what it buffered).
+        func run(_ query: PostgresQuery) throws -> PostgresQueryResult {
+            try connection.query(query)
+        }
+
         func lastPosition() throws -> UInt64 {
-            let head = try connection.query("SELECT position FROM ledger_head WHERE id = 1").first?.decode(Int64.self)
+            let head = try run("SELECT position FROM ledger_head WHERE id = 1").first?.decode(Int64.self)
             return UInt64(head ?? 0)
         }
 
@@ -169,7 +210,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             var next = Int64(clamping: start)
             let last = Int64(clamping: end)
             while next <= last {
-                let rows = try connection.query("""
+                let rows = try run("""
                     SELECT position, record FROM ledger_events WHERE position >= \(next) AND position <= \(last)
                     ORDER BY position LIMIT \(Self.pageSize)
                     """)
@@ -183,7 +224,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func record(at position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
-            guard let row = try connection.query("SELECT record FROM ledger_events WHERE position = \(Int64(clamping: position))").first else {
+            guard let row = try run("SELECT record FROM ledger_events WHERE position = \(Int64(clamping: position))").first else {
                 return false
             }
             try row.decode(ByteBuffer.self).withUnsafeReadableBytes { try body($0) }
@@ -191,12 +232,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func position(ofEventID id: String) throws -> UInt64? {
-            try connection.query("SELECT position FROM ledger_events WHERE event_id = \(Keys.bytes(id))")
+            try run("SELECT position FROM ledger_events WHERE event_id = \(Keys.bytes(id))")
                 .first.map { UInt64(try $0.decode(Int64.self)) }
         }
 
         func holder(ofTransaction transaction: String) throws -> TransactionHolder? {
-            try connection.query("""
+            try run("""
                 SELECT account, payment, position, credits_consumable FROM ledger_transactions
                 WHERE transaction_id = \(Keys.bytes(transaction))
                 """).first.map(Self.holder)
@@ -210,7 +251,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func revocation(ofTransaction transaction: String) throws -> UInt64? {
-            try connection.query("SELECT position FROM ledger_revocations WHERE transaction_id = \(Keys.bytes(transaction))")
+            try run("SELECT position FROM ledger_revocations WHERE transaction_id = \(Keys.bytes(transaction))")
                 .first.map { UInt64(try $0.decode(Int64.self)) }
         }
 
@@ -241,7 +282,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 var query = PostgresQuery(
                     unsafeSQL: "SELECT transaction_id, \(columns) FROM \(table) \(condition) ORDER BY transaction_id LIMIT \(Self.pageSize)")
                 if let after { query.binds.append(after) }
-                let rows = try connection.query(query)
+                let rows = try run(query)
                 for row in rows {
                     after = try body(row)
                 }
@@ -251,35 +292,42 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func positions(ofAccount account: String, after position: UInt64, limit: Int) throws -> [UInt64] {
             guard limit > 0 else { return [] }
-            return try connection.query("""
+            return try run("""
                 SELECT position FROM ledger_events WHERE account = \(Keys.bytes(account)) AND position > \(Int64(clamping: position))
                 ORDER BY position LIMIT \(Int64(clamping: limit))
                 """).map { UInt64(try $0.decode(Int64.self)) }
         }
 
         func hasHistoryEntry(account: String, position: UInt64) throws -> Bool {
-            try !connection.query("""
+            try !run("""
                 SELECT 1 FROM ledger_events WHERE account = \(Keys.bytes(account)) AND position = \(Int64(clamping: position))
                 """).rows.isEmpty
         }
 
         func accountCount() throws -> Int {
-            Int(try connection.query("SELECT count(DISTINCT account) FROM ledger_events").first?.decode(Int64.self) ?? 0)
+            Int(try run("SELECT count(DISTINCT account) FROM ledger_events").first?.decode(Int64.self) ?? 0)
+        }
+
+        func newestCatalogVersion() throws -> CatalogVersion? {
+            try run("SELECT effective_from, length(catalog) FROM ledger_catalogs ORDER BY effective_from DESC LIMIT 1").first.map { row in
+                let (from, size) = try row.decode((Int64, Int32).self)
+                return CatalogVersion(effectiveFrom: UInt64(from), size: Int(size))
+            }
         }
 
         func catalogs() throws -> [(effectiveFrom: UInt64, json: [UInt8])] {
-            try connection.query("SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from").map { row in
+            try run("SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from").map { row in
                 let (from, json) = try row.decode((Int64, ByteBuffer).self)
                 return (UInt64(from), Array(json.readableBytesView))
             }
         }
 
         func formatMarker() throws -> String? {
-            try connection.query("SELECT value FROM ledger_meta WHERE key = 'format'").first?.decode(String.self)
+            try run("SELECT value FROM ledger_meta WHERE key = 'format'").first?.decode(String.self)
         }
 
         func counts() throws -> StorageCounts {
-            let row = try connection.query("""
+            let row = try run("""
                 SELECT (SELECT count(*) FROM ledger_events), (SELECT count(*) FROM ledger_transactions),
                        (SELECT count(*) FROM ledger_revocations)
                 """).first
@@ -292,14 +340,14 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {
-            try connection.query("SELECT position, header FROM ledger_snapshots ORDER BY position").map { row in
+            try run("SELECT position, header FROM ledger_snapshots ORDER BY position").map { row in
                 let (position, header) = try row.decode((Int64, ByteBuffer).self)
                 return (UInt64(position), Array(header.readableBytesView))
             }
         }
 
         func accountState<R>(_ account: String, atOrBefore position: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> R) throws -> R? {
-            guard let row = try connection.query("""
+            guard let row = try run("""
                 SELECT version, state FROM ledger_account_states
                 WHERE account = \(Keys.bytes(account)) AND version <= \(Int64(clamping: position))
                 ORDER BY version DESC LIMIT 1
@@ -309,7 +357,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func accountStateVersions(_ account: String) throws -> [UInt64] {
-            try connection.query("SELECT version FROM ledger_account_states WHERE account = \(Keys.bytes(account)) ORDER BY version")
+            try run("SELECT version FROM ledger_account_states WHERE account = \(Keys.bytes(account)) ORDER BY version")
                 .map { UInt64(try $0.decode(Int64.self)) }
         }
 
@@ -318,12 +366,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             while true {
                 let rows: PostgresQueryResult
                 if let (account, version) = after {
-                    rows = try connection.query("""
+                    rows = try run("""
                         SELECT account, version, state FROM ledger_account_states WHERE (account, version) > (\(account), \(version))
                         ORDER BY account, version LIMIT \(Self.pageSize)
                         """)
                 } else {
-                    rows = try connection.query("""
+                    rows = try run("""
                         SELECT account, version, state FROM ledger_account_states ORDER BY account, version LIMIT \(Self.pageSize)
                         """)
                 }
@@ -343,26 +391,110 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// The last position: the head as locked, plus what this write appended.
         private(set) var head: UInt64
         private(set) var isDiscarded = false
+        /// Records appended and not yet sent: one multi-row INSERT for them all, before the
+        /// next query or the commit.
+        private var buffered: (positions: [Int64], ids: [ByteBuffer], accounts: [ByteBuffer], records: [ByteBuffer]) = ([], [], [], [])
+        /// What this write knows of the indexes (`prefetch`, and its own writes): a key present
+        /// with nil is known to be absent. Other keys are looked up.
+        private var eventPositions: [String: UInt64?] = [:]
+        private var holders: [String: TransactionHolder?] = [:]
+        private var revocations: [String: UInt64?] = [:]
 
-        init(connection: BlockingConnection, head: UInt64) {
+        /// The newest catalog, as locked (and as this write recorded).
+        private var newestCatalog: CatalogVersion?
+        private(set) var recordedCatalog = false
+
+        init(connection: BlockingConnection, head: UInt64, newestCatalog: CatalogVersion?) {
             self.head = head
+            self.newestCatalog = newestCatalog
             super.init(connection: connection)
+        }
+
+        override func newestCatalogVersion() throws -> CatalogVersion? {
+            newestCatalog
+        }
+
+        override func run(_ query: PostgresQuery) throws -> PostgresQueryResult {
+            flush()
+            return try super.run(query)
+        }
+
+        /// Sends the buffered records (pipelined: checked at the next query or the commit).
+        func flush() {
+            guard !buffered.positions.isEmpty else { return }
+            connection.send("""
+                INSERT INTO ledger_events (position, event_id, account, record)
+                SELECT * FROM unnest(\(buffered.positions)::bigint[], \(buffered.ids)::bytea[], \(buffered.accounts)::bytea[], \(buffered.records)::bytea[])
+                """)
+            buffered = ([], [], [], [])
         }
 
         override func lastPosition() throws -> UInt64 {
             head
         }
 
+        /// Fetches, in one round trip, what the batch's rules will look up: its event ids and
+        /// the store transactions its events name.
+        func prefetch(eventIDs: [String], transactions: [String]) throws {
+            let ids = Array(Set(eventIDs).subtracting(eventPositions.keys))
+            let keys = Array(Set(transactions).subtracting(holders.keys))
+            guard !ids.isEmpty || !keys.isEmpty else { return }
+            flush()
+            let rows = try connection.query("""
+                SELECT 0, event_id, position, NULL::bytea, NULL::bytea, NULL::boolean FROM ledger_events WHERE event_id = ANY(\(ids.map(Keys.bytes))::bytea[])
+                UNION ALL
+                SELECT 1, transaction_id, position, account, payment, credits_consumable FROM ledger_transactions WHERE transaction_id = ANY(\(keys.map(Keys.bytes))::bytea[])
+                UNION ALL
+                SELECT 2, transaction_id, position, NULL, NULL, NULL FROM ledger_revocations WHERE transaction_id = ANY(\(keys.map(Keys.bytes))::bytea[])
+                """)
+            for id in ids { eventPositions[id] = .some(nil) }
+            for key in keys {
+                holders[key] = .some(nil)
+                revocations[key] = .some(nil)
+            }
+            for row in rows {
+                let (kind, key, position, account, payment, credits) = try row.decode((Int32, ByteBuffer, Int64, ByteBuffer?, ByteBuffer?, Bool?).self)
+                switch kind {
+                case 0:
+                    eventPositions[Keys.string(key)] = UInt64(position)
+                case 1:
+                    guard let account, let payment, let credits else { throw StorageError(.damaged, "a transaction index entry is incomplete") }
+                    holders[Keys.string(key)] = TransactionHolder(
+                        entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
+                        position: UInt64(position), creditsConsumable: credits)
+                default:
+                    revocations[Keys.string(key)] = UInt64(position)
+                }
+            }
+        }
+
+        override func position(ofEventID id: String) throws -> UInt64? {
+            if let known = eventPositions[id] { return known }
+            return try super.position(ofEventID: id)
+        }
+
+        override func holder(ofTransaction transaction: String) throws -> TransactionHolder? {
+            if let known = holders[transaction] { return known }
+            return try super.holder(ofTransaction: transaction)
+        }
+
+        override func revocation(ofTransaction transaction: String) throws -> UInt64? {
+            if let known = revocations[transaction] { return known }
+            return try super.revocation(ofTransaction: transaction)
+        }
+
         func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
             precondition(position == head + 1, "records are appended at the next position")
-            connection.send("""
-                INSERT INTO ledger_events (position, event_id, account, record)
-                VALUES (\(Int64(position)), \(Keys.bytes(eventID)), \(Keys.bytes(account)), \(ByteBuffer(bytes: record)))
-                """)
+            buffered.positions.append(Int64(position))
+            buffered.ids.append(Keys.bytes(eventID))
+            buffered.accounts.append(Keys.bytes(account))
+            buffered.records.append(ByteBuffer(bytes: record))
+            eventPositions[eventID] = position
             head = position
         }
 
         func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws {
+            holders[transaction] = holder
             connection.send("""
                 INSERT INTO ledger_transactions (transaction_id, account, payment, position, credits_consumable)
                 VALUES (\(Keys.bytes(transaction)), \(Keys.bytes(holder.entry.account)), \(Keys.bytes(holder.entry.payment)),
@@ -373,6 +505,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
+            revocations[transaction] = position
             connection.send("""
                 INSERT INTO ledger_revocations (transaction_id, position) VALUES (\(Keys.bytes(transaction)), \(Int64(position)))
                 ON CONFLICT (transaction_id) DO UPDATE SET position = excluded.position
@@ -380,6 +513,10 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws {
+            if position >= newestCatalog?.effectiveFrom ?? 0 {
+                newestCatalog = CatalogVersion(effectiveFrom: position, size: json.count)
+            }
+            recordedCatalog = true
             connection.send("""
                 INSERT INTO ledger_catalogs (effective_from, catalog) VALUES (\(Int64(position)), \(ByteBuffer(bytes: json)))
                 ON CONFLICT (effective_from) DO UPDATE SET catalog = excluded.catalog

@@ -46,7 +46,7 @@ extension LedgerCommand {
                 Console.error("copied \(grouped(copied)) events from \(from.display) to \(to.display); verifying the copy")
                 let copy = try to.openLog()
                 defer { copy.close() }
-                try LedgerCopier.verify(copy, against: sourceLog)
+                try LedgerCopier.verify(copy, against: sourceLog, through: copied)
                 Console.error("the copy is intact and equal to the source: \(grouped(copied)) events")
             }
         }
@@ -67,9 +67,10 @@ struct LedgerCopier {
     let destination: LedgerLocation
     let batchSize: Int
 
+    /// Copies through the source's last position now; returns it.
     func copy() async throws -> UInt64 {
         let last = try source.lastPosition()
-        let catalogs = try source.catalogHistory()
+        let catalogs = try source.catalogHistory().filter { $0.effectiveFrom <= last + 1 }
         var configuration = Ledger.Configuration()
         configuration.logger.logLevel = .warning
         for (index, epoch) in catalogs.enumerated() {
@@ -117,18 +118,18 @@ struct LedgerCopier {
         for batch in inFlight { try await settle(batch) }
     }
 
-    /// The copy's records, indexes and rules check out, and it equals the source: the same
-    /// records, catalogs and projections.
-    static func verify(_ copy: LedgerLog, against source: LedgerLog) throws {
+    /// The copy's records, indexes and rules check out, and it equals the source through
+    /// `last`, the position copied to (a source that is still appended to goes on past it):
+    /// the same records, catalogs and projections.
+    static func verify(_ copy: LedgerLog, against source: LedgerLog, through last: UInt64) throws {
         let report = copy.verify()
         if let damage = report.damage {
             throw CommandFailure(message: "the copy does not verify: \(damage)")
         }
-        let last = try source.lastPosition()
         guard try copy.lastPosition() == last else {
-            throw CommandFailure(message: "the copy ends at position \(try copy.lastPosition()), the source at \(last)")
+            throw CommandFailure(message: "the copy ends at position \(try copy.lastPosition()), not at \(last)")
         }
-        let sourceCatalogs = try source.catalogHistory()
+        let sourceCatalogs = try source.catalogHistory().filter { $0.effectiveFrom <= last + 1 }
         let copyCatalogs = try copy.catalogHistory()
         guard sourceCatalogs.map(\.effectiveFrom) == copyCatalogs.map(\.effectiveFrom),
               sourceCatalogs.map(\.catalog) == copyCatalogs.map(\.catalog) else {
@@ -148,7 +149,7 @@ struct LedgerCopier {
             }
             next = end + 1
         }
-        guard try copy.state(useSnapshots: false) == source.state() else {
+        guard try copy.state(useSnapshots: false) == source.state(at: last) else {
             throw CommandFailure(message: "the copy's projections differ from the source's")
         }
     }

@@ -358,7 +358,7 @@ func postgresBenchmarks() {
     let replayURL = Box<String>()
     Benchmark(
         "PostgreSQL ledger: full replay of 1,000,000 events (open without snapshot)",
-        configuration: .init(warmupIterations: 1, scalingFactor: .mega, maxDuration: .seconds(30), maxIterations: 3),
+        configuration: .init(warmupIterations: 0, scalingFactor: .mega, maxDuration: .seconds(90), maxIterations: 3),
         closure: { benchmark in
             var configuration = LedgerFixtures.quiet
             configuration.readOnly = true

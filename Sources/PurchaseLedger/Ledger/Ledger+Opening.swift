@@ -2,20 +2,22 @@ import Logging
 
 extension Ledger {
     /// Records or checks the catalog: a new ledger gets its first catalog; an existing one may
-    /// grow by the given catalog's new products.
+    /// grow by the given catalog's new products. Returns the catalog in force and which
+    /// recorded catalog it is.
+    ///
+    /// What is decided on a read is checked again under the write, since a process sharing the
+    /// storage may have created the ledger or grown its catalog in between; then it starts over.
     static func establishCatalog(
         _ given: Catalog?, storage: any LedgerStorage, location directory: String, logger: Logger
-    ) throws -> Catalog {
-        let reader = LogReader(storage: storage)
-        let (marker, catalogCount, last) = try storage.read { (try $0.formatMarker(), try $0.catalogs().count, try $0.lastPosition()) }
-        if marker == nil && catalogCount == 0 && last == 0 {
+    ) throws -> (catalog: Catalog, version: CatalogVersion) {
+        let (marker, catalogs, last) = try storage.read { (try $0.formatMarker(), try $0.catalogs(), try $0.lastPosition()) }
+        if marker == nil && catalogs.isEmpty && last == 0 {
             guard !storage.isReadOnly else {
                 throw StorageError(.notALedger, "\(directory) holds no ledger")
             }
             guard let given else {
                 throw CatalogError(.missing, "\(directory) holds no ledger yet: a catalog is needed to create one")
             }
-            // Checked again under the write: a process sharing the storage may have created it.
             let created = try storage.write { writer -> Bool in
                 guard try writer.formatMarker() == nil, try writer.catalogs().isEmpty, try writer.lastPosition() == 0 else { return false }
                 try writer.setFormatMarker(storage.storageFormat)
@@ -24,26 +26,47 @@ extension Ledger {
             }
             if created {
                 logger.info("created ledger", metadata: ["location": "\(directory)", "products": "\(given.products.count)"])
-                return given
+                return (given, CatalogVersion(effectiveFrom: 1, size: given.json.utf8.count))
             }
             return try establishCatalog(given, storage: storage, location: directory, logger: logger)
         }
-        guard let recorded = try reader.currentCatalog(), catalogCount > 0 else {
+        guard let newest = catalogs.last else {
             throw StorageError(.damaged, "\(directory) holds a log without its catalog")
+        }
+        let recorded: Catalog
+        do {
+            recorded = try Catalog(json: newest.json)
+        } catch {
+            throw StorageError(.damaged, "the ledger's catalog cannot be read: \(error)")
         }
         guard marker == storage.storageFormat else {
             throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker ?? "?"), this version reads \(storage.storageFormat)")
         }
-        guard let given, given != recorded else { return recorded }
+        let recordedVersion = CatalogVersion(effectiveFrom: newest.effectiveFrom, size: newest.json.count)
+        guard let given, given != recorded else { return (recorded, recordedVersion) }
+        if storage.isShared, (try? given.checkSuccessor(recorded)) != nil {
+            // Another process sharing the ledger grew the catalog past this one's (a rolling
+            // upgrade): the recorded catalog governs.
+            logger.info("the ledger's catalog has grown past the one given; using the ledger's", metadata: [
+                "given": "\(given.products.count)", "recorded": "\(recorded.products.count)",
+            ])
+            return (recorded, recordedVersion)
+        }
         try recorded.checkSuccessor(given)
         guard !storage.isReadOnly else {
             throw CatalogError(.conflict, "the ledger is open read-only; its catalog cannot grow")
         }
-        try storage.write { writer in
-            try writer.recordCatalog(Array(given.json.utf8), effectiveFrom: try writer.lastPosition() + 1)
+        let grown = try storage.write { writer -> UInt64? in
+            guard try writer.catalogs().last?.json == newest.json else { return nil }
+            let effectiveFrom = try writer.lastPosition() + 1
+            try writer.recordCatalog(Array(given.json.utf8), effectiveFrom: effectiveFrom)
+            return effectiveFrom
+        }
+        guard let grown else {
+            return try establishCatalog(given, storage: storage, location: directory, logger: logger)
         }
         logger.info("catalog grew", metadata: ["products": "\(recorded.products.count) → \(given.products.count)"])
-        return given
+        return (given, CatalogVersion(effectiveFrom: grown, size: given.json.utf8.count))
     }
 }
 
@@ -69,8 +92,12 @@ enum Opening {
     ) throws -> (live: LiveProjections, source: Source) {
         let logger = configuration.logger
         let log = LogReader(storage: storage)
-        let last = try log.lastPosition()
-        let newest = try storage.read { try SnapshotStates.newest($0, lastPosition: last) }
+        // One view: on shared storage a snapshot written between two reads would look beyond
+        // the log.
+        let (last, newest) = try storage.read { reader in
+            let last = try reader.lastPosition()
+            return (last, try SnapshotStates.newest(reader, lastPosition: last))
+        }
         if configuration.useSnapshots, case .success(let header)? = newest {
             let live = LiveProjections(storage: storage, catalog: catalog, logger: logger, cacheCapacity: configuration.cachedAccounts, snapshot: header)
             try replayTail(into: live, through: last, log: log, catalog: catalog)

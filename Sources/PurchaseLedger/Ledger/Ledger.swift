@@ -1,3 +1,4 @@
+import Dispatch
 import LMDB
 import Logging
 import Synchronization
@@ -74,6 +75,11 @@ public final class Ledger: Sendable {
     private let snapshotNotBefore = Atomic<UInt64>(0)
     /// Shared storage: a catch-up is scheduled on the writer and has not started yet.
     private let catchUpScheduled = Atomic<Bool>(false)
+    /// Which recorded catalog is in force: a newer one recorded by another process is taken at
+    /// the next catch-up.
+    private let catalogVersion: Mutex<CatalogVersion>
+    /// Read-only on shared storage: where catch-ups run (there is no writer to run them).
+    private let followQueue: DispatchQueue?
 
     /// The catalog in force: the one given or recorded at open, or a larger one another
     /// process sharing the ledger recorded since.
@@ -125,7 +131,8 @@ public final class Ledger: Sendable {
         let logger = configuration.logger
         do {
             log = LogReader(storage: storage)
-            let catalog = try Self.establishCatalog(newCatalog, storage: storage, location: location, logger: logger)
+            let (catalog, version) = try Self.establishCatalog(newCatalog, storage: storage, location: location, logger: logger)
+            catalogVersion = Mutex(version)
             let opening = try Opening.projections(storage: storage, catalog: catalog, configuration: configuration)
             live = opening.live
             logger.info("opened ledger", metadata: [
@@ -138,6 +145,7 @@ public final class Ledger: Sendable {
             throw error
         }
         writerLock = lock
+        followQueue = configuration.readOnly && storage.isShared ? DispatchQueue(label: "PurchaseLedger.follower") : nil
         if configuration.readOnly {
             writeQueue = nil
         } else {
@@ -153,13 +161,16 @@ public final class Ledger: Sendable {
                 ledger.work(on: requests)
             }
             box.ledger = self
-            if storage.isShared {
-                storage.watchForAppends { [weak box] last in
-                    guard let ledger = box?.ledger else { return }
-                    // This process's own appends are announced too: nothing to do for those.
-                    if let last, last <= ledger.position { return }
-                    ledger.scheduleCatchUp()
-                }
+        }
+        if storage.isShared {
+            let box = WeakLedger()
+            box.ledger = self
+            // The box (held here) refers to the ledger weakly: the storage does not keep it alive.
+            storage.watchForAppends { last in
+                guard let ledger = box.ledger else { return }
+                // This process's own appends are announced too: nothing to do for those.
+                if let last, last <= ledger.position { return }
+                ledger.scheduleCatchUp()
             }
         }
     }
@@ -267,6 +278,7 @@ public final class Ledger: Sendable {
     private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
         let (results, session) = try storage.write { writer in
             if storage.isShared { try catchUp(writer) }
+            try prefetch(requests, writer)
             var session = ProjectionSession(
                 live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
             var results: [[AppendResult]] = []
@@ -284,17 +296,41 @@ public final class Ledger: Sendable {
         return results
     }
 
+    /// Tells the storage what the batch's rules will look up (see `LedgerStorageWriter.prefetch`).
+    private func prefetch(_ requests: [WriteQueue.Request], _ writer: any LedgerStorageWriter) throws {
+        var ids: [String] = []
+        var transactions: [String] = []
+        for request in requests {
+            for event in request.events {
+                ids.append(event.id)
+                switch event.payload {
+                case .transactionUpdated(let update):
+                    if let transaction = update.transaction { transactions.append(transaction) }
+                    if let original = update.originalTransaction { transactions.append(original) }
+                case .revoked(let revoked):
+                    transactions.append(revoked.transaction)
+                default:
+                    break
+                }
+            }
+        }
+        try writer.prefetch(eventIDs: ids, transactions: transactions)
+    }
+
     /// Shared storage: applies what other processes appended since this one last looked, takes
     /// a catalog they grew and a newer snapshot they wrote. On the writer's thread: inside each
     /// write (under the storage's append lock, so that the rules then see exactly the state the
     /// new events follow), and when the storage signals appends.
     private func catchUp(_ reader: any LedgerStorageReader) throws {
         let last = try reader.lastPosition()
-        // Nothing new: no query beyond the head (which a write has already read).
-        guard last > live.position else { return }
-        if let (_, json) = try reader.catalogs().last, json != Array(live.catalog.json.utf8) {
+        // Nothing new: no query beyond the head and the catalog's position (which a write has
+        // already read with its lock).
+        if try reader.newestCatalogVersion() != catalogVersion.withLock({ $0 }),
+           let (effectiveFrom, json) = try reader.catalogs().last {
             live.adoptCatalog(try Catalog(json: json))
+            catalogVersion.withLock { $0 = CatalogVersion(effectiveFrom: effectiveFrom, size: json.count) }
         }
+        guard last > live.position else { return }
         try Opening.replay(reader, into: live, through: last, catalog: live.catalog)
         try live.adoptNewerSnapshot(reader)
     }
@@ -304,21 +340,31 @@ public final class Ledger: Sendable {
     /// one writer, this one, so there is nothing to catch up with.
     @discardableResult
     public func catchUp() async throws -> UInt64 {
-        guard storage.isShared, let writeQueue else { return position }
+        guard storage.isShared else { return position }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            writeQueue.schedule { [self] in
+            onChanger { [self] in
                 continuation.resume(with: Result { try storage.read { try catchUp($0) } })
             }
         }
         return position
     }
 
+    /// Runs `body` where the projections change: on the writer, or (read-only on shared
+    /// storage) on the follower's queue.
+    private func onChanger(_ body: @escaping @Sendable () -> Void) {
+        if let writeQueue {
+            writeQueue.schedule(body)
+        } else if let followQueue {
+            followQueue.async(execute: body)
+        }
+    }
+
     /// Called when another process may have appended: a catch-up on the writer, unless one is
     /// already waiting there.
     private func scheduleCatchUp() {
-        guard let writeQueue, !isClosed.load(ordering: .relaxed),
+        guard !isClosed.load(ordering: .relaxed),
               !catchUpScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        writeQueue.schedule { [self] in
+        onChanger { [self] in
             catchUpScheduled.store(false, ordering: .releasing)
             do {
                 try storage.read { try catchUp($0) }

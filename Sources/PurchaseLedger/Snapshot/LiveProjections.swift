@@ -49,6 +49,17 @@ final class LiveProjections: Sendable {
             unfinishedCount += state.entries.values.count { !$0.isFinished }
         }
 
+        /// Past `capacity` accounts in memory, drops unchanged ones (they are in the snapshot)
+        /// down to half of it.
+        mutating func trimCache(to capacity: Int) {
+            guard accounts.count > capacity else { return }
+            var excess = accounts.count - capacity / 2
+            for account in Array(accounts.keys) where excess > 0 && lastChanged[account] == nil {
+                accounts.removeValue(forKey: account)
+                excess -= 1
+            }
+        }
+
         mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) {
             let previous = accounts[account]!.entries.updateValue(entry, forKey: UTF8Key(entry.payment))
             if previous == nil { entryCount += 1 }
@@ -292,8 +303,12 @@ final class LiveProjections: Sendable {
                 // A full snapshot replaces whatever was stored (possibly unusable snapshots).
                 try writer.removeAllSnapshots()
             }
-            // Versions any stored snapshot or this one reads are kept; the others go.
-            let retained = try writer.snapshotHeaders().map(\.position) + [position]
+            // Versions any stored snapshot or this one reads are kept; the others go (on shared
+            // storage, not those above the newest stored snapshot: another process's snapshot in
+            // progress may read them).
+            let stored = try writer.snapshotHeaders().map(\.position)
+            let retained = stored + [position]
+            let keepingAbove = storage.isShared ? stored.max() ?? 0 : UInt64.max
             var index = job.written
             var accounts: [String] = []
             while index < job.states.count {
@@ -303,7 +318,7 @@ final class LiveProjections: Sendable {
                 index += 1
                 if accounts.count % 32 == 0, clock.now - sliceStarted > budget { break }
             }
-            try SnapshotStates.pruneVersions(writer: writer, retained: retained, accounts: accounts)
+            try SnapshotStates.pruneVersions(writer: writer, retained: retained, accounts: accounts, keepingAbove: keepingAbove)
             if index == job.states.count {
                 try writer.putSnapshotHeader(job.header.encode(), position: position)
                 // Versions only the dropped snapshots read go when their accounts are next written.
@@ -323,13 +338,7 @@ final class LiveProjections: Sendable {
             // What changed up to the snapshot is in it now; what changed since stays in memory
             // for the next one. The rest of memory is a cache, trimmed to its capacity.
             state.lastChanged = state.lastChanged.filter { $0.value > position }
-            if state.accounts.count > cacheCapacity {
-                var excess = state.accounts.count - cacheCapacity / 2
-                for account in Array(state.accounts.keys) where excess > 0 && state.lastChanged[account] == nil {
-                    state.accounts.removeValue(forKey: account)
-                    excess -= 1
-                }
-            }
+            state.trimCache(to: cacheCapacity)
         }
         logger.info("wrote snapshot", metadata: [
             "position": "\(position)", "accounts": "\(job.states.count)", "took": "\(clock.now - job.started)",
@@ -351,6 +360,7 @@ final class LiveProjections: Sendable {
         published.withLock { state in
             state.snapshot = header
             state.lastChanged = state.lastChanged.filter { $0.value > header.position }
+            state.trimCache(to: cacheCapacity)
         }
     }
 

@@ -79,12 +79,14 @@ enum SnapshotStates {
     }
 
     /// Deletes the stored versions of `accounts` that no snapshot in `retained` reads. (An
-    /// account's superseded states go the next time it is written.)
-    static func pruneVersions(writer: any LedgerStorageWriter, retained: [UInt64], accounts: [String]) throws {
+    /// account's superseded states go the next time it is written.) Versions above
+    /// `keepingAbove` stay whatever reads them: on shared storage, another process may be
+    /// writing a snapshot there whose header is not stored yet.
+    static func pruneVersions(writer: any LedgerStorageWriter, retained: [UInt64], accounts: [String], keepingAbove: UInt64 = .max) throws {
         for account in accounts {
             let versions = try writer.accountStateVersions(account)
             let needed = Set(retained.compactMap { snapshot in versions.last { $0 <= snapshot } })
-            for version in versions where !needed.contains(version) {
+            for version in versions where !needed.contains(version) && version <= keepingAbove {
                 try writer.deleteAccountState(account: account, version: version)
             }
         }

@@ -313,6 +313,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             return result
         }
 
+        func newestCatalogVersion() throws -> CatalogVersion? {
+            // A handful of catalogs at most: not worth a cursor of its own.
+            try catalogs().last.map { CatalogVersion(effectiveFrom: $0.effectiveFrom, size: $0.json.count) }
+        }
+
         func formatMarker() throws -> String? {
             try txn.value(in: tables.meta, forKey: "format")
         }

@@ -36,6 +36,19 @@ package protocol LedgerStorage: AnyObject, Sendable {
     func close()
 }
 
+/// Tells recorded catalogs apart cheaply: the first position the newest governs, and its
+/// size. A catalog grown before any event is recorded at the same position as the one it
+/// replaces; it is larger, since catalogs only grow and their JSON is canonical.
+package struct CatalogVersion: Sendable, Hashable {
+    package var effectiveFrom: UInt64
+    package var size: Int
+
+    package init(effectiveFrom: UInt64, size: Int) {
+        self.effectiveFrom = effectiveFrom
+        self.size = size
+    }
+}
+
 package struct StorageCounts: Sendable, Hashable {
     package var records: Int
     package var eventIDs: Int
@@ -91,6 +104,8 @@ package protocol LedgerStorageReader {
 
     /// The catalogs recorded so far, oldest first, each with the first position it governs.
     func catalogs() throws -> [(effectiveFrom: UInt64, json: [UInt8])]
+    /// Which catalog is the newest, without reading it; nil without one.
+    func newestCatalogVersion() throws -> CatalogVersion?
     /// The storage format marker; nil for a storage that holds no ledger yet.
     func formatMarker() throws -> String?
     func counts() throws -> StorageCounts
@@ -127,4 +142,13 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
 
     /// Ends the write without committing anything.
     func discard()
+
+    /// A hint before a batch is decided: the event ids and store transactions its rules will
+    /// look up. A storage whose lookups cost a network round trip fetches them all at once;
+    /// the others ignore it.
+    func prefetch(eventIDs: [String], transactions: [String]) throws
+}
+
+extension LedgerStorageWriter {
+    package func prefetch(eventIDs: [String], transactions: [String]) throws {}
 }
