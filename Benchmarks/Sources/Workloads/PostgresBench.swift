@@ -54,12 +54,12 @@ public enum PostgresBench {
         try? await admin.close()
     }
 
-    /// A PostgreSQL ledger holding the 1,000,000 events of the LMDB replay fixture (copied
-    /// from it once, in 10,000-event commits, and kept), with no snapshot.
-    public static func replayFixture() async throws -> String {
-        let name = "bench_fixture_v1_1000000"
+    /// A PostgreSQL ledger holding the first `events` events of the LMDB replay fixture
+    /// (copied from it once, in 10,000-event commits, and kept), with no snapshot.
+    public static func replayFixture(events: UInt64) async throws -> String {
+        let name = "bench_fixture_v1_\(events)"
         let (url, existed) = try await createDatabase(name, keepExisting: true)
-        if existed, let log = try? LedgerLog.open(postgres: url), (try? log.lastPosition()) == 1_000_000 {
+        if existed, let log = try? LedgerLog.open(postgres: url), (try? log.lastPosition()) == events {
             log.close()
             return url
         }
@@ -72,10 +72,10 @@ public enum PostgresBench {
         configuration.maximumBatchEvents = 20_000
         let ledger = try Ledger.open(postgres: url, catalog: try source.catalog(), configuration: configuration)
         var next: UInt64 = 1
-        while next <= 1_000_000 {
-            var events: [Event] = []
-            try source.forEachRecord(from: next, through: next + 9_999) { events.append($0.event) }
-            _ = try await ledger.append(contentsOf: events)
+        while next <= events {
+            var batch: [Event] = []
+            try source.forEachRecord(from: next, through: min(events, next + 9_999)) { batch.append($0.event) }
+            _ = try await ledger.append(contentsOf: batch)
             next += 10_000
         }
         await ledger.close()
