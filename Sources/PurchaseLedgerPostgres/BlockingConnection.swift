@@ -46,7 +46,17 @@ final class BlockingConnection: @unchecked Sendable {
     /// Runs `query` and returns its rows, after checking every statement sent before it.
     @discardableResult
     func query(_ query: PostgresQuery) throws -> PostgresQueryResult {
-        let future = connection.query(query, logger: logger)
+        try wait(start(query))
+    }
+
+    /// Sends `query` and returns its answer to come, for `wait`: a query whose answer is needed
+    /// later, sent now so that it costs no round trip of its own.
+    func start(_ query: PostgresQuery) -> EventLoopFuture<PostgresQueryResult> {
+        connection.query(query, logger: logger)
+    }
+
+    /// The answer of a query `start`ed, after checking every statement sent before it.
+    func wait(_ future: EventLoopFuture<PostgresQueryResult>) throws -> PostgresQueryResult {
         try settle()
         do {
             return try future.wait()

@@ -79,7 +79,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
     }
 
-    func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
+    func write<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R {
         guard !isReadOnly else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
         // A serialization failure or a deadlock aborted the transaction: run it again from the
         // start (the protocol allows `body` to run more than once). PostgreSQL's own writers
@@ -87,7 +87,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         // transactions may abort under contention.
         for attempt in 1... {
             do {
-                return try writeOnce(body)
+                return try writeOnce(lookups, body)
             } catch where attempt < 5 && ["40001", "40P01"].contains(PostgresErrors.sqlState(of: error)) {
                 logger.debug("write aborted by the database; running it again", metadata: ["attempt": "\(attempt)"])
             }
@@ -95,21 +95,28 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         preconditionFailure("unreachable")
     }
 
-    private func writeOnce<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
+    private func writeOnce<R>(_ lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R {
         guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the ledger is closed") }
         let connection = try writerConnectionForUse()
         do {
             connection.send("BEGIN")
             // The catalog's position comes with the lock: a catch-up then knows, without a
             // round trip of its own, whether another process grew the catalog.
-            let locked = try connection.query("""
+            let locking = connection.start("""
                 SELECT h.position, c.effective_from, length(c.catalog) FROM ledger_head h
                 LEFT JOIN (SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from DESC LIMIT 1) c ON true
                 WHERE h.id = 1 FOR UPDATE OF h
-                """).first?.decode((Int64, Int64?, Int32?).self)
+                """)
+            // Sent right behind the lock, so it runs once the lock is held, and costs no round
+            // trip of its own.
+            let prefetching = lookups.map { connection.start(Writer.lookupQuery($0)) }
+            let locked = try connection.wait(locking).first?.decode((Int64, Int64?, Int32?).self)
             guard let (head, catalogFrom, catalogSize) = locked else { throw StorageError(.damaged, "the ledger's head row is missing") }
             let newestCatalog = catalogFrom.flatMap { from in catalogSize.map { CatalogVersion(effectiveFrom: UInt64(from), size: Int($0)) } }
             let writer = Writer(connection: connection, head: UInt64(head), newestCatalog: newestCatalog)
+            if let lookups, let prefetching {
+                try writer.remember(lookups, found: connection.wait(prefetching))
+            }
             let result = try body(writer)
             if writer.isDiscarded {
                 try connection.query("ROLLBACK")
@@ -394,7 +401,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// Records appended and not yet sent: one multi-row INSERT for them all, before the
         /// next query or the commit.
         private var buffered: (positions: [Int64], ids: [ByteBuffer], accounts: [ByteBuffer], records: [ByteBuffer]) = ([], [], [], [])
-        /// What this write knows of the indexes (`prefetch`, and its own writes): a key present
+        /// What this write knows of the indexes (`remember`, and its own writes): a key present
         /// with nil is known to be absent. Other keys are looked up.
         private var eventPositions: [String: UInt64?] = [:]
         private var holders: [String: TransactionHolder?] = [:]
@@ -433,22 +440,24 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             head
         }
 
-        /// Fetches, in one round trip, what the batch's rules will look up: its event ids and
-        /// the store transactions its events name.
-        func prefetch(eventIDs: [String], transactions: [String]) throws {
-            let ids = Array(Set(eventIDs).subtracting(eventPositions.keys))
-            let keys = Array(Set(transactions).subtracting(holders.keys))
-            guard !ids.isEmpty || !keys.isEmpty else { return }
-            flush()
-            let rows = try connection.query("""
-                SELECT 0, event_id, position, NULL::bytea, NULL::bytea, NULL::boolean FROM ledger_events WHERE event_id = ANY(\(ids.map(Keys.bytes))::bytea[])
+        /// One query for what a batch's rules will look up: its event ids, and the holders and
+        /// revocations of the store transactions its events name.
+        static func lookupQuery(_ lookups: Lookups) -> PostgresQuery {
+            let ids = Array(Set(lookups.eventIDs)).map(Keys.bytes)
+            let keys = Array(Set(lookups.transactions)).map(Keys.bytes)
+            return """
+                SELECT 0, event_id, position, NULL::bytea, NULL::bytea, NULL::boolean FROM ledger_events WHERE event_id = ANY(\(ids)::bytea[])
                 UNION ALL
-                SELECT 1, transaction_id, position, account, payment, credits_consumable FROM ledger_transactions WHERE transaction_id = ANY(\(keys.map(Keys.bytes))::bytea[])
+                SELECT 1, transaction_id, position, account, payment, credits_consumable FROM ledger_transactions WHERE transaction_id = ANY(\(keys)::bytea[])
                 UNION ALL
-                SELECT 2, transaction_id, position, NULL, NULL, NULL FROM ledger_revocations WHERE transaction_id = ANY(\(keys.map(Keys.bytes))::bytea[])
-                """)
-            for id in ids { eventPositions[id] = .some(nil) }
-            for key in keys {
+                SELECT 2, transaction_id, position, NULL, NULL, NULL FROM ledger_revocations WHERE transaction_id = ANY(\(keys)::bytea[])
+                """
+        }
+
+        /// Takes what `lookupQuery` found: those keys' lookups need no query in this write.
+        func remember(_ lookups: Lookups, found rows: PostgresQueryResult) throws {
+            for id in lookups.eventIDs { eventPositions[id] = .some(nil) }
+            for key in lookups.transactions {
                 holders[key] = .some(nil)
                 revocations[key] = .some(nil)
             }

@@ -183,6 +183,10 @@ public final class Ledger: Sendable {
             _ = try? await writeQueue.submit(.snapshot).results()
         }
         await writeQueue?.close()
+        if let followQueue {
+            // A catch-up under way finishes before the storage closes.
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in followQueue.async { done.resume() } }
+        }
         // The writer lock first: a reopen in this process must not find it still held.
         writerLock?.release()
         storage.close()
@@ -276,9 +280,8 @@ public final class Ledger: Sendable {
     }
 
     private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
-        let (results, session) = try storage.write { writer in
+        let (results, session) = try storage.write(lookingUp: lookups(of: requests)) { writer in
             if storage.isShared { try catchUp(writer) }
-            try prefetch(requests, writer)
             var session = ProjectionSession(
                 live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
             var results: [[AppendResult]] = []
@@ -296,31 +299,33 @@ public final class Ledger: Sendable {
         return results
     }
 
-    /// Tells the storage what the batch's rules will look up (see `LedgerStorageWriter.prefetch`).
-    private func prefetch(_ requests: [WriteQueue.Request], _ writer: any LedgerStorageWriter) throws {
-        var ids: [String] = []
-        var transactions: [String] = []
+    /// What the batch's rules will look up (see `LedgerStorage.write(lookingUp:_:)`); nil for
+    /// storage whose lookups are local.
+    private func lookups(of requests: [WriteQueue.Request]) -> Lookups? {
+        guard storage.isShared else { return nil }
+        var lookups = Lookups()
         for request in requests {
             for event in request.events {
-                ids.append(event.id)
+                lookups.eventIDs.append(event.id)
                 switch event.payload {
                 case .transactionUpdated(let update):
-                    if let transaction = update.transaction { transactions.append(transaction) }
-                    if let original = update.originalTransaction { transactions.append(original) }
+                    if let transaction = update.transaction { lookups.transactions.append(transaction) }
+                    if let original = update.originalTransaction { lookups.transactions.append(original) }
                 case .revoked(let revoked):
-                    transactions.append(revoked.transaction)
+                    lookups.transactions.append(revoked.transaction)
                 default:
                     break
                 }
             }
         }
-        try writer.prefetch(eventIDs: ids, transactions: transactions)
+        return lookups
     }
 
     /// Shared storage: applies what other processes appended since this one last looked, takes
-    /// a catalog they grew and a newer snapshot they wrote. On the writer's thread: inside each
-    /// write (under the storage's append lock, so that the rules then see exactly the state the
-    /// new events follow), and when the storage signals appends.
+    /// a catalog they grew and a newer snapshot they wrote. Where the projections change (the
+    /// writer's thread, or a read-only ledger's follower queue): inside each write (under the
+    /// storage's append lock, so that the rules then see exactly the state the new events
+    /// follow), and when the storage signals appends.
     private func catchUp(_ reader: any LedgerStorageReader) throws {
         let last = try reader.lastPosition()
         // Nothing new: no query beyond the head and the catalog's position (which a write has

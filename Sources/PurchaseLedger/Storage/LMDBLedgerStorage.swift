@@ -84,7 +84,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
     }
 
-    func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
+    /// Lookups are local reads: nothing to fetch ahead.
+    func write<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R {
         do {
             return try environment.write { txn in try body(Writer(txn: txn, tables: tables)) }
         } catch let error as LMDBError where error.code == .ioError && Directory.freeBytes(directory).map({ $0 < 1 << 20 }) == true {

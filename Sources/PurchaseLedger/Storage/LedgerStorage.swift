@@ -28,12 +28,35 @@ package protocol LedgerStorage: AnyObject, Sendable {
     /// without sync). `body` may run more than once (after the storage grew), so it must derive
     /// what it writes from its inputs and the reader it is given. Throwing, or calling
     /// `discard()`, writes nothing.
-    func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R
+    ///
+    /// `lookups` says what the body's rules will look up (a batch's event ids and store
+    /// transactions): a storage whose lookups cost a network round trip fetches them together
+    /// with the start of the write; the others ignore it.
+    func write<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R
 
     /// Bytes the ledger occupies on disk.
     func sizeOnDisk() -> Int
 
     func close()
+}
+
+extension LedgerStorage {
+    /// A write with nothing to look up ahead.
+    package func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
+        try write(lookingUp: nil, body)
+    }
+}
+
+/// What a batch's rules will look up: its event ids (duplicates) and the store transactions its
+/// events name (holders, revocations).
+package struct Lookups: Sendable {
+    package var eventIDs: [String] = []
+    package var transactions: [String] = []
+
+    package init(eventIDs: [String] = [], transactions: [String] = []) {
+        self.eventIDs = eventIDs
+        self.transactions = transactions
+    }
 }
 
 /// Tells recorded catalogs apart cheaply: the first position the newest governs, and its
@@ -143,12 +166,4 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     /// Ends the write without committing anything.
     func discard()
 
-    /// A hint before a batch is decided: the event ids and store transactions its rules will
-    /// look up. A storage whose lookups cost a network round trip fetches them all at once;
-    /// the others ignore it.
-    func prefetch(eventIDs: [String], transactions: [String]) throws
-}
-
-extension LedgerStorageWriter {
-    package func prefetch(eventIDs: [String], transactions: [String]) throws {}
 }
