@@ -264,6 +264,62 @@ struct SharedPostgresLedgerTests {
         }
     }
 
+    /// The interleaving behind a failure of the test above on a loaded machine, step by step:
+    /// one process begins a snapshot, another writes newer ones (and, keeping two, prunes the
+    /// version of an account the first one's snapshot reads), then the first finishes. Its
+    /// snapshot is dropped as overtaken, and it follows the newer one, instead of reading that
+    /// account from a snapshot that no longer has it.
+    @Test func aSnapshotOvertakenByAnotherProcessIsDropped() async throws {
+        try await withLocation(on: .postgres) { location in
+            var configuration = Ledger.Configuration.testing
+            configuration.snapshotInterval = nil
+            configuration.snapshotOnClose = false
+            configuration.snapshotsKept = 2
+            configuration.cachedAccounts = 4
+            let first = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: configuration)
+            // The second follows only when told to (as a process whose notifications lag).
+            var options = PostgresOptions()
+            options.notifications = false
+            options.pollInterval = .seconds(3600)
+            let second = try Ledger.open(location: location, configuration: configuration, options: options)
+            // 40 accounts (two slices of 32) and "quiet", which the first's next snapshot does
+            // not write: it reads "quiet" from its previous snapshot's version.
+            var scripts = (0..<40).map { Script("acct-\($0)") }
+            var quiet = Script("quiet")
+            try await first.appendAll(scripts.indices.flatMap { [scripts[$0].add("p1", Self.tenHints), scripts[$0].purchased("p1", "t1-\($0)")] }
+                + [quiet.add("p1", Self.tenHints), quiet.purchased("p1", "t-quiet-1")])
+            try await second.catchUp()
+            #expect(try await second.writeSnapshot() == first.position)
+            try await first.appendAll(scripts.indices.map { scripts[$0].add("p2", Self.tenHints) })
+            try await second.catchUp()
+            let begunAt = second.position
+            try second.onWriter {
+                #expect(second.live.beginSnapshot())
+                let completed = try second.live.writeSnapshotSlice(keep: 2, budget: .zero)
+                #expect(completed == nil, "one slice of two")
+            }
+            // The other process changes "quiet" three times, a snapshot after each: the third
+            // prunes the version the unfinished snapshot reads.
+            for round in 2...4 {
+                try await first.appendAll([quiet.add("p\(round)", Self.tenHints)])
+                #expect(try await first.writeSnapshot() == first.position)
+            }
+            try second.onWriter {
+                while second.live.isWritingSnapshot { _ = try second.live.writeSnapshotSlice(keep: 2, budget: .zero) }
+            }
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(try log.snapshots().map(\.position).allSatisfy { $0 > begunAt }, "the overtaken snapshot is not stored")
+            #expect(log.verify().isIntact)
+            let replayed = try log.state(useSnapshots: false)
+            #expect(try await second.catchUp() == replayed.position)
+            #expect(try second.currentState() == replayed)
+            #expect(try second.balances(of: "quiet") == ["hints": 10])
+            await first.close()
+            await second.close()
+        }
+    }
+
     /// Without notifications (an engine without LISTEN/NOTIFY), the poll alone brings other
     /// processes' appends.
     @Test func withoutNotificationsThePollFollows() async throws {

@@ -336,8 +336,15 @@ public final class Ledger: Sendable {
             catalogVersion.withLock { $0 = CatalogVersion(effectiveFrom: effectiveFrom, size: json.count) }
         }
         guard last > live.position else { return }
+        // Another process's snapshot past this one's position: start from it (this process's
+        // own snapshot may be too old for pruning to keep what it reads); one within what is
+        // applied: move to it once the events are.
+        let newest = try SnapshotStates.newest(reader, lastPosition: last)
+        if case .success(let header)? = newest, header.position > live.position {
+            live.restart(from: header)
+        }
         try Opening.replay(reader, into: live, through: last, catalog: live.catalog)
-        try live.adoptNewerSnapshot(reader)
+        if case .success(let header)? = newest { live.adopt(header) }
     }
 
     /// Shared storage (PostgreSQL): applies now what other processes appended, instead of at

@@ -37,6 +37,17 @@ final class LiveProjections: Sendable {
         var entryCount = 0
         var unfinishedCount = 0
 
+        init() {}
+
+        /// The accounts of `snapshot` on disk, nothing in memory.
+        init(snapshot: SnapshotHeader) {
+            position = snapshot.position
+            self.snapshot = snapshot
+            accountCount = snapshot.accounts
+            entryCount = snapshot.entries
+            unfinishedCount = snapshot.unfinished
+        }
+
         /// Takes a whole account into memory: read from the snapshot and changed since (the
         /// counts include what the snapshot held: `counted`), or new.
         mutating func adopt(_ account: UTF8Key, state: AccountState, isNew: Bool, counted: (entries: Int, unfinished: Int)) {
@@ -115,13 +126,7 @@ final class LiveProjections: Sendable {
 
     /// The accounts of `snapshot` on disk, nothing in memory yet.
     convenience init(storage: any LedgerStorage, catalog: Catalog, logger: Logger, cacheCapacity: Int, snapshot: SnapshotHeader) {
-        var published = Published()
-        published.position = snapshot.position
-        published.snapshot = snapshot
-        published.accountCount = snapshot.accounts
-        published.entryCount = snapshot.entries
-        published.unfinishedCount = snapshot.unfinished
-        self.init(storage: storage, catalog: catalog, logger: logger, cacheCapacity: cacheCapacity, published: published)
+        self.init(storage: storage, catalog: catalog, logger: logger, cacheCapacity: cacheCapacity, published: Published(snapshot: snapshot))
     }
 
     var position: UInt64 {
@@ -298,7 +303,7 @@ final class LiveProjections: Sendable {
         let clock = ContinuousClock()
         let sliceStarted = clock.now
         // The write may run twice (the map grows and it is retried): it changes nothing outside.
-        let written = try storage.write { writer -> Int in
+        let written = try storage.write { writer -> Int? in
             if job.written == 0, job.replacesAll, !storage.isShared {
                 // A full snapshot replaces whatever was stored (possibly unusable snapshots).
                 try writer.removeAllSnapshots()
@@ -307,6 +312,12 @@ final class LiveProjections: Sendable {
             // storage, not those above the newest stored snapshot: another process's snapshot in
             // progress may read them).
             let stored = try writer.snapshotHeaders().map(\.position)
+            // Shared storage: another process stored a snapshot at or past this one's position
+            // since it began. Pruning only spares versions above the newest stored snapshot, so
+            // the older versions this one reads for its unchanged accounts may be gone: it is
+            // dropped (what its slices wrote are true states at its position, harmless, pruned
+            // later).
+            if storage.isShared, let newest = stored.max(), newest >= position { return nil }
             let retained = stored + [position]
             let keepingAbove = storage.isShared ? stored.max() ?? 0 : UInt64.max
             var index = job.written
@@ -327,6 +338,12 @@ final class LiveProjections: Sendable {
                 }
             }
             return index
+        }
+        guard let written else {
+            snapshotWrite.withLock { $0 = nil }
+            logger.debug("dropped a snapshot another process's newer one overtook", metadata: ["position": "\(position)"])
+            try storage.read { try adoptNewerSnapshot($0) }
+            return nil
         }
         guard written == job.states.count else {
             snapshotWrite.withLock { $0?.written = written }
@@ -350,18 +367,37 @@ final class LiveProjections: Sendable {
     /// snapshot that pruning keeps. Valid once this process has applied every event through the
     /// snapshot's position: an account not in memory is unchanged since this process's own
     /// snapshot, hence the same in the newer one; accounts in memory are current, and those
-    /// changed only up to the newer snapshot need not be written again.
-    func adoptNewerSnapshot(_ reader: any LedgerStorageReader) throws {
-        guard !isWritingSnapshot else { return }
-        let (current, position) = published.withLock { ($0.snapshot?.position ?? 0, $0.position) }
-        guard case .success(let header)? = try SnapshotStates.newest(reader, lastPosition: position),
-              header.position > current
-        else { return }
+    /// changed only up to the newer snapshot need not be written again. A snapshot of its own
+    /// in progress at or before the newer one's position is overtaken, and dropped; a later one
+    /// goes on (it becomes the newest once written).
+    func adopt(_ header: SnapshotHeader) {
+        precondition(header.position <= position, "a snapshot is adopted once its events are applied")
+        if let writing = snapshotWrite.withLock({ $0?.header.position }) {
+            guard writing <= header.position else { return }
+            abandonSnapshot()
+        }
         published.withLock { state in
+            guard header.position > state.snapshot?.position ?? 0 else { return }
             state.snapshot = header
             state.lastChanged = state.lastChanged.filter { $0.value > header.position }
             state.trimCache(to: cacheCapacity)
         }
+    }
+
+    /// `adopt` the newest stored snapshot, when this process has applied its events.
+    func adoptNewerSnapshot(_ reader: any LedgerStorageReader) throws {
+        guard case .success(let header)? = try SnapshotStates.newest(reader, lastPosition: position) else { return }
+        adopt(header)
+    }
+
+    /// Shared storage: starts over from a snapshot another process wrote past everything this
+    /// one has applied (the caller then applies the events after it). Nothing in memory is
+    /// needed: every account changed up to the snapshot's position is in it. This process's own
+    /// snapshot (older) may read versions that pruning no longer keeps, so it is not read again.
+    func restart(from header: SnapshotHeader) {
+        precondition(header.position > position, "a restart moves forward")
+        abandonSnapshot()
+        published.withLock { $0 = Published(snapshot: header) }
     }
 
     /// Drops the snapshot being written (after a failure): nothing of it is in force, and its
