@@ -73,7 +73,9 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 try connection.query("COMMIT")
                 return result
             } catch {
-                if !connection.isBroken { _ = try? connection.query("ROLLBACK") }
+                // A connection still in the transaction must not go back to the pool: closed,
+                // the pool drops it.
+                if !connection.isBroken, (try? connection.query("ROLLBACK")) == nil { connection.close() }
                 throw error
             }
         }
@@ -100,20 +102,28 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         let connection = try writerConnectionForUse()
         do {
             connection.send("BEGIN")
-            // The catalog's position comes with the lock: a catch-up then knows, without a
-            // round trip of its own, whether another process grew the catalog.
-            let locking = connection.start("""
-                SELECT h.position, c.effective_from, length(c.catalog) FROM ledger_head h
+            let locking = connection.start("SELECT position FROM ledger_head WHERE id = 1 FOR UPDATE")
+            // Sent right behind the lock, so they run once it is held and cost no round trip of
+            // their own. Each statement sees what was committed when it started, so these see
+            // every write before the lock was granted (a column joined to the locking SELECT
+            // would not: its rows are those of before the wait). The newest catalog and
+            // snapshot tell a catch-up, without a query of its own, whether another process
+            // grew the catalog or wrote a snapshot.
+            let newest = connection.start("""
+                SELECT c.effective_from, length(c.catalog), (SELECT max(position) FROM ledger_snapshots)
+                FROM (SELECT 1) one
                 LEFT JOIN (SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from DESC LIMIT 1) c ON true
-                WHERE h.id = 1 FOR UPDATE OF h
                 """)
-            // Sent right behind the lock, so it runs once the lock is held, and costs no round
-            // trip of its own.
             let prefetching = lookups.map { connection.start(Writer.lookupQuery($0)) }
-            let locked = try connection.wait(locking).first?.decode((Int64, Int64?, Int32?).self)
-            guard let (head, catalogFrom, catalogSize) = locked else { throw StorageError(.damaged, "the ledger's head row is missing") }
+            guard let head = try connection.wait(locking).first?.decode(Int64.self) else {
+                throw StorageError(.damaged, "the ledger's head row is missing")
+            }
+            guard let (catalogFrom, catalogSize, snapshot) = try connection.wait(newest).first?.decode((Int64?, Int32?, Int64?).self) else {
+                throw StorageError(.io, "PostgreSQL returned no row for the newest catalog and snapshot")
+            }
             let newestCatalog = catalogFrom.flatMap { from in catalogSize.map { CatalogVersion(effectiveFrom: UInt64(from), size: Int($0)) } }
-            let writer = Writer(connection: connection, head: UInt64(head), newestCatalog: newestCatalog)
+            let writer = Writer(
+                connection: connection, head: UInt64(head), newestCatalog: newestCatalog, newestSnapshot: snapshot.map { UInt64($0) })
             if let lookups, let prefetching {
                 try writer.remember(lookups, found: connection.wait(prefetching))
             }
@@ -322,6 +332,11 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func newestSnapshotPosition() throws -> UInt64? {
+            let newest = try run("SELECT max(position) FROM ledger_snapshots").first?.decode(Int64?.self)
+            return newest.flatMap { $0 }.map { UInt64($0) }
+        }
+
         func catalogs() throws -> [(effectiveFrom: UInt64, json: [UInt8])] {
             try run("SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from").map { row in
                 let (from, json) = try row.decode((Int64, ByteBuffer).self)
@@ -410,15 +425,24 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// The newest catalog, as locked (and as this write recorded).
         private var newestCatalog: CatalogVersion?
         private(set) var recordedCatalog = false
+        /// The newest snapshot's position, as locked; `.none` once this write changed the
+        /// snapshots (it is read then).
+        private var newestSnapshot: UInt64??
 
-        init(connection: BlockingConnection, head: UInt64, newestCatalog: CatalogVersion?) {
+        init(connection: BlockingConnection, head: UInt64, newestCatalog: CatalogVersion?, newestSnapshot: UInt64?) {
             self.head = head
             self.newestCatalog = newestCatalog
+            self.newestSnapshot = .some(newestSnapshot)
             super.init(connection: connection)
         }
 
         override func newestCatalogVersion() throws -> CatalogVersion? {
             newestCatalog
+        }
+
+        override func newestSnapshotPosition() throws -> UInt64? {
+            if let known = newestSnapshot { return known }
+            return try super.newestSnapshotPosition()
         }
 
         override func run(_ query: PostgresQuery) throws -> PostgresQueryResult {
@@ -539,6 +563,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func putSnapshotHeader(_ bytes: [UInt8], position: UInt64) throws {
+            newestSnapshot = .none
             connection.send("""
                 INSERT INTO ledger_snapshots (position, header) VALUES (\(Int64(position)), \(ByteBuffer(bytes: bytes)))
                 ON CONFLICT (position) DO UPDATE SET header = excluded.header
@@ -546,6 +571,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func deleteSnapshotHeader(position: UInt64) throws {
+            newestSnapshot = .none
             connection.send("DELETE FROM ledger_snapshots WHERE position = \(Int64(position))")
         }
 
@@ -561,6 +587,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func removeAllSnapshots() throws {
+            newestSnapshot = .none
             connection.send("DELETE FROM ledger_snapshots")
             connection.send("DELETE FROM ledger_account_states")
         }

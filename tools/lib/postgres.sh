@@ -61,8 +61,12 @@ start_throwaway_postgres() {
     as_postgres_owner "$bin/pg_ctl" -D "$PURCHASE_LEDGER_PG_DIR/data" -l "$PURCHASE_LEDGER_PG_DIR/log" -w \
         -o "-c listen_addresses=127.0.0.1 -p $port -k $PURCHASE_LEDGER_PG_DIR -c max_connections=300" start >/dev/null \
         || { echo "PostgreSQL did not start (see $PURCHASE_LEDGER_PG_DIR/log): its suite is skipped" >&2; return 1; }
-    as_postgres_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U ledger -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'ledger'" | grep -q 1 \
-        || as_postgres_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U ledger ledger
+    if ! as_postgres_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U ledger -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'ledger'" | grep -q 1 \
+        && ! as_postgres_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U ledger ledger; then
+        echo "creating the database failed: the PostgreSQL suite is skipped" >&2
+        stop_throwaway_postgres
+        return 1
+    fi
     export PURCHASE_LEDGER_TEST_POSTGRES="postgres://ledger@127.0.0.1:$port/ledger"
     echo "throwaway PostgreSQL at $PURCHASE_LEDGER_TEST_POSTGRES" >&2
 }

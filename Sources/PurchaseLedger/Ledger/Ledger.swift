@@ -242,6 +242,7 @@ public final class Ledger: Sendable {
         if requests.count == 1, requests[0].isSnapshot {
             do {
                 try live.writeSnapshot(keep: max(2, configuration.snapshotsKept))
+                followSnapshots()
                 requests[0].pending.complete(.success([]))
             } catch {
                 let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
@@ -335,7 +336,8 @@ public final class Ledger: Sendable {
             live.adoptCatalog(try Catalog(json: json))
             catalogVersion.withLock { $0 = CatalogVersion(effectiveFrom: effectiveFrom, size: json.count) }
         }
-        guard last > live.position else { return }
+        // Nothing new and no newer snapshot: done (a write has read both with its lock).
+        guard try last > live.position || reader.newestSnapshotPosition() ?? 0 > live.snapshot?.position ?? 0 else { return }
         // Another process's snapshot past this one's position: start from it (this process's
         // own snapshot may be too old for pruning to keep what it reads); one within what is
         // applied: move to it once the events are.
@@ -378,13 +380,19 @@ public final class Ledger: Sendable {
               !catchUpScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         onChanger { [self] in
             catchUpScheduled.store(false, ordering: .releasing)
-            do {
-                try storage.read { try catchUp($0) }
-            } catch {
-                configuration.logger.error("catching up with other processes failed; retried at the next signal or write", metadata: [
-                    "error": "\(StorageErrors.map(error, maximumSize: nil))",
-                ])
-            }
+            catchUpNow()
+        }
+    }
+
+    /// A catch-up where the projections change; a failure is logged (the next signal, poll or
+    /// write tries again).
+    private func catchUpNow() {
+        do {
+            try storage.read { try catchUp($0) }
+        } catch {
+            configuration.logger.error("catching up with other processes failed; retried at the next signal or write", metadata: [
+                "error": "\(StorageErrors.map(error, maximumSize: nil))",
+            ])
         }
     }
 
@@ -404,6 +412,7 @@ public final class Ledger: Sendable {
             repeat {
                 try live.writeSnapshotSlice(keep: keep, budget: configuration.snapshotSlice)
             } while live.isWritingSnapshot && (writeQueue?.queuedEventCount ?? 0) == 0
+            followSnapshots()
         } catch {
             // Appends go on; another interval later a snapshot is tried again (not at every
             // commit: a full disk would make each one pay for a doomed snapshot), and meanwhile
@@ -412,6 +421,15 @@ public final class Ledger: Sendable {
             snapshotNotBefore.store(live.position + (configuration.snapshotInterval ?? 0), ordering: .relaxed)
             configuration.logger.error("snapshot failed", metadata: ["error": "\(StorageErrors.map(error, maximumSize: configuration.maximumSize))"])
         }
+    }
+
+    /// Shared storage, once no snapshot of this process is being written (written, or dropped
+    /// because another process's overtook it): moves to the newest stored snapshot, at once
+    /// rather than at the next catch-up, since the dropped one's predecessor may be too old for
+    /// pruning to keep what it reads.
+    private func followSnapshots() {
+        guard storage.isShared, !live.isWritingSnapshot else { return }
+        catchUpNow()
     }
 
     /// Runs `body` on the writer, between commits (for tests that drive its steps).

@@ -340,9 +340,9 @@ final class LiveProjections: Sendable {
             return index
         }
         guard let written else {
+            // The ledger then moves to the newer one (`Ledger.followSnapshots`).
             snapshotWrite.withLock { $0 = nil }
             logger.debug("dropped a snapshot another process's newer one overtook", metadata: ["position": "\(position)"])
-            try storage.read { try adoptNewerSnapshot($0) }
             return nil
         }
         guard written == job.states.count else {
@@ -369,11 +369,10 @@ final class LiveProjections: Sendable {
     /// snapshot, hence the same in the newer one; accounts in memory are current, and those
     /// changed only up to the newer snapshot need not be written again. A snapshot of its own
     /// in progress at or before the newer one's position is overtaken, and dropped; a later one
-    /// goes on (it becomes the newest once written).
+    /// goes on (it captured its accounts when it began, and reads nothing of the one in force).
     func adopt(_ header: SnapshotHeader) {
         precondition(header.position <= position, "a snapshot is adopted once its events are applied")
-        if let writing = snapshotWrite.withLock({ $0?.header.position }) {
-            guard writing <= header.position else { return }
+        if let writing = snapshotWrite.withLock({ $0?.header.position }), writing <= header.position {
             abandonSnapshot()
         }
         published.withLock { state in
@@ -382,12 +381,6 @@ final class LiveProjections: Sendable {
             state.lastChanged = state.lastChanged.filter { $0.value > header.position }
             state.trimCache(to: cacheCapacity)
         }
-    }
-
-    /// `adopt` the newest stored snapshot, when this process has applied its events.
-    func adoptNewerSnapshot(_ reader: any LedgerStorageReader) throws {
-        guard case .success(let header)? = try SnapshotStates.newest(reader, lastPosition: position) else { return }
-        adopt(header)
     }
 
     /// Shared storage: starts over from a snapshot another process wrote past everything this

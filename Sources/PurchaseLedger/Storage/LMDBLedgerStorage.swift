@@ -314,6 +314,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             return result
         }
 
+        func newestSnapshotPosition() throws -> UInt64? {
+            // As many headers as `snapshotsKept`: not worth a cursor of its own.
+            try snapshotHeaders().last?.position
+        }
+
         func newestCatalogVersion() throws -> CatalogVersion? {
             // A handful of catalogs at most: not worth a cursor of its own.
             try catalogs().last.map { CatalogVersion(effectiveFrom: $0.effectiveFrom, size: $0.json.count) }

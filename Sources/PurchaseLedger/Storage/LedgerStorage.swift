@@ -137,6 +137,8 @@ package protocol LedgerStorageReader {
 
     /// Every snapshot header, oldest first, by the position it reflects.
     func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])]
+    /// The position of the newest snapshot header, without reading it; nil without one.
+    func newestSnapshotPosition() throws -> UInt64?
     /// Calls `body` with the newest stored state of `account` written at or before `position`,
     /// and the position it was written at; returns nil when there is none.
     func accountState<R>(_ account: String, atOrBefore position: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> R) throws -> R?
