@@ -89,6 +89,11 @@ final class AppendWatcher: @unchecked Sendable {
             }
     }
 
+    /// A connection listens for notifications now.
+    var isListening: Bool {
+        state.withLock { $0.connection.map { !$0.isClosed } ?? false }
+    }
+
     func stop() {
         timer.cancel()
         let connection = state.withLock { state in

@@ -185,6 +185,11 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         watcher.withLock { $0 = started }
     }
 
+    /// Notifications of other processes' appends reach this process now.
+    var isListening: Bool {
+        watcher.withLock { $0?.isListening ?? false }
+    }
+
     func sizeOnDisk() -> Int {
         let size = try? readers.withConnection { connection in
             try connection.query("""

@@ -125,7 +125,8 @@ struct SharedLedgerServerTests {
                 for client in 0..<9 {
                     let server = servers[client % 3]
                     group.addTask {
-                        for request in 0..<40 {
+                        // The doomed server's clients post until it is gone; the others, 40 requests.
+                        for request in 0..<(server.index == 0 ? 1_000_000 : 40) {
                             let lines = (0..<5).map { Lines.added("k\(client)-\(request)-\($0)", "kill-\(client)", payment: "P\(request)-\($0)", product: "com.example.tenhints") }
                             guard let outcomes = try? await server.post(lines) else {
                                 // Only the killed server's clients may fail, and only once it was killed.
@@ -137,17 +138,24 @@ struct SharedLedgerServerTests {
                                 let position = try #require(outcome["position"] as? Int, "\(outcome)")
                                 seen.acknowledged.withLock { $0.append((line, position)) }
                             }
+                            if server.index == 0 { seen.acknowledgedByDoomed.add(1, ordering: .releasing) }
                         }
                     }
                 }
                 group.addTask {
-                    try await Task.sleep(for: .milliseconds(600))
+                    // Once the doomed server has answered some requests, with its three clients
+                    // posting back to back: killed with appends in flight.
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while seen.acknowledgedByDoomed.load(ordering: .acquiring) < 15 && ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(5))
+                    }
+                    #expect(seen.acknowledgedByDoomed.load(ordering: .acquiring) >= 15, "server 0 answered too few requests")
                     seen.killed.store(true, ordering: .releasing)
                     servers[0].kill()
                 }
                 try await group.waitForAll()
             }
-            #expect(!seen.failures.withLock { $0 }.isEmpty, "the killed server's clients should have been cut off")
+            #expect(seen.failures.withLock { $0 }.count == 3, "each of the killed server's clients was cut off")
 
             let log = try LedgerLog.open(postgres: databaseURL)
             defer { log.close() }
@@ -198,6 +206,8 @@ private final class SharedRun: Sendable {
     /// Servers whose requests failed.
     let failures = Mutex<[Int]>([])
     let killed = Atomic<Bool>(false)
+    /// Requests the server to be killed has answered.
+    let acknowledgedByDoomed = Atomic<Int>(0)
 }
 
 /// A `ledger-server` process on a loopback port, on a shared PostgreSQL ledger.

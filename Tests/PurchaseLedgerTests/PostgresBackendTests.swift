@@ -197,12 +197,20 @@ struct SharedPostgresLedgerTests {
             options.pollInterval = .seconds(3600)
             configuration.snapshotOnClose = false
             let follower = try Ledger.open(location: location, configuration: configuration, options: options)
-            var script = Script("u9")
-            try await writer.appendAll([script.add("p1", Self.tenHints), script.purchased("p1", "t1")])
-            let deadline = ContinuousClock.now + .seconds(10)
-            while follower.position < 2 && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
+            func waitUntil(_ condition: () -> Bool) async throws {
+                let deadline = ContinuousClock.now + .seconds(10)
+                while !condition() && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
             }
+            // Listening starts with a catch-up of its own: the second append can reach the
+            // follower by its notification only.
+            try await waitUntil { (follower.storage as? PostgresLedgerStorage)?.isListening == true }
+            var script = Script("u9")
+            try await writer.appendAll([script.add("p1", Self.tenHints)])
+            try await waitUntil { follower.position == 1 }
+            try await writer.appendAll([script.purchased("p1", "t1")])
+            try await waitUntil { follower.position == 2 }
             #expect(follower.position == 2)
             #expect(try follower.balances(of: "u9") == ["hints": 10])
             await follower.close()
