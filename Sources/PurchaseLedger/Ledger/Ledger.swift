@@ -225,7 +225,9 @@ public final class Ledger: Sendable {
     }
 
     /// Writes a snapshot of the projections now (between commits, in its own transaction) and
-    /// returns the position it reflects; nil when nothing changed since the last one.
+    /// returns the position it reflects; nil when nothing changed since the last one. On shared
+    /// storage another process may have written a newer one meanwhile: this one is then dropped,
+    /// and the position returned is that of the newer one, which the ledger now reads from.
     @discardableResult
     public func writeSnapshot() async throws -> UInt64? {
         guard let writeQueue else {
