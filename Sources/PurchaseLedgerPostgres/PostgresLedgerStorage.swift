@@ -388,6 +388,23 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 .map { UInt64(try $0.decode(Int64.self)) }
         }
 
+        func accountStateVersions(of accounts: [String]) throws -> [[UInt64]] {
+            var versions = [[UInt64]](repeating: [], count: accounts.count)
+            // A query per 10,000 accounts (a snapshot's slice), not one per account.
+            for start in stride(from: 0, to: accounts.count, by: 10_000) {
+                let chunk = accounts[start..<min(start + 10_000, accounts.count)].map(Keys.bytes)
+                let rows = try run("""
+                    SELECT a.i, s.version FROM unnest(\(chunk)::bytea[]) WITH ORDINALITY AS a(account, i)
+                    JOIN ledger_account_states s ON s.account = a.account ORDER BY a.i, s.version
+                    """)
+                for row in rows {
+                    let (index, version) = try row.decode((Int64, Int64).self)
+                    versions[start + Int(index) - 1].append(UInt64(version))
+                }
+            }
+            return versions
+        }
+
         func forEachAccountState(_ body: (String, UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
             var after: (ByteBuffer, Int64)?
             while true {
@@ -423,9 +440,10 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         private var buffered: (positions: [Int64], ids: [ByteBuffer], accounts: [ByteBuffer], records: [ByteBuffer]) = ([], [], [], [])
         /// What this write knows of the indexes (`remember`, and its own writes): a key present
         /// with nil is known to be absent. Other keys are looked up.
-        private var eventPositions: [String: UInt64?] = [:]
-        private var holders: [String: TransactionHolder?] = [:]
-        private var revocations: [String: UInt64?] = [:]
+        /// By bytes, as the indexes compare them (`String` would take "é" and "e\u{301}" for one).
+        private var eventPositions: [UTF8Key: UInt64?] = [:]
+        private var holders: [UTF8Key: TransactionHolder?] = [:]
+        private var revocations: [UTF8Key: UInt64?] = [:]
 
         /// The newest catalog, as locked (and as this write recorded).
         private var newestCatalog: CatalogVersion?
@@ -472,8 +490,9 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// One query for what a batch's rules will look up: its event ids, and the holders and
         /// revocations of the store transactions its events name.
         static func lookupQuery(_ lookups: Lookups) -> PostgresQuery {
-            let ids = Array(Set(lookups.eventIDs)).map(Keys.bytes)
-            let keys = Array(Set(lookups.transactions)).map(Keys.bytes)
+            // Without repeats, by bytes (a `Set<String>` would keep one of "é" and "e\u{301}").
+            let ids: [ByteBuffer] = Set(lookups.eventIDs.map { UTF8Key($0) }).map { Keys.bytes($0.string) }
+            let keys: [ByteBuffer] = Set(lookups.transactions.map { UTF8Key($0) }).map { Keys.bytes($0.string) }
             return """
                 SELECT 0, event_id, position, NULL::bytea, NULL::bytea, NULL::boolean FROM ledger_events WHERE event_id = ANY(\(ids)::bytea[])
                 UNION ALL
@@ -485,39 +504,39 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         /// Takes what `lookupQuery` found: those keys' lookups need no query in this write.
         func remember(_ lookups: Lookups, found rows: PostgresQueryResult) throws {
-            for id in lookups.eventIDs { eventPositions[id] = .some(nil) }
+            for id in lookups.eventIDs { eventPositions[UTF8Key(id)] = .some(nil) }
             for key in lookups.transactions {
-                holders[key] = .some(nil)
-                revocations[key] = .some(nil)
+                holders[UTF8Key(key)] = .some(nil)
+                revocations[UTF8Key(key)] = .some(nil)
             }
             for row in rows {
                 let (kind, key, position, account, payment, credits) = try row.decode((Int32, ByteBuffer, Int64, ByteBuffer?, ByteBuffer?, Bool?).self)
                 switch kind {
                 case 0:
-                    eventPositions[Keys.string(key)] = UInt64(position)
+                    eventPositions[UTF8Key(Keys.string(key))] = UInt64(position)
                 case 1:
                     guard let account, let payment, let credits else { throw StorageError(.damaged, "a transaction index entry is incomplete") }
-                    holders[Keys.string(key)] = TransactionHolder(
+                    holders[UTF8Key(Keys.string(key))] = TransactionHolder(
                         entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
                         position: UInt64(position), creditsConsumable: credits)
                 default:
-                    revocations[Keys.string(key)] = UInt64(position)
+                    revocations[UTF8Key(Keys.string(key))] = UInt64(position)
                 }
             }
         }
 
         override func position(ofEventID id: String) throws -> UInt64? {
-            if let known = eventPositions[id] { return known }
+            if let known = eventPositions[UTF8Key(id)] { return known }
             return try super.position(ofEventID: id)
         }
 
         override func holder(ofTransaction transaction: String) throws -> TransactionHolder? {
-            if let known = holders[transaction] { return known }
+            if let known = holders[UTF8Key(transaction)] { return known }
             return try super.holder(ofTransaction: transaction)
         }
 
         override func revocation(ofTransaction transaction: String) throws -> UInt64? {
-            if let known = revocations[transaction] { return known }
+            if let known = revocations[UTF8Key(transaction)] { return known }
             return try super.revocation(ofTransaction: transaction)
         }
 
@@ -527,12 +546,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             buffered.ids.append(Keys.bytes(eventID))
             buffered.accounts.append(Keys.bytes(account))
             buffered.records.append(ByteBuffer(bytes: record))
-            eventPositions[eventID] = position
+            eventPositions[UTF8Key(eventID)] = position
             head = position
         }
 
         func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws {
-            holders[transaction] = holder
+            holders[UTF8Key(transaction)] = holder
             connection.send("""
                 INSERT INTO ledger_transactions (transaction_id, account, payment, position, credits_consumable)
                 VALUES (\(Keys.bytes(transaction)), \(Keys.bytes(holder.entry.account)), \(Keys.bytes(holder.entry.payment)),
@@ -543,7 +562,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
-            revocations[transaction] = position
+            revocations[UTF8Key(transaction)] = position
             connection.send("""
                 INSERT INTO ledger_revocations (transaction_id, position) VALUES (\(Keys.bytes(transaction)), \(Int64(position)))
                 ON CONFLICT (transaction_id) DO UPDATE SET position = excluded.position

@@ -1,5 +1,6 @@
 import Testing
 @testable import PurchaseLedger
+import PurchaseLedgerPostgres
 
 /// Ids, accounts and store transactions are opaque bytes: two strings that Swift considers
 /// equal (canonically equivalent) but that differ in bytes are different ids, in memory as on
@@ -16,8 +17,9 @@ struct ByteIdentityTests {
         #expect(UTF8Key(Self.precomposed) != UTF8Key(Self.decomposed))
     }
 
-    @Test func accountsThatLookAlikeAreSeparate() async throws {
-        try await withLedger { ledger, path in
+    @Test(arguments: Backend.available)
+    func accountsThatLookAlikeAreSeparate(on backend: Backend) async throws {
+        try await withLedger(on: backend) { ledger, path in
             var k = Script("K-42")
             var kelvin = Script(Self.kelvin)
             try await ledger.appendAll([k.add("p1", "com.example.tenhints"), k.purchased("p1", "T1")])
@@ -31,8 +33,9 @@ struct ByteIdentityTests {
         }
     }
 
-    @Test func transactionsThatLookAlikeAreSeparate() async throws {
-        try await withLedger { ledger, path in
+    @Test(arguments: Backend.available)
+    func transactionsThatLookAlikeAreSeparate(on backend: Backend) async throws {
+        try await withLedger(on: backend) { ledger, path in
             var w = Script("w")
             var z = Script("z")
             try await ledger.appendAll([
@@ -46,10 +49,26 @@ struct ByteIdentityTests {
             #expect(try ledger.balances(of: "w") == ["hints": 10])
             #expect(try ledger.balances(of: "z") == ["hints": 0])
             await ledger.close()
-            let log = try LedgerLog.open(at: path)
+            let log = try LedgerLog.open(location: path)
             #expect(log.verify().isIntact)
             #expect(try log.state() == (try LedgerLog.stateByAppending(log)))
             log.close()
+        }
+    }
+
+    /// Event ids too, within one batch (one write transaction) and across batches.
+    @Test(arguments: Backend.available)
+    func eventIDsThatLookAlikeAreSeparate(on backend: Backend) async throws {
+        try await withLedger(on: backend) { ledger, _ in
+            let at = Timestamp(seconds: 1_767_225_600)
+            func added(_ id: String, _ payment: String) -> Event {
+                .paymentAdded(id: id, account: "u1", at: at, payment: payment, product: "com.example.tenhints", quantity: nil)
+            }
+            let together = try await ledger.append(contentsOf: [added(Self.precomposed, "p1"), added(Self.decomposed, "p2")])
+            #expect(together.map(\.summary) == ["appended 1", "appended 2"])
+            let apart = try await ledger.append(contentsOf: [added("K-1", "p3")])
+            let again = try await ledger.append(contentsOf: [added("\u{212A}-1", "p4"), added(Self.decomposed, "p5")])
+            #expect(apart.map(\.summary) + again.map(\.summary) == ["appended 3", "appended 4", "duplicate 2"])
         }
     }
 

@@ -83,8 +83,7 @@ enum SnapshotStates {
     /// `keepingAbove` stay whatever reads them: on shared storage, another process may be
     /// writing a snapshot there whose header is not stored yet.
     static func pruneVersions(writer: any LedgerStorageWriter, retained: [UInt64], accounts: [String], keepingAbove: UInt64 = .max) throws {
-        for account in accounts {
-            let versions = try writer.accountStateVersions(account)
+        for (account, versions) in zip(accounts, try writer.accountStateVersions(of: accounts)) {
             let needed = Set(retained.compactMap { snapshot in versions.last { $0 <= snapshot } })
             for version in versions where !needed.contains(version) && version <= keepingAbove {
                 try writer.deleteAccountState(account: account, version: version)

@@ -144,8 +144,18 @@ package protocol LedgerStorageReader {
     func accountState<R>(_ account: String, atOrBefore position: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> R) throws -> R?
     /// The positions at which states of `account` were written, in order.
     func accountStateVersions(_ account: String) throws -> [UInt64]
+    /// `accountStateVersions` of each of `accounts`, in their order: in one query where the
+    /// storage is remote.
+    func accountStateVersions(of accounts: [String]) throws -> [[UInt64]]
     /// Visits every stored account state: account, version, bytes; by account, then version.
     func forEachAccountState(_ body: (String, UInt64, UnsafeRawBufferPointer) throws -> Void) throws
+}
+
+extension LedgerStorageReader {
+    /// One lookup per account: what an embedded storage costs nothing more for.
+    package func accountStateVersions(of accounts: [String]) throws -> [[UInt64]] {
+        try accounts.map { try accountStateVersions($0) }
+    }
 }
 
 package protocol LedgerStorageWriter: LedgerStorageReader {

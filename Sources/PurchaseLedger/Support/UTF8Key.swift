@@ -10,30 +10,30 @@ import Darwin
 /// the Kelvin sign), but ids, accounts and store transactions are opaque bytes, and the LMDB
 /// indexes compare bytes. Every identity the ledger keeps in memory is a `UTF8Key`, so memory and
 /// disk never disagree about whether two ids are the same.
-struct UTF8Key: Hashable, Sendable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
-    let string: String
+package struct UTF8Key: Hashable, Sendable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
+    package let string: String
 
-    init(_ string: String) {
+    package init(_ string: String) {
         self.string = string
     }
 
-    init(stringLiteral value: String) {
+    package init(stringLiteral value: String) {
         self.string = value
     }
 
-    var description: String { string }
+    package var description: String { string }
 
-    static func == (lhs: UTF8Key, rhs: UTF8Key) -> Bool {
+    package static func == (lhs: UTF8Key, rhs: UTF8Key) -> Bool {
         sameBytes(lhs.string, rhs.string)
     }
 
-    func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         var copy = string
         copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 
     /// Byte order, the order of every sorted list the ledger prints.
-    static func < (lhs: UTF8Key, rhs: UTF8Key) -> Bool {
+    package static func < (lhs: UTF8Key, rhs: UTF8Key) -> Bool {
         lhs.string.utf8.lexicographicallyPrecedes(rhs.string.utf8)
     }
 }
