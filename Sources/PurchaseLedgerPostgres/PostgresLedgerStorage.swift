@@ -444,6 +444,9 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         private var eventPositions: [UTF8Key: UInt64?] = [:]
         private var holders: [UTF8Key: TransactionHolder?] = [:]
         private var revocations: [UTF8Key: UInt64?] = [:]
+        /// Account states as of `statesSnapshot`, as `lookupQuery` found them (nil: none).
+        private var accountStates: [UTF8Key: (version: UInt64, state: ByteBuffer)?] = [:]
+        private var statesSnapshot: UInt64?
 
         /// The newest catalog, as locked (and as this write recorded).
         private var newestCatalog: CatalogVersion?
@@ -487,18 +490,24 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             head
         }
 
-        /// One query for what a batch's rules will look up: its event ids, and the holders and
-        /// revocations of the store transactions its events name.
+        /// One query for what a batch's rules will look up: its event ids, the holders and
+        /// revocations of the store transactions its events name, and the states of its
+        /// accounts that are not in memory (the newest at or before the snapshot).
         static func lookupQuery(_ lookups: Lookups) -> PostgresQuery {
             // Without repeats, by bytes (a `Set<String>` would keep one of "é" and "e\u{301}").
             let ids: [ByteBuffer] = Set(lookups.eventIDs.map { UTF8Key($0) }).map { Keys.bytes($0.string) }
             let keys: [ByteBuffer] = Set(lookups.transactions.map { UTF8Key($0) }).map { Keys.bytes($0.string) }
+            let accounts: [ByteBuffer] = lookups.snapshot == nil ? [] : lookups.accounts.map(Keys.bytes)
+            let snapshot = Int64(clamping: lookups.snapshot ?? 0)
             return """
-                SELECT 0, event_id, position, NULL::bytea, NULL::bytea, NULL::boolean FROM ledger_events WHERE event_id = ANY(\(ids)::bytea[])
+                SELECT 0, event_id, position, NULL::bytea, NULL::bytea, NULL::boolean, NULL::bytea FROM ledger_events WHERE event_id = ANY(\(ids)::bytea[])
                 UNION ALL
-                SELECT 1, transaction_id, position, account, payment, credits_consumable FROM ledger_transactions WHERE transaction_id = ANY(\(keys)::bytea[])
+                SELECT 1, transaction_id, position, account, payment, credits_consumable, NULL FROM ledger_transactions WHERE transaction_id = ANY(\(keys)::bytea[])
                 UNION ALL
-                SELECT 2, transaction_id, position, NULL, NULL, NULL FROM ledger_revocations WHERE transaction_id = ANY(\(keys)::bytea[])
+                SELECT 2, transaction_id, position, NULL, NULL, NULL, NULL FROM ledger_revocations WHERE transaction_id = ANY(\(keys)::bytea[])
+                UNION ALL
+                (SELECT DISTINCT ON (account) 3, account, version, NULL, NULL, NULL, state FROM ledger_account_states
+                 WHERE account = ANY(\(accounts)::bytea[]) AND version <= \(snapshot) ORDER BY account, version DESC)
                 """
         }
 
@@ -509,8 +518,13 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 holders[UTF8Key(key)] = .some(nil)
                 revocations[UTF8Key(key)] = .some(nil)
             }
+            if let snapshot = lookups.snapshot {
+                statesSnapshot = snapshot
+                for account in lookups.accounts { accountStates[UTF8Key(account)] = .some(nil) }
+            }
             for row in rows {
-                let (kind, key, position, account, payment, credits) = try row.decode((Int32, ByteBuffer, Int64, ByteBuffer?, ByteBuffer?, Bool?).self)
+                let (kind, key, position, account, payment, credits, state) = try row.decode(
+                    (Int32, ByteBuffer, Int64, ByteBuffer?, ByteBuffer?, Bool?, ByteBuffer?).self)
                 switch kind {
                 case 0:
                     eventPositions[UTF8Key(Keys.string(key))] = UInt64(position)
@@ -519,8 +533,11 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                     holders[UTF8Key(Keys.string(key))] = TransactionHolder(
                         entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
                         position: UInt64(position), creditsConsumable: credits)
-                default:
+                case 2:
                     revocations[UTF8Key(Keys.string(key))] = UInt64(position)
+                default:
+                    guard let state else { throw StorageError(.damaged, "an account state is missing its bytes") }
+                    accountStates[UTF8Key(Keys.string(key))] = (UInt64(position), state)
                 }
             }
         }
@@ -533,6 +550,16 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         override func holder(ofTransaction transaction: String) throws -> TransactionHolder? {
             if let known = holders[UTF8Key(transaction)] { return known }
             return try super.holder(ofTransaction: transaction)
+        }
+
+        override func accountState<R>(
+            _ account: String, atOrBefore position: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> R
+        ) throws -> R? {
+            if position == statesSnapshot, let known = accountStates[UTF8Key(account)] {
+                guard let (version, state) = known else { return nil }
+                return try state.withUnsafeReadableBytes { try body(version, $0) }
+            }
+            return try super.accountState(account, atOrBefore: position, body)
         }
 
         override func revocation(ofTransaction transaction: String) throws -> UInt64? {
@@ -600,6 +627,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func putAccountState(_ bytes: [UInt8], account: String, version: UInt64) throws {
+            statesSnapshot = nil
             connection.send("""
                 INSERT INTO ledger_account_states (account, version, state) VALUES (\(Keys.bytes(account)), \(Int64(version)), \(ByteBuffer(bytes: bytes)))
                 ON CONFLICT (account, version) DO UPDATE SET state = excluded.state
@@ -607,10 +635,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func deleteAccountState(account: String, version: UInt64) throws {
+            statesSnapshot = nil
             connection.send("DELETE FROM ledger_account_states WHERE account = \(Keys.bytes(account)) AND version = \(Int64(version))")
         }
 
         func removeAllSnapshots() throws {
+            statesSnapshot = nil
             newestSnapshot = .none
             connection.send("DELETE FROM ledger_snapshots")
             connection.send("DELETE FROM ledger_account_states")

@@ -10,14 +10,20 @@ import Testing
 struct PostgresBackendTests {
     /// The same stream, in the same batches, on both backends: the same outcome for every
     /// event, the same state after every batch, the same records, and a clean
-    /// `verify`.
-    @Test(arguments: [3, 17, 42] as [UInt64])
-    func bothBackendsAgreeEventForEvent(seed: UInt64) async throws {
+    /// `verify`. With frequent snapshots and a small cache, the rules read most accounts from
+    /// a snapshot (on PostgreSQL, fetched with the batch's lookups).
+    @Test(arguments: [3, 17, 42] as [UInt64], [false, true])
+    func bothBackendsAgreeEventForEvent(seed: UInt64, snapshotting: Bool) async throws {
+        var configuration = Ledger.Configuration.testing
+        if snapshotting {
+            configuration.snapshotInterval = 25
+            configuration.cachedAccounts = 2
+        }
         func run(_ backend: Backend) async throws -> (outcomes: [AppendResult], states: [LedgerState], records: [LogRecord], intact: Bool) {
             var generator = EventStreamGenerator(seed: seed)
             var random = SeededGenerator(seed: seed &* 7)
             return try await withLocation(on: backend) { location in
-                let ledger = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing)
+                let ledger = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: configuration)
                 var outcomes: [AppendResult] = []
                 var states: [LedgerState] = []
                 for _ in 0..<10 {

@@ -321,6 +321,10 @@ public final class Ledger: Sendable {
                 }
             }
         }
+        if let snapshot = live.snapshot?.position {
+            lookups.snapshot = snapshot
+            lookups.accounts = live.notInMemory(requests.flatMap { $0.events.map(\.account) })
+        }
         return lookups
     }
 

@@ -150,6 +150,17 @@ final class LiveProjections: Sendable {
         }
     }
 
+    /// Those of `accounts` that are not in memory, each once (by bytes).
+    func notInMemory(_ accounts: [String]) -> [String] {
+        published.withLock { state in
+            var seen = Set<UTF8Key>()
+            return accounts.filter { account in
+                let key = UTF8Key(account)
+                return state.accounts[key] == nil && seen.insert(key).inserted
+            }
+        }
+    }
+
     /// The account's state in the current snapshot; nil when it has none there (or there is no
     /// snapshot). A damaged stored state is rebuilt from the account's history instead.
     func loadFromSnapshot(_ account: UTF8Key, reader: any LedgerStorageReader) throws -> AccountState? {
