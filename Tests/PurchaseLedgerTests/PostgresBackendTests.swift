@@ -124,6 +124,14 @@ struct PostgresBackendTests {
 struct SharedPostgresLedgerTests {
     static let tenHints = "com.example.tenhints"
 
+    /// The options of a process that hears of the others' appends by its poll alone.
+    static func pollingOnly(every interval: Duration) -> PostgresOptions {
+        var options = PostgresOptions()
+        options.notifications = false
+        options.pollInterval = interval
+        return options
+    }
+
     /// The same store transaction reported to three ledgers at once, under different payments
     /// and ids: exactly one credits it; the others are told `transactionAlreadyCredited`.
     @Test(arguments: 0..<5)
@@ -287,9 +295,7 @@ struct SharedPostgresLedgerTests {
             configuration.cachedAccounts = 4
             let first = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: configuration)
             // The second follows only when told to (as a process whose notifications lag).
-            var options = PostgresOptions()
-            options.notifications = false
-            options.pollInterval = .seconds(3600)
+            let options = Self.pollingOnly(every: .seconds(3600))
             let second = try Ledger.open(location: location, configuration: configuration, options: options)
             // 40 accounts (two slices of 32) and "quiet", which the second's next snapshot does
             // not write: it reads "quiet" from its previous snapshot's version.
@@ -334,9 +340,7 @@ struct SharedPostgresLedgerTests {
     /// processes' appends.
     @Test func withoutNotificationsThePollFollows() async throws {
         try await withLocation(on: .postgres) { location in
-            var options = PostgresOptions()
-            options.notifications = false
-            options.pollInterval = .milliseconds(100)
+            let options = Self.pollingOnly(every: .milliseconds(100))
             let writer = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing, options: options)
             let follower = try Ledger.open(location: location, configuration: .testing, options: options)
             var script = Script("u8")
@@ -383,9 +387,7 @@ struct SharedPostgresLedgerTests {
     /// stood before the wait.
     @Test func aWriteWaitingForTheLockSeesTheCatalogGrownMeanwhile() async throws {
         try await withLocation(on: .postgres) { location in
-            var options = PostgresOptions()
-            options.notifications = false
-            options.pollInterval = .seconds(3600)
+            let options = Self.pollingOnly(every: .seconds(3600))
             let ledger = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing, options: options)
             var script = Script("u4")
             try await ledger.appendAll([script.add("p1", Self.tenHints)])
