@@ -124,6 +124,14 @@ struct PostgresBackendTests {
 struct SharedPostgresLedgerTests {
     static let tenHints = "com.example.tenhints"
 
+    /// Waits until `condition` holds, or `timeout` has passed (the caller checks which).
+    static func waitUntil(timeout: Duration = .seconds(10), _ condition: () throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try !condition() && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     /// The options of a process that hears of the others' appends by its poll alone.
     static func pollingOnly(every interval: Duration) -> PostgresOptions {
         var options = PostgresOptions()
@@ -211,20 +219,14 @@ struct SharedPostgresLedgerTests {
             options.pollInterval = .seconds(3600)
             configuration.snapshotOnClose = false
             let follower = try Ledger.open(location: location, configuration: configuration, options: options)
-            func waitUntil(_ condition: () -> Bool) async throws {
-                let deadline = ContinuousClock.now + .seconds(10)
-                while !condition() && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(10))
-                }
-            }
             // Listening starts with a catch-up of its own: the second append can reach the
             // follower by its notification only.
-            try await waitUntil { (follower.storage as? PostgresLedgerStorage)?.isListening == true }
+            try await Self.waitUntil { (follower.storage as? PostgresLedgerStorage)?.isListening == true }
             var script = Script("u9")
             try await writer.appendAll([script.add("p1", Self.tenHints)])
-            try await waitUntil { follower.position == 1 }
+            try await Self.waitUntil { follower.position == 1 }
             try await writer.appendAll([script.purchased("p1", "t1")])
-            try await waitUntil { follower.position == 2 }
+            try await Self.waitUntil { follower.position == 2 }
             #expect(follower.position == 2)
             #expect(try follower.balances(of: "u9") == ["hints": 10])
             await follower.close()
@@ -345,10 +347,7 @@ struct SharedPostgresLedgerTests {
             let follower = try Ledger.open(location: location, configuration: .testing, options: options)
             var script = Script("u8")
             try await writer.appendAll([script.add("p1", Self.tenHints), script.purchased("p1", "t1")])
-            let deadline = ContinuousClock.now + .seconds(10)
-            while follower.position < 2 && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await Self.waitUntil { follower.position >= 2 }
             #expect(follower.position == 2)
             #expect(try follower.balances(of: "u8") == ["hints": 10])
             await follower.close()
@@ -400,15 +399,12 @@ struct SharedPostgresLedgerTests {
             _ = try other.query("SELECT position FROM ledger_head WHERE id = 1 FOR UPDATE")
             let event = script.add("p2", "com.example.stars")
             let appending = Task { try await ledger.append(contentsOf: [event]) }
-            let deadline = ContinuousClock.now + .seconds(20)
             func waiters() throws -> Int64 {
                 try other.query("""
                     SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
                     """).first!.decode(Int64.self)
             }
-            while try waiters() == 0 && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await Self.waitUntil(timeout: .seconds(20)) { try waiters() > 0 }
             #expect(try waiters() == 1, "the ledger's write waits for the lock")
             _ = try other.query("INSERT INTO ledger_catalogs (effective_from, catalog) VALUES (2, \(ByteBuffer(string: grown.json)))")
             _ = try other.query("COMMIT")

@@ -342,12 +342,14 @@ public final class Ledger: Sendable {
             live.adoptCatalog(try Catalog(json: json))
             catalogVersion.withLock { $0 = CatalogVersion(effectiveFrom: effectiveFrom, size: json.count) }
         }
-        // Nothing new and no newer snapshot: done (a write has read both with its lock).
-        guard try last > live.position || reader.newestSnapshotPosition() ?? 0 > live.snapshot?.position ?? 0 else { return }
+        // A write has read the newest snapshot's position with its lock: the headers are read
+        // only when another process wrote a newer one, not at every catch-up.
+        let newerSnapshot = try reader.newestSnapshotPosition() ?? 0 > live.snapshot?.position ?? 0
+        guard last > live.position || newerSnapshot else { return }
         // Another process's snapshot past this one's position: start from it (this process's
         // own snapshot may be too old for pruning to keep what it reads); one within what is
         // applied: move to it once the events are.
-        let newest = try SnapshotStates.newest(reader, lastPosition: last)
+        let newest = newerSnapshot ? try SnapshotStates.newest(reader, lastPosition: last) : nil
         if case .success(let header)? = newest, header.position > live.position {
             live.restart(from: header)
         }
