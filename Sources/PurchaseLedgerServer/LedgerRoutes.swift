@@ -30,6 +30,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let notifications: AppStoreNotificationHandler?
     public let metricsRegistry: PrometheusCollectorRegistry?
     private let requestMetrics: RequestMetrics
+    /// Refused notifications are logged at a bounded rate: anyone can send them.
+    private let refusals = RefusalLog()
 
     /// - Parameters:
     ///   - metricsRegistry: what `GET /metrics` renders; without one the route is not mounted.
@@ -74,7 +76,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     func postEvents(_ request: Request, context: Context) async throws -> Response {
         try context.require(.eventsWrite)
         let body = try await collectBody(request)
-        let decoded = try EventBodyDecoder.decode(body, contentType: request.headers[.contentType])
+        let decoded = try EventBodyDecoder.decode(body, contentType: request.headers[.contentType], limit: limits.eventsPerRequest)
         guard !decoded.isEmpty else { throw LedgerHTTPError.invalidEvent("the body holds no events") }
         guard decoded.count <= limits.eventsPerRequest else {
             throw LedgerHTTPError.tooLarge("\(decoded.count) events in one request; at most \(limits.eventsPerRequest)")
@@ -163,8 +165,11 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             return .json(handled.json)
         } catch let error as AppStoreVerificationError {
             requestMetrics.notification("refused")
-            context.logger.warning("App Store notification refused", metadata: ["error": "\(error)"])
-            throw LedgerHTTPError(status: .badRequest, code: error.code.rawValue, message: error.message)
+            refusals.warning(
+                "App Store notification refused",
+                metadata: ["code": "\(error.code)", "reason": LogSafe.metadata(error.message)], logger: context.logger)
+            // Anyone can post here: the code and a fixed message, nothing of the request.
+            throw LedgerHTTPError(status: .badRequest, code: error.code.rawValue, message: error.code.publicMessage)
         } catch {
             throw Self.httpError(storage: error, logger: context.logger)
         }

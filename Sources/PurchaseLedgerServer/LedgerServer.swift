@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import Prometheus
@@ -67,9 +68,15 @@ public enum LedgerServer {
             ledger: ledger, keys: APIKeys(configuration.keys), limits: configuration.limits,
             notifications: notifications, metricsRegistry: registry, metricsFactory: factory
         ).collection)
+        let limits = configuration.limits
         return Application(
             router: router,
-            configuration: .init(address: .hostname(configuration.bind.host, port: configuration.bind.port), serverName: "ledger-server"),
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [RequestDeadlineHandler(timeout: ServerConfiguration.Limits.timeAmount(limits.requestTimeoutSeconds))],
+                idleTimeout: ServerConfiguration.Limits.timeAmount(limits.idleTimeoutSeconds))),
+            configuration: .init(
+                address: .hostname(configuration.bind.host, port: configuration.bind.port), serverName: "ledger-server",
+                availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)),
             services: [LedgerService(ledger: ledger)],
             onServerRunning: onServerRunning,
             logger: logger)

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import PurchaseLedger
 import PurchaseLedgerPostgres
 
@@ -13,7 +14,8 @@ import PurchaseLedgerPostgres
 ///     {"name": "app-backend", "key": "…at least 32 characters…", "scopes": ["events:write", "accounts:read"]},
 ///     {"name": "prometheus", "key": "…", "scopes": ["metrics:read"]}
 ///   ],
-///   "limits": {"bodyBytes": 1048576, "eventsPerRequest": 1000},
+///   "limits": {"bodyBytes": 1048576, "eventsPerRequest": 1000, "maxConnections": 512,
+///              "idleTimeoutSeconds": 30, "requestTimeoutSeconds": 15},
 ///   "snapshotEvery": 100000,
 ///   "appStore": {
 ///     "bundleId": "com.example.wordgame", "appAppleId": 1234567890, "environment": "Production",
@@ -58,10 +60,25 @@ public struct ServerConfiguration: Codable, Sendable {
         public var bodyBytes: Int
         /// Most events in one request; more are answered 413.
         public var eventsPerRequest: Int
+        /// Most connections open at once; further clients wait in the listen backlog until one
+        /// closes (each open connection may hold a body buffer of up to `bodyBytes`).
+        public var maxConnections: Int
+        /// A connection that sends no part of a request for this long (and awaits no answer) is
+        /// closed.
+        public var idleTimeoutSeconds: Double
+        /// A request not read whole (head to end) this long after its head arrived closes its
+        /// connection: a client cannot hold a connection by trickling or stalling a request.
+        public var requestTimeoutSeconds: Double
 
-        public init(bodyBytes: Int = 1 << 20, eventsPerRequest: Int = 1000) {
+        public init(
+            bodyBytes: Int = 1 << 20, eventsPerRequest: Int = 1000,
+            maxConnections: Int = 512, idleTimeoutSeconds: Double = 30, requestTimeoutSeconds: Double = 15
+        ) {
             self.bodyBytes = bodyBytes
             self.eventsPerRequest = eventsPerRequest
+            self.maxConnections = maxConnections
+            self.idleTimeoutSeconds = idleTimeoutSeconds
+            self.requestTimeoutSeconds = requestTimeoutSeconds
         }
 
         public init(from decoder: any Decoder) throws {
@@ -69,6 +86,17 @@ public struct ServerConfiguration: Codable, Sendable {
             let defaults = Limits()
             bodyBytes = try container.decodeIfPresent(Int.self, forKey: .bodyBytes) ?? defaults.bodyBytes
             eventsPerRequest = try container.decodeIfPresent(Int.self, forKey: .eventsPerRequest) ?? defaults.eventsPerRequest
+            maxConnections = try container.decodeIfPresent(Int.self, forKey: .maxConnections) ?? defaults.maxConnections
+            idleTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .idleTimeoutSeconds) ?? defaults.idleTimeoutSeconds
+            requestTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .requestTimeoutSeconds) ?? defaults.requestTimeoutSeconds
+        }
+
+        /// The longest timeout the configuration takes: a day.
+        static let maximumTimeoutSeconds: Double = 86_400
+
+        /// `seconds` (checked by `check()`) as NIO's time amount.
+        static func timeAmount(_ seconds: Double) -> TimeAmount {
+            .nanoseconds(Int64((min(max(seconds, 0), maximumTimeoutSeconds) * 1e9).rounded()))
         }
     }
 
@@ -181,8 +209,13 @@ public struct ServerConfiguration: Codable, Sendable {
             }
         }
         guard (0...65_535).contains(bind.port) else { throw ServerConfigurationError("\"bind.port\" must be from 0 to 65535") }
-        guard limits.bodyBytes > 0, limits.eventsPerRequest > 0 else {
+        guard limits.bodyBytes > 0, limits.eventsPerRequest > 0, limits.maxConnections > 0 else {
             throw ServerConfigurationError("\"limits\" must be positive")
+        }
+        for (name, seconds) in [("idleTimeoutSeconds", limits.idleTimeoutSeconds), ("requestTimeoutSeconds", limits.requestTimeoutSeconds)] {
+            guard seconds.isFinite, seconds > 0, seconds <= Limits.maximumTimeoutSeconds else {
+                throw ServerConfigurationError("\"limits.\(name)\" must be more than 0 and at most \(Int(Limits.maximumTimeoutSeconds)) seconds")
+            }
         }
         var seen: Set<String> = []
         for key in keys {

@@ -213,21 +213,22 @@ struct AppStoreNotificationTests {
         }
     }
 
-    @Test func applesTestNotificationIsAcknowledgedByTheServer() async throws {
+    /// Apple's signed samples get Apple's verdicts: its verifier's strict X.509 checks refuse
+    /// the samples' test chain (the leaf has no authority key identifier), and so does the
+    /// server (AppleVerifierParityTests asks Apple's verifier itself).
+    @Test func applesSignedSamplesAreRefusedAsApplesStrictVerifierRefusesThem() async throws {
         let root = try AppleFixtures.testCA
         try await ServerHarness.run(notifications: { ledger, directory in
             AppStoreNotificationHandler(
                 verifier: AppStoreSignedDataVerifier(trustedRoots: [root], bundleId: "com.example", appAppleId: 1234, environment: .sandbox),
                 unattributed: UnattributedNotificationLog(path: directory + "/unattributed.jsonl"), ledger: ledger)
-        }) { _, client in
-            let ok = try await Self.post("{\"signedPayload\": \"\(try AppleFixtures.signedData("testNotification"))\"}", client)
-            #expect(ok.status == .ok)
-            #expect(try ok.object["notificationType"] as? String == "TEST")
-            let wrong = try await Self.post("{\"signedPayload\": \"\(try AppleFixtures.signedData("wrongBundleId"))\"}", client)
-            #expect(wrong.status == .badRequest)
-            #expect(wrong.errorCode == "INVALID_APP_IDENTIFIER")
-            let missing = try await Self.post("{\"signedPayload\": \"\(try AppleFixtures.signedData("missingX5CHeaderClaim"))\"}", client)
-            #expect(missing.errorCode == "INVALID_JWT_FORMAT")
+        }) { harness, client in
+            for (sample, code) in [("testNotification", "VERIFICATION_FAILURE"), ("wrongBundleId", "VERIFICATION_FAILURE"), ("missingX5CHeaderClaim", "INVALID_JWT_FORMAT")] {
+                let answer = try await Self.post("{\"signedPayload\": \"\(try AppleFixtures.signedData(sample))\"}", client)
+                #expect(answer.status == .badRequest, "\(sample)")
+                #expect(answer.errorCode == code, "\(sample): \(answer.body)")
+            }
+            #expect(harness.ledger.position == 0)
         }
     }
 }

@@ -20,8 +20,11 @@ struct AppStoreVerifierTests {
         }
     }
 
-    @Test func applesTestNotificationVerifiesAgainstTheTestRoot() async throws {
-        let notification = try await Self.appleVerifier().verifyNotification(try AppleFixtures.signedData("testNotification"))
+    /// Apple's TEST notification decodes as Apple's library decodes it (read without its chain,
+    /// as for Xcode data).
+    @Test func applesTestNotificationDecodes() async throws {
+        let unchecked = AppStoreSignedDataVerifier(trustedRoots: [], bundleId: "com.example", appAppleId: 1234, environment: .xcode)
+        let notification = try await unchecked.verify(try AppleFixtures.signedData("testNotification"), as: AppStoreNotificationPayload.self)
         #expect(notification.notificationType == "TEST")
         #expect(notification.notificationUUID == "9ad56bd2-0bc6-42e0-af24-fd996d87a1e6")
         #expect(notification.data?.bundleId == "com.example")
@@ -29,9 +32,16 @@ struct AppStoreVerifierTests {
         #expect(notification.signedDate == 1_681_314_324_000)
     }
 
-    @Test func applesWrongBundleIdIsRefused() async throws {
-        let payload = try AppleFixtures.signedData("wrongBundleId")
-        await expect(.invalidAppIdentifier) { _ = try await Self.appleVerifier().verifyNotification(payload) }
+    /// Apple's samples are signed by a test chain that OpenSSL's strict checks refuse, and so
+    /// Apple's Python verifier refuses them: the server does too, for the same reason.
+    @Test func applesSampleChainFailsTheStrictChecksAsInApplesVerifier() async throws {
+        let payload = try AppleFixtures.signedData("testNotification")
+        await expect(.verificationFailure) { _ = try await Self.appleVerifier().verifyNotification(payload) }
+        let header = try #require(NotificationMutator.Token(payload)).header
+        let x5c = try #require(try JSONSerialization.jsonObject(with: Data(header.utf8)) as? [String: Any])["x5c"] as? [String]
+        let leaf = try TestAppStoreSigner.certificate(base64: try #require(x5c?.first))
+        #expect(StrictX509Policy.violation(of: leaf, isLast: false) == "no authority key identifier")
+        #expect(StrictX509Policy.violation(of: try AppleFixtures.testCA, isLast: true) == "a CA whose basicConstraints is not critical")
     }
 
     @Test func applesMissingX5CHeaderClaimIsRefused() async throws {
@@ -40,33 +50,41 @@ struct AppStoreVerifierTests {
     }
 
     @Test func anotherEnvironmentOrAppIsRefused() async throws {
-        let payload = try AppleFixtures.signedData("testNotification")
+        let signer = try TestAppStoreSigner()
+        let payload = try signer.sign(Self.testPayload)
         // A production server (the notification says Sandbox).
-        await expect(.invalidEnvironment) { _ = try await Self.appleVerifier(environment: .production).verifyNotification(payload) }
+        await expect(.invalidEnvironment) { _ = try await signer.verifier(environment: .production).verifyNotification(payload) }
         // In production the App Apple ID must match too.
-        await expect(.invalidAppIdentifier) { _ = try await Self.appleVerifier(appAppleId: 999, environment: .production).verifyNotification(payload) }
+        await expect(.invalidAppIdentifier) { _ = try await signer.verifier(appAppleId: 999, environment: .production).verifyNotification(payload) }
         // In the sandbox it is not compared, as in Apple's library.
-        _ = try await Self.appleVerifier(appAppleId: 999).verifyNotification(payload)
+        _ = try await signer.verifier(appAppleId: 999).verifyNotification(payload)
+        // Another app.
+        var wrong = Self.testPayload
+        wrong["data"] = ["bundleId": "com.example.wrong", "appAppleId": 41234, "environment": "Sandbox"]
+        let wrongPayload = try signer.sign(wrong)
+        await expect(.invalidAppIdentifier) { _ = try await signer.verifier().verifyNotification(wrongPayload) }
     }
 
     @Test func anUntrustedRootIsRefused() async throws {
-        let payload = try AppleFixtures.signedData("testNotification")
+        let payload = try TestAppStoreSigner().sign(Self.testPayload)
         let other = try TestAppStoreSigner().verifier(appAppleId: 1234)
         await expect(.verificationFailure) { _ = try await other.verifyNotification(payload) }
     }
 
     @Test func aChangedPayloadOrSignatureIsRefused() async throws {
-        let parts = try AppleFixtures.signedData("testNotification").split(separator: ".").map(String.init)
+        let signer = try TestAppStoreSigner()
+        let parts = try signer.sign(Self.testPayload).split(separator: ".").map(String.init)
+        _ = try await signer.verifier().verifyNotification(parts.joined(separator: "."))
         let payloadBytes = try #require(Base64URL.decode(parts[1]))
         var payload = try #require(try JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any])
         payload["notificationUUID"] = "00000000-0000-0000-0000-000000000000"
         let forged = parts[0] + "." + Base64URL.encode(try JSONSerialization.data(withJSONObject: payload)) + "." + parts[2]
-        await expect(.verificationFailure) { _ = try await Self.appleVerifier().verifyNotification(forged) }
+        await expect(.verificationFailure) { _ = try await signer.verifier().verifyNotification(forged) }
 
         var signature = try #require(Base64URL.decode(parts[2]))
         signature[10] ^= 1
         let badSignature = parts[0] + "." + parts[1] + "." + Base64URL.encode(signature)
-        await expect(.verificationFailure) { _ = try await Self.appleVerifier().verifyNotification(badSignature) }
+        await expect(.verificationFailure) { _ = try await signer.verifier().verifyNotification(badSignature) }
     }
 
     nonisolated(unsafe) static let testPayload: [String: Any] = [

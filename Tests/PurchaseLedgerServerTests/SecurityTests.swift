@@ -139,6 +139,23 @@ struct SecurityTests {
         }
     }
 
+    /// A body of more would-be events than the limit is refused by a count, before decoding
+    /// (a megabyte of empty lines would otherwise be a million rejected results in memory).
+    @Test(arguments: [
+        ("application/x-ndjson", String(repeating: "\n", count: 1001)),
+        ("application/x-ndjson", String(repeating: "{}\n", count: 1000) + "{}"),
+        ("application/json", "[" + Array(repeating: "0", count: 1001).joined(separator: ",") + "]"),
+        ("application/json", "[" + Array(repeating: #"{"a": [1, 2], "b": "x,y"}"#, count: 1001).joined(separator: ",") + "]"),
+    ])
+    func aBodyOfMoreThanTheLimitIsCountedAndRefusedBeforeDecoding(_ contentType: String, _ body: String) async throws {
+        try await ServerHarness.run(limits: .init(eventsPerRequest: 1000)) { harness, client in
+            let answer = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: contentType, body: body)
+            #expect(answer.status == .contentTooLarge, "\(answer.body.prefix(200))")
+            #expect(harness.ledger.position == 0)
+        }
+        #expect(EventBodyDecoder.topLevelElements(Array(#"[{"a": [1, 2], "b": "x,\"],y"}, 2]"#.utf8)) == 2)
+    }
+
     @Test(arguments: [
         ("", "invalidEvent"),
         ("{", "invalidEvent"),

@@ -40,8 +40,8 @@ public struct AppStoreNotificationHandler: Sendable {
             transaction = try await verifier.verifyTransaction(signed)
         }
         var logger = logger
-        logger[metadataKey: "notificationUUID"] = .string(notification.notificationUUID)
-        logger[metadataKey: "notificationType"] = .string(notification.notificationType)
+        logger[metadataKey: "notificationUUID"] = LogSafe.metadata(notification.notificationUUID)
+        logger[metadataKey: "notificationType"] = LogSafe.metadata(notification.notificationType)
 
         switch AppStoreNotificationEvents.action(for: notification, transaction: transaction) {
         case .purchase(let purchase, let finish):
@@ -58,10 +58,10 @@ public struct AppStoreNotificationHandler: Sendable {
             return Handled(notification: notification, action: "revoke", outcomes: outcomes)
         case .unattributed(let reason):
             try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
-            logger.warning("notification recorded without an account", metadata: ["reason": "\(reason)", "file": "\(unattributed.path)"])
+            logger.warning("notification recorded without an account", metadata: ["reason": LogSafe.metadata(reason), "file": "\(unattributed.path)"])
             return Handled(notification: notification, action: "unattributed", outcomes: [])
         case .ignored(let reason):
-            logger.info("notification acknowledged", metadata: ["reason": "\(reason)"])
+            logger.info("notification acknowledged", metadata: ["reason": LogSafe.metadata(reason)])
             return Handled(notification: notification, action: "ignored", outcomes: [])
         }
     }
@@ -70,10 +70,10 @@ public struct AppStoreNotificationHandler: Sendable {
         for outcome in outcomes {
             switch outcome {
             case .success(let result):
-                logger.info("notification applied", metadata: ["account": "\(event.account)", "outcome": "\(result)"])
+                logger.info("notification applied", metadata: ["account": LogSafe.metadata(event.account), "outcome": "\(result)"])
             case .failure(let error):
                 // transactionAlreadyCredited is the usual case when the app posted the purchase first.
-                logger.notice("notification not applied", metadata: ["account": "\(event.account)", "error": "\(error)"])
+                logger.notice("notification not applied", metadata: ["account": LogSafe.metadata(event.account), "error": LogSafe.metadata("\(error)")])
             }
         }
     }

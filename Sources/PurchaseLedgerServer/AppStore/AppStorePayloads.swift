@@ -13,6 +13,8 @@ public struct AppStoreNotificationPayload: Decodable, Sendable, Hashable {
     public var data: NotificationData?
     public var summary: AppIdentity?
     public var externalPurchaseToken: ExternalPurchaseToken?
+    /// The app of a `RESCIND_CONSENT` notification, which carries no `data`.
+    public var appData: AppData?
 
     public struct NotificationData: Decodable, Sendable, Hashable {
         public var environment: String?
@@ -31,6 +33,14 @@ public struct AppStoreNotificationPayload: Decodable, Sendable, Hashable {
         public var bundleId: String?
     }
 
+    /// `appData`: the app, and its signed app transaction.
+    public struct AppData: Decodable, Sendable, Hashable {
+        public var environment: String?
+        public var appAppleId: Int64?
+        public var bundleId: String?
+        public var signedAppTransactionInfo: String?
+    }
+
     public struct ExternalPurchaseToken: Decodable, Sendable, Hashable {
         public var externalPurchaseId: String?
         public var appAppleId: Int64?
@@ -39,7 +49,7 @@ public struct AppStoreNotificationPayload: Decodable, Sendable, Hashable {
 
     /// The app and environment the notification is about, found as Apple's library finds them:
     /// in `data`, else `summary`, else `externalPurchaseToken` (whose environment is Sandbox
-    /// when its id starts with "SANDBOX").
+    /// when its id starts with "SANDBOX"), else `appData`.
     var identity: (bundleId: String?, appAppleId: Int64?, environment: String?) {
         if let data { return (data.bundleId, data.appAppleId, data.environment) }
         if let summary { return (summary.bundleId, summary.appAppleId, summary.environment) }
@@ -47,6 +57,7 @@ public struct AppStoreNotificationPayload: Decodable, Sendable, Hashable {
             let environment = token.externalPurchaseId?.hasPrefix("SANDBOX") == true ? "Sandbox" : "Production"
             return (token.bundleId, token.appAppleId, environment)
         }
+        if let appData { return (appData.bundleId, appData.appAppleId, appData.environment) }
         return (nil, nil, nil)
     }
 }

@@ -1,24 +1,30 @@
 import Crypto
 import Foundation
 import SwiftASN1
-@_spi(FixedExpiryValidationTime) import X509
+@_spi(DisableValidityCheck) import X509
 
 /// Verifies and decodes the JWS the App Store signs (notifications and the transactions inside
-/// them) exactly as Apple's App Store Server Library does with online checks off:
+/// them), accepting exactly what Apple's App Store Server Library accepts with online checks off:
 ///
 /// 1. a compact JWS whose header has `alg` ES256 and an `x5c` of three certificates;
-/// 2. the leaf and intermediate of `x5c` chain to one of the configured trusted roots (the root
-///    in `x5c` itself is ignored), RFC 5280 validity at the payload's `signedDate`, the
-///    receipt-signing OID on the leaf and the WWDR OID on the intermediate;
-/// 3. the ES256 signature over `header.payload` matches the leaf's P-256 key;
-/// 4. the payload names this app (bundle id; App Apple ID in production) and environment.
+/// 2. the payload's `signedDate` is a sane time (2000-01-01 to tomorrow; it is read before the
+///    signature is checked, so it is validated first: `AppStoreSigningTime`);
+/// 3. the leaf and intermediate of `x5c` chain to one of the configured trusted roots (the root
+///    in `x5c` itself is ignored), valid at `floor(signedDate / 1000)` seconds, with OpenSSL's
+///    strict X.509 checks (`StrictX509Policy`), the receipt-signing OID on the leaf and the WWDR
+///    OID on the intermediate;
+/// 4. the ES256 signature over `header.payload` matches the leaf's P-256 key;
+/// 5. the payload names this app (bundle id; App Apple ID in production) and environment.
 ///
 /// For the Xcode and LocalTesting environments nothing is signed by the App Store, and, as in
-/// Apple's library, steps 2–3 are skipped: never configure those on a server others can reach.
+/// Apple's library, steps 1–4 are skipped: never configure those on a server others can reach.
 /// No OCSP revocation check is made (it needs Apple's responder online).
+///
+/// Error messages are for the server's log (which escapes and bounds them); a client is
+/// answered the code and its fixed `publicMessage` only.
 public struct AppStoreSignedDataVerifier: Sendable {
-    static let leafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
-    static let intermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
+    static let leafOID = AppStoreOIDPolicy.leafOID
+    static let intermediateOID = AppStoreOIDPolicy.intermediateOID
 
     public let bundleId: String
     public let appAppleId: Int64?
@@ -83,7 +89,7 @@ public struct AppStoreSignedDataVerifier: Sendable {
         var x5c: [String]?
     }
 
-    func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type) async throws(AppStoreVerificationError) -> Payload {
+    func verify<Payload: AppStoreSignedPayload>(_ jws: String, as type: Payload.Type, now: Date = Date()) async throws(AppStoreVerificationError) -> Payload {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
               let headerBytes = Base64URL.decode(parts[0]),
@@ -96,9 +102,13 @@ public struct AppStoreSignedDataVerifier: Sendable {
         let payload: Payload
         do {
             header = try JSONDecoder().decode(Header.self, from: Data(headerBytes))
+        } catch {
+            throw AppStoreVerificationError(.invalidJWTFormat, "the JWS header is not a JSON object with alg and x5c")
+        }
+        do {
             payload = try JSONDecoder().decode(Payload.self, from: Data(payloadBytes))
         } catch {
-            throw AppStoreVerificationError(.invalidJWTFormat, "the JWS header or payload is not the JSON expected: \(error)")
+            throw AppStoreVerificationError(.invalidJWTFormat, "the JWS payload is not the JSON expected (\(DecodingFailure.summary(error)))")
         }
         guard environment.isSigned else { return payload }
 
@@ -106,30 +116,31 @@ public struct AppStoreSignedDataVerifier: Sendable {
             throw AppStoreVerificationError(.invalidJWTFormat, "the JWS header has no x5c certificate chain")
         }
         guard header.alg == "ES256", x5c.count == 3 else {
-            throw AppStoreVerificationError(.invalidJWTFormat, "expected alg ES256 and three x5c certificates, got alg \(header.alg ?? "none") and \(x5c.count)")
+            throw AppStoreVerificationError(.invalidJWTFormat, "expected alg ES256 and three x5c certificates")
+        }
+        // Read before the signature is checked: validated before any certificate code sees it.
+        let signingTime = try AppStoreSigningTime(signedDate: payload.signedDate, now: now)
+        guard let leafDER = Data(base64Encoded: x5c[0]), let intermediateDER = Data(base64Encoded: x5c[1]) else {
+            throw AppStoreVerificationError(.invalidCertificate, "an x5c certificate is not base64")
         }
         let leaf: Certificate, intermediate: Certificate
         do {
-            guard let leafDER = Data(base64Encoded: x5c[0]), let intermediateDER = Data(base64Encoded: x5c[1]) else {
-                throw AppStoreVerificationError(.invalidCertificate, "an x5c certificate is not base64")
-            }
             leaf = try Certificate(derEncoded: Array(leafDER))
             intermediate = try Certificate(derEncoded: Array(intermediateDER))
-        } catch let error as AppStoreVerificationError {
-            throw error
         } catch {
             // Apple's library answers a certificate that is base64 but not DER this way.
-            throw AppStoreVerificationError(.invalidJWTFormat, "an x5c certificate is not DER: \(error)")
+            throw AppStoreVerificationError(.invalidJWTFormat, "an x5c certificate is not DER")
         }
 
-        let validationTime = payload.signedDate.map { Date(timeIntervalSince1970: $0 / 1000) } ?? Date()
         var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
-            RFC5280Policy(fixedExpiryValidationTime: validationTime)
+            RFC5280Policy.withValidityCheckDisabled()
+            ValidAtSigningTimePolicy(time: signingTime)
+            StrictX509Policy()
             AppStoreOIDPolicy()
         }
         let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore([intermediate]))
         guard case .validCertificate = result else {
-            throw AppStoreVerificationError(.verificationFailure, "the x5c chain does not verify against the trusted roots at \(validationTime)")
+            throw AppStoreVerificationError(.verificationFailure, "the x5c chain does not verify against the trusted roots at \(signingTime.seconds) s")
         }
         guard let key = P256.Signing.PublicKey(leaf.publicKey) else {
             throw AppStoreVerificationError(.verificationFailure, "the leaf certificate's key is not P-256")
@@ -140,25 +151,6 @@ public struct AppStoreSignedDataVerifier: Sendable {
             throw AppStoreVerificationError(.verificationFailure, "the JWS signature does not match the leaf certificate's key")
         }
         return payload
-    }
-}
-
-/// Apple's requirement on the chain: the receipt-signing OID on the leaf, the WWDR OID on the
-/// intermediate, and exactly leaf → intermediate → root.
-struct AppStoreOIDPolicy: VerifierPolicy {
-    let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = []
-
-    func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
-        guard chain.count == 3 else {
-            return .failsToMeetPolicy(reason: "the chain has \(chain.count) certificates, not 3")
-        }
-        guard chain[1].extensions.contains(where: { $0.oid == AppStoreSignedDataVerifier.intermediateOID }) else {
-            return .failsToMeetPolicy(reason: "the intermediate certificate lacks Apple's WWDR OID")
-        }
-        guard chain[0].extensions.contains(where: { $0.oid == AppStoreSignedDataVerifier.leafOID }) else {
-            return .failsToMeetPolicy(reason: "the leaf certificate lacks Apple's receipt-signing OID")
-        }
-        return .meetsPolicy
     }
 }
 

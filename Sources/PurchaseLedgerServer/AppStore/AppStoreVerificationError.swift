@@ -34,9 +34,21 @@ public struct AppStoreVerificationError: Error, Sendable, Hashable, CustomString
         public static let invalidAppIdentifier = Code(.invalidAppIdentifier)
         /// The payload is for another environment (Sandbox sent to a Production server, say).
         public static let invalidEnvironment = Code(.invalidEnvironment)
+
+        /// What a client is told: fixed text, never anything of the request or of a library.
+        public var publicMessage: String {
+            switch base {
+            case .invalidJWTFormat: "the signed payload is not a well-formed App Store JWS"
+            case .invalidCertificate: "the signed payload's certificates cannot be read"
+            case .verificationFailure: "the signed payload does not verify against the trusted App Store roots"
+            case .invalidAppIdentifier: "the signed payload is for another app"
+            case .invalidEnvironment: "the signed payload is for another environment"
+            }
+        }
     }
 
     public var code: Code
+    /// What failed, for the server's log; it may quote values of the payload.
     public var message: String
 
     public init(_ code: Code, _ message: String) {
@@ -45,4 +57,24 @@ public struct AppStoreVerificationError: Error, Sendable, Hashable, CustomString
     }
 
     public var description: String { "\(code): \(message)" }
+}
+
+/// A `DecodingError` said in the payload's own terms (the field and what was wrong with it),
+/// without the library's text.
+enum DecodingFailure {
+    static func summary(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "not JSON" }
+        switch error {
+        case .keyNotFound(let key, let context): return "missing \(path(context.codingPath + [key]))"
+        case .typeMismatch(_, let context): return "\(path(context.codingPath)) has the wrong type"
+        case .valueNotFound(_, let context): return "\(path(context.codingPath)) is null"
+        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "\(path(context.codingPath)) is out of range"
+        @unknown default: return "not the JSON expected"
+        }
+    }
+
+    /// `data.status`: the keys are the payload types' own coding keys, never input.
+    private static func path(_ keys: [any CodingKey]) -> String {
+        keys.isEmpty ? "the payload" : keys.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+    }
 }

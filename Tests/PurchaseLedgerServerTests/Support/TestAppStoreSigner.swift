@@ -6,8 +6,28 @@ import X509
 
 /// A throwaway App Store signing chain (root → intermediate with Apple's WWDR OID → leaf with
 /// the receipt-signing OID, all P-256), made fresh for the tests, and JWS signed with its leaf:
-/// what Apple's own tests do with the decoded `models/*.json` payloads.
+/// what Apple's own tests do with the decoded `models/*.json` payloads. By default the chain
+/// passes OpenSSL's strict X.509 checks, as Apple's real chains do; `Chain` takes each piece
+/// away to make one that Apple's library refuses.
 struct TestAppStoreSigner {
+    /// What the chain has. Every switch off (or a validity moved) makes a chain Apple refuses.
+    struct Chain: Sendable, Hashable {
+        var leafOID = true
+        var intermediateOID = true
+        /// The intermediate's keyUsage (a CA must have one).
+        var intermediateKeyUsage = true
+        /// The intermediate's subject key identifier (a CA must have one).
+        var intermediateSubjectKeyIdentifier = true
+        /// The leaf's authority key identifier (every certificate but the root must have one).
+        var leafAuthorityKeyIdentifier = true
+        /// The leaf claims keyCertSign although it is no CA.
+        var leafSignsCertificates = false
+        /// When the root and the intermediate are valid (ten years either side of now unless set).
+        var validity: ClosedRange<Date>?
+        /// When the leaf is valid (`validity` unless set).
+        var leafValidity: ClosedRange<Date>?
+    }
+
     let root: Certificate
     let intermediate: Certificate
     let leaf: Certificate
@@ -17,7 +37,11 @@ struct TestAppStoreSigner {
     ///   - leafOID, intermediateOID: leave one out to make a chain Apple's policy refuses.
     ///   - validity: when the chain's certificates are valid.
     init(leafOID: Bool = true, intermediateOID: Bool = true, validity: ClosedRange<Date>? = nil) throws {
-        let validity = validity ?? Date(timeIntervalSinceNow: -86_400 * 3650)...Date(timeIntervalSinceNow: 86_400 * 3650)
+        try self.init(chain: Chain(leafOID: leafOID, intermediateOID: intermediateOID, validity: validity))
+    }
+
+    init(chain: Chain) throws {
+        let validity = chain.validity ?? Date(timeIntervalSinceNow: -86_400 * 3650)...Date(timeIntervalSinceNow: 86_400 * 3650)
         let rootKey = P256.Signing.PrivateKey()
         let intermediateKey = P256.Signing.PrivateKey()
         leafKey = P256.Signing.PrivateKey()
@@ -26,10 +50,12 @@ struct TestAppStoreSigner {
         let leafName = try DistinguishedName { CountryName("US"); OrganizationName("Test Leaf") }
         // Apple's marker extensions: their content is not read, only their presence.
         let marker = { (oid: ASN1ObjectIdentifier) in Certificate.Extension(oid: oid, critical: false, value: [0x05, 0x00]) }
+        let rootIdentifier = SubjectKeyIdentifier(hash: .init(rootKey.publicKey))
+        let intermediateIdentifier = SubjectKeyIdentifier(hash: .init(intermediateKey.publicKey))
 
         func certificate(
             key: P256.Signing.PrivateKey, subject: DistinguishedName, issuer: DistinguishedName,
-            issuerKey: P256.Signing.PrivateKey, extensions: Certificate.Extensions
+            issuerKey: P256.Signing.PrivateKey, validity: ClosedRange<Date>, extensions: Certificate.Extensions
         ) throws -> Certificate {
             try Certificate(
                 version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
@@ -38,24 +64,39 @@ struct TestAppStoreSigner {
                 extensions: extensions, issuerPrivateKey: .init(issuerKey))
         }
 
-        root = try certificate(key: rootKey, subject: rootName, issuer: rootName, issuerKey: rootKey, extensions: try Certificate.Extensions {
-            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-            Critical(KeyUsage(keyCertSign: true))
-        })
+        root = try certificate(
+            key: rootKey, subject: rootName, issuer: rootName, issuerKey: rootKey, validity: validity,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true))
+                rootIdentifier
+            })
         var intermediateExtensions = try Certificate.Extensions {
-            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
-            Critical(KeyUsage(keyCertSign: true))
+            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+            AuthorityKeyIdentifier(keyIdentifier: rootIdentifier.keyIdentifier)
         }
-        if intermediateOID { try intermediateExtensions.append(marker(AppStoreSignedDataVerifier.intermediateOID)) }
+        if chain.intermediateKeyUsage { try intermediateExtensions.append(Critical(KeyUsage(keyCertSign: true)).makeCertificateExtension()) }
+        if chain.intermediateSubjectKeyIdentifier { try intermediateExtensions.append(intermediateIdentifier.makeCertificateExtension()) }
+        if chain.intermediateOID { try intermediateExtensions.append(marker(AppStoreSignedDataVerifier.intermediateOID)) }
         intermediate = try certificate(
-            key: intermediateKey, subject: intermediateName, issuer: rootName, issuerKey: rootKey, extensions: intermediateExtensions)
+            key: intermediateKey, subject: intermediateName, issuer: rootName, issuerKey: rootKey, validity: validity,
+            extensions: intermediateExtensions)
         var leafExtensions = try Certificate.Extensions {
             Critical(BasicConstraints.notCertificateAuthority)
-            Critical(KeyUsage(digitalSignature: true))
+            Critical(KeyUsage(digitalSignature: true, keyCertSign: chain.leafSignsCertificates))
         }
-        if leafOID { try leafExtensions.append(marker(AppStoreSignedDataVerifier.leafOID)) }
+        if chain.leafAuthorityKeyIdentifier {
+            try leafExtensions.append(AuthorityKeyIdentifier(keyIdentifier: intermediateIdentifier.keyIdentifier).makeCertificateExtension())
+        }
+        if chain.leafOID { try leafExtensions.append(marker(AppStoreSignedDataVerifier.leafOID)) }
         leaf = try certificate(
-            key: leafKey, subject: leafName, issuer: intermediateName, issuerKey: intermediateKey, extensions: leafExtensions)
+            key: leafKey, subject: leafName, issuer: intermediateName, issuerKey: intermediateKey,
+            validity: chain.leafValidity ?? validity, extensions: leafExtensions)
+    }
+
+    static func certificate(base64: String) throws -> Certificate {
+        guard let bytes = Data(base64Encoded: base64) else { throw TestFailure("not base64") }
+        return try Certificate(derEncoded: Array(bytes))
     }
 
     static func der(_ certificate: Certificate) throws -> String {
@@ -72,6 +113,19 @@ struct TestAppStoreSigner {
         let signingInput = headerPart + "." + payloadPart
         let signature = try leafKey.signature(for: Data(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    /// A JWS of exactly this header and payload text (which need not be JSON), signed by the leaf.
+    func sign(rawHeader: String, rawPayload: String) throws -> String {
+        let signingInput = Base64URL.encode(Array(rawHeader.utf8)) + "." + Base64URL.encode(Array(rawPayload.utf8))
+        let signature = try leafKey.signature(for: Data(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+
+    /// This chain's header: ES256 with `x5c` [leaf, intermediate, root].
+    func header() throws -> String {
+        let header: [String: Any] = ["alg": "ES256", "x5c": [try Self.der(leaf), try Self.der(intermediate), try Self.der(root)]]
+        return String(decoding: try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys]), as: UTF8.self)
     }
 
     func verifier(bundleId: String = "com.example", appAppleId: Int64? = 41234, environment: AppStoreEnvironment = .sandbox) -> AppStoreSignedDataVerifier {

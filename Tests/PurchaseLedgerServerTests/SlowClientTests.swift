@@ -1,0 +1,146 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import NIOCore
+import NIOPosix
+@testable import PurchaseLedgerServer
+import Testing
+
+/// Slow and idle clients, live on loopback: hundreds of connections that send half a request
+/// and stop neither keep the server from answering others nor hold their connections past the
+/// configured timeouts.
+struct SlowClientTests {
+    /// Half a request: a head cut short, or a whole head and the start of a promised body.
+    static func halfRequest(_ index: Int) -> String {
+        switch index % 3 {
+        case 0: "POST /v1/appstore/notifications HTTP/1.1\r\nHost: ledger\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"signedPay"
+        case 1: "GET /v1/health HTTP/1.1\r\nHost: ledger\r\nX-Slow: "
+        default: "POST /v1/events HTTP/1.1\r\nHost: ledger\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{\"id\": \"e1\", \"ty"
+        }
+    }
+
+    /// Opens `count` connections to `port`, each sending half a request.
+    static func connectSlowClients(_ count: Int, port: Int) async throws -> [any Channel] {
+        var channels: [any Channel] = []
+        for index in 0..<count {
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(host: "127.0.0.1", port: port).get()
+            try await channel.writeAndFlush(ByteBuffer(string: halfRequest(index))).get()
+            channels.append(channel)
+        }
+        return channels
+    }
+
+    /// A whole request on a new connection; the answer's bytes, read to the server's close.
+    static func get(_ path: String, port: Int) async throws -> String {
+        let collector = Collector()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) } }
+            .connect(host: "127.0.0.1", port: port).get()
+        try await channel.writeAndFlush(ByteBuffer(string: "GET \(path) HTTP/1.1\r\nHost: ledger\r\nConnection: close\r\n\r\n")).get()
+        try await channel.closeFuture.get()
+        return try await channel.eventLoop.submit { collector.text }.get()
+    }
+
+    /// Keeps what a connection reads.
+    final class Collector: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        var text = ""
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            text += String(buffer: unwrapInboundIn(data))
+        }
+    }
+
+    static func waitUntilClosed(_ channels: [any Channel], within limit: Duration) async -> Int {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            let open = channels.filter(\.isActive).count
+            if open == 0 { return 0 }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return channels.filter(\.isActive).count
+    }
+
+    @Test func hundredsOfHalfRequestsAreCutWhileOthersAreAnswered() async throws {
+        try await withTemporaryDirectory { directory in
+            var configuration = try LedgerServerTests.configuration(in: directory)
+            configuration.limits.idleTimeoutSeconds = 4
+            configuration.limits.requestTimeoutSeconds = 4
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+            try await app.test(.live) { client in
+                let port = try #require(client.port)
+                let slowCount = 300
+                let started = ContinuousClock.now
+                let slow = try await Self.connectSlowClients(slowCount, port: port)
+
+                // Every slow client still holds its connection while others are answered.
+                for _ in 0..<20 {
+                    #expect(try await client.send(.get, "/v1/health").status == .ok)
+                }
+                let answered = ContinuousClock.now
+                let held = slow.filter(\.isActive).count
+                if answered - started < .seconds(3) {
+                    #expect(held == slowCount, "only \(held) of \(slowCount) slow connections were open while others were answered")
+                } else {
+                    Issue.record("connecting took \(answered - started): the machine is too slow to tell")
+                }
+                print("slow clients: \(held) half-request connections held open while 20 requests were answered")
+
+                // And the timeouts cut them all.
+                let open = await Self.waitUntilClosed(slow, within: .seconds(20))
+                #expect(open == 0, "\(open) slow connections were still open 20 s later")
+                // (The test client's own connection was idle as long: a new one.)
+                #expect(try await Self.get("/v1/health", port: port).hasPrefix("HTTP/1.1 200"))
+            }
+        }
+    }
+
+    /// A body trickled a byte at a time keeps the idle timeout away, but not the request's.
+    @Test func aTrickledBodyIsCutAtTheRequestTimeout() async throws {
+        try await withTemporaryDirectory { directory in
+            var configuration = try LedgerServerTests.configuration(in: directory)
+            configuration.limits.idleTimeoutSeconds = 2
+            configuration.limits.requestTimeoutSeconds = 1
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+            try await app.test(.live) { client in
+                let port = try #require(client.port)
+                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+                try await channel.writeAndFlush(ByteBuffer(string: Self.halfRequest(0))).get()
+                let started = ContinuousClock.now
+                // A byte every 300 ms: never idle for 2 s.
+                while channel.isActive, ContinuousClock.now - started < .seconds(6) {
+                    try? await channel.writeAndFlush(ByteBuffer(string: "A")).get()
+                    try await Task.sleep(for: .milliseconds(300))
+                }
+                let lasted = ContinuousClock.now - started
+                #expect(!channel.isActive)
+                #expect(lasted < .seconds(3), "the trickling client lasted \(lasted)")
+                try? await channel.close()
+            }
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"ledger": "l", "limits": {"maxConnections": 0}}"#, "must be positive"),
+        (#"{"ledger": "l", "limits": {"idleTimeoutSeconds": 0}}"#, "limits.idleTimeoutSeconds"),
+        (#"{"ledger": "l", "limits": {"requestTimeoutSeconds": 1e9}}"#, "limits.requestTimeoutSeconds"),
+    ])
+    func badConnectionLimitsAreRefused(_ text: String, _ expected: String) async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/config.json"
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            #expect(throws: ServerConfigurationError.self) { try ServerConfiguration.load(path: path) }
+            do {
+                _ = try ServerConfiguration.load(path: path)
+            } catch {
+                #expect("\(error)".contains(expected), "\(error)")
+            }
+        }
+    }
+}
