@@ -177,7 +177,8 @@ struct AppleVerifierParityTests {
     }
 }
 
-/// Runs `Scripts/apple_verdicts.py` with the Python that has Apple's library.
+/// Runs `Scripts/apple_verdicts.py` with the Python that has Apple's library:
+/// `PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON` (tools/test's virtual environment), else `python3`.
 enum AppleVerifier {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts/apple_verdicts.py").path
 
@@ -187,8 +188,13 @@ enum AppleVerifier {
 
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3"] + arguments
+        if let python = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] {
+            process.executableURL = URL(fileURLWithPath: python)
+            process.arguments = arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3"] + arguments
+        }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
