@@ -219,10 +219,11 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     static func httpError(storage error: any Error, logger: Logger) -> any Error {
         if error is LedgerHTTPError || error is CancellationError { return error }
         guard let storage = error as? StorageError else {
-            logger.error("request failed", metadata: ["error": "\(error)"])
+            logger.error("request failed", metadata: ["error": LogSafe.metadata("\(error)", limit: 500)])
             return LedgerHTTPError.internal("the ledger failed; nothing of this request was written")
         }
-        logger.error("storage failed", metadata: ["error": "\(storage)"])
+        // Storage errors may quote an event's fields: a client's input.
+        logger.error("storage failed", metadata: ["error": LogSafe.metadata("\(storage)", limit: 500)])
         switch storage.code {
         case .closed: return LedgerHTTPError.unavailable("the ledger is closing; nothing of this request was written")
         case .storageFull: return LedgerHTTPError(status: HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), code: "storageFull", message: "the ledger is full; nothing of this request was written")
