@@ -67,7 +67,7 @@ let package = Package(
         .target(
             name: "PurchaseLedgerPostgres",
             dependencies: [
-                "PurchaseLedger", "LMDB",
+                "PurchaseLedger",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -129,10 +129,16 @@ let package = Package(
             path: "tools/ledger-server",
             swiftSettings: strictSettings
         ),
+        // What the test targets share (test support, not tests).
+        .target(
+            name: "LedgerTestSupport",
+            path: "Tests/LedgerTestSupport",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "PurchaseLedgerServerTests",
             dependencies: [
-                "PurchaseLedgerServer", "PurchaseLedger", "PurchaseLedgerPostgres", "LedgerServerTool",
+                "LedgerTestSupport", "PurchaseLedgerServer", "PurchaseLedger", "PurchaseLedgerPostgres", "LedgerServerTool",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -152,7 +158,7 @@ let package = Package(
         .testTarget(
             name: "PurchaseLedgerTests",
             dependencies: [
-                "PurchaseLedger", "PurchaseLedgerPostgres", "LMDB",
+                "LedgerTestSupport", "PurchaseLedger", "PurchaseLedgerPostgres", "LMDB",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,4 +1,3 @@
-import LMDB
 import Logging
 import PurchaseLedger
 

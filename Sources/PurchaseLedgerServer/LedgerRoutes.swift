@@ -86,26 +86,14 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
                 throw LedgerHTTPError.forbidden("revoked events need the scope \(Scope.eventsRevoke.rawValue); nothing of this request was appended")
             }
         }
-        let events = decoded.compactMap { try? $0.get() }
-        let appended: [AppendResult]
+        let results: [AppendResult]
         do {
-            appended = try await ledger.append(contentsOf: events)
+            results = try await ledger.append(lines: decoded)
         } catch {
             throw Self.httpError(storage: error, logger: context.logger)
         }
-        var results = appended.makeIterator()
-        var lines: [String] = []
-        lines.reserveCapacity(decoded.count)
-        for (index, item) in decoded.enumerated() {
-            let result: AppendResult
-            switch item {
-            case .success: result = results.next()!
-            case .failure(let error):
-                result = .failure(error)
-                requestMetrics.undecodable()
-            }
-            lines.append(result.reportLine(index + 1))
-        }
+        for case .failure in decoded { requestMetrics.undecodable() }
+        let lines = results.enumerated().map { $0.element.reportLine($0.offset + 1) }
         return .json("[" + lines.joined(separator: ",\n ") + "]\n")
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import LedgerTestSupport
 import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing

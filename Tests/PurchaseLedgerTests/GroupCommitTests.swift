@@ -107,3 +107,36 @@ struct GroupCommitTests {
         }
     }
 }
+
+/// Lines rejected before the ledger (they did not decode) and the ledger's own outcomes, merged
+/// in one place for the server's `POST /v1/events` and `ledger import`.
+struct AppendLinesTests {
+    @Test func eachLineGetsItsOwnResultInOrder() async throws {
+        try await withLedger { ledger, _ in
+            var script = Script("ana")
+            let undecodable = LedgerError(.invalidEvent, "line 2 is not JSON")
+            let added = script.add("A1", "com.example.gem")
+            let lines: [Result<Event, LedgerError>] = [
+                .success(added), .failure(undecodable), .success(added),
+                .success(script.purchased("A2", "t1")), .failure(LedgerError(.invalidEvent, "line 5")),
+            ]
+            let results = try await ledger.append(lines: lines)
+            #expect(results.count == 5)
+            #expect(try results[0].get() == .appended(position: 1))
+            #expect(results[1] == .failure(undecodable))
+            #expect(try results[2].get() == .duplicate(of: 1))
+            #expect(results[3].failureCode == .unknownPayment)
+            #expect(results[4] == .failure(LedgerError(.invalidEvent, "line 5")))
+            #expect(ledger.position == 1)
+            // Nothing but rejections: nothing reaches the writer, each line keeps its own.
+            #expect(try await ledger.append(lines: [.failure(undecodable)]) == [.failure(undecodable)])
+            #expect(ledger.position == 1)
+        }
+    }
+}
+
+extension Result where Failure == LedgerError {
+    var failureCode: LedgerError.Code? {
+        if case .failure(let error) = self { error.code } else { nil }
+    }
+}

@@ -1,3 +1,4 @@
+import LedgerTestSupport
 import Testing
 @testable import PurchaseLedger
 

@@ -1,3 +1,4 @@
+import LedgerTestSupport
 import Logging
 import PostgresNIO
 import Testing

@@ -1,3 +1,4 @@
+import LedgerTestSupport
 import LMDB
 import Testing
 @testable import PurchaseLedger

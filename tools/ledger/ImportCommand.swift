@@ -94,16 +94,11 @@ struct Importer {
         lastProgress = started
     }
 
-    /// One input line: the event to append, or why it was rejected before reaching the ledger.
-    private enum Parsed {
-        case event(Event)
-        case rejected(LedgerError)
-    }
-
+    /// Lines submitted together: each decoded into an event, or rejected before the ledger.
     private struct Batch {
         var firstLine: Int
-        var lines: [Parsed]
-        var appending: PendingAppends
+        var count: Int
+        var appending: PendingLines
     }
 
     mutating func run(_ input: inout LineReader, batchSize: Int) async throws {
@@ -114,27 +109,26 @@ struct Importer {
                 try await finish(previous)
             }
             guard !parsed.isEmpty else { break }
-            let events = parsed.compactMap { if case .event(let event) = $0 { event } else { nil } }
-            inFlight = Batch(firstLine: firstLine, lines: parsed, appending: try await ledger.submit(contentsOf: events))
+            inFlight = Batch(firstLine: firstLine, count: parsed.count, appending: try await ledger.submit(lines: parsed))
         }
         if showsProgress { Console.status("\r\u{1B}[K") }
     }
 
-    private mutating func readBatch(_ input: inout LineReader, size: Int) throws -> ([Parsed], Int) {
-        var parsed: [Parsed] = []
+    private mutating func readBatch(_ input: inout LineReader, size: Int) throws -> ([Result<Event, LedgerError>], Int) {
+        var parsed: [Result<Event, LedgerError>] = []
         parsed.reserveCapacity(size)
         let firstLine = lines + 1
         while parsed.count < size, let line = try input.next() {
             lines += 1
             if line.isTruncated {
-                parsed.append(.rejected(LedgerError(.invalidEvent, "the line is longer than \(Event.maximumJSONLineLength) bytes")))
+                parsed.append(.failure(LedgerError(.invalidEvent, "the line is longer than \(Event.maximumJSONLineLength) bytes")))
                 continue
             }
             do {
                 let event = try line.bytes.withUnsafeBufferPointer { buffer throws(LedgerError) in try Event(jsonLine: buffer) }
-                parsed.append(.event(event))
+                parsed.append(.success(event))
             } catch {
-                parsed.append(.rejected(error))
+                parsed.append(.failure(error))
             }
         }
         return (parsed, firstLine)
@@ -146,17 +140,11 @@ struct Importer {
         do {
             results = try await batch.appending.results()
         } catch {
-            throw CommandFailure(message: "lines \(batch.firstLine)–\(batch.firstLine + batch.lines.count - 1) were not imported: \(describe(error))")
+            throw CommandFailure(message: "lines \(batch.firstLine)–\(batch.firstLine + batch.count - 1) were not imported: \(describe(error))")
         }
         var reportText = ""
-        var next = results.makeIterator()
-        for (offset, line) in batch.lines.enumerated() {
+        for (offset, outcome) in results.enumerated() {
             let number = batch.firstLine + offset
-            let outcome: AppendResult
-            switch line {
-            case .event: outcome = next.next()!
-            case .rejected(let error): outcome = .failure(error)
-            }
             switch outcome {
             case .success(.appended): appended += 1
             case .success(.duplicate): duplicates += 1

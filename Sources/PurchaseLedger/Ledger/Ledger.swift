@@ -1,5 +1,4 @@
 import Dispatch
-import LMDB
 import Logging
 import Synchronization
 
@@ -25,7 +24,7 @@ public final class Ledger: Sendable {
     public struct Configuration: Sendable {
         /// `.synchronous` by default: an append returns only once its commit is on disk.
         /// `.noSync` skips the flush, and may lose the last appends on an OS crash or power loss.
-        public var durability: Environment.Durability = .synchronous
+        public var durability: Durability = .synchronous
         /// Open for reading only: appends throw `StorageError.readOnly`.
         public var readOnly = false
         /// The map size to start with; the map grows by itself.

@@ -14,7 +14,7 @@ protocol ProjectionReader {
 }
 
 /// The projections as `Projector.apply` changes them. `LedgerState` changes in place (replay);
-/// the writer's `AppendSession` keeps changes aside until its transaction commits.
+/// the writer's `ProjectionSession` keeps changes aside until its transaction commits.
 protocol ProjectionStore: ProjectionReader {
     mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) throws
     mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) throws

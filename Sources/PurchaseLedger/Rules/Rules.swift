@@ -1,23 +1,3 @@
-/// A queue entry, named by its account and payment id (compared byte for byte).
-package struct EntryReference: Sendable, Hashable {
-    package var account: String
-    package var payment: String
-
-    package init(account: String, payment: String) {
-        self.account = account
-        self.payment = payment
-    }
-
-    package static func == (lhs: EntryReference, rhs: EntryReference) -> Bool {
-        sameBytes(lhs.account, rhs.account) && sameBytes(lhs.payment, rhs.payment)
-    }
-
-    package func hash(into hasher: inout Hasher) {
-        hasher.combine(UTF8Key(account))
-        hasher.combine(UTF8Key(payment))
-    }
-}
-
 /// What the rules may consult besides the event itself: the catalog, the event-id index, and
 /// the projections (accounts, store transactions) as they stand before the event.
 protocol RuleContext: ProjectionReader {

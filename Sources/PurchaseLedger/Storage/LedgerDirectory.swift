@@ -49,7 +49,10 @@ enum LedgerDirectory {
         environment.initialMapSize = configuration.initialMapSize
         environment.maximumMapSize = configuration.maximumSize
         environment.readOnly = configuration.readOnly
-        environment.durability = configuration.durability
+        environment.durability = switch configuration.durability {
+        case .synchronous: .synchronous
+        case .noSync: .noSync
+        }
         do {
             return try LMDBLedgerStorage(directory: directory, configuration: environment)
         } catch {

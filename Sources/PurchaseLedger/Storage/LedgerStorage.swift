@@ -94,6 +94,26 @@ package struct StorageCounts: Sendable, Hashable {
     }
 }
 
+/// A queue entry, named by its account and payment id (compared byte for byte).
+package struct EntryReference: Sendable, Hashable {
+    package var account: String
+    package var payment: String
+
+    package init(account: String, payment: String) {
+        self.account = account
+        self.payment = payment
+    }
+
+    package static func == (lhs: EntryReference, rhs: EntryReference) -> Bool {
+        sameBytes(lhs.account, rhs.account) && sameBytes(lhs.payment, rhs.payment)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(UTF8Key(account))
+        hasher.combine(UTF8Key(payment))
+    }
+}
+
 /// The entry that holds a store transaction, since which position, and whether the transaction
 /// credited a consumable (a purchase of one, as opposed to a restore or another product type).
 package struct TransactionHolder: Sendable, Hashable {

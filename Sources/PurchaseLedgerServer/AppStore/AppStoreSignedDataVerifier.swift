@@ -17,7 +17,8 @@ import SwiftASN1
 /// 5. the payload names this app (bundle id; App Apple ID in production) and environment.
 ///
 /// For the Xcode and LocalTesting environments nothing is signed by the App Store, and, as in
-/// Apple's library, steps 1–4 are skipped: never configure those on a server others can reach.
+/// Apple's library, steps 1–4 are skipped (the header need name no chain): never configure
+/// those on a server others can reach.
 /// No OCSP revocation check is made (it needs Apple's responder online).
 ///
 /// Error messages are for the server's log (which escapes and bounds them); a client is

@@ -1,21 +1,5 @@
+import LedgerTestSupport
 @testable import PurchaseLedger
-
-/// SplitMix64: a small, seeded, reproducible random number generator.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D2_49D1_33B8_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Generates event streams of every type that exercise every rule: small pools of accounts,
 /// payments, store transactions and downloads so that they collide; redeliveries under new ids;

@@ -1,0 +1,17 @@
+/// SplitMix64: a small, seeded, reproducible random number generator, for the test targets'
+/// generated streams and fuzz runs (a failing run is repeated from its seed).
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) {
+        state = seed
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D2_49D1_33B8_11EB
+        return z ^ (z >> 31)
+    }
+}
