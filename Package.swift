@@ -13,7 +13,9 @@ let package = Package(
     name: "PurchaseLedger",
     platforms: [.macOS(.v15)],
     products: [
-        .library(name: "PurchaseLedger", targets: ["PurchaseLedger"]),
+        // The domain and its embedded backend (LMDB): `import PurchaseLedgerLMDB` is all an app
+        // on one server needs.
+        .library(name: "PurchaseLedger", targets: ["PurchaseLedger", "PurchaseLedgerLMDB"]),
         .executable(name: "ledger", targets: ["LedgerTool"]),
         .executable(name: "ledger-torture", targets: ["TortureTool"]),
         // The ledger over HTTP (Hummingbird 2): a separate product, so that apps linking only
@@ -22,7 +24,7 @@ let package = Package(
         .executable(name: "ledger-server", targets: ["LedgerServerTool"]),
         // The PostgreSQL backend (postgres-nio): a separate product, so that apps on LMDB alone
         // never build it.
-        .library(name: "PurchaseLedgerPostgres", targets: ["PurchaseLedgerPostgres"]),
+        .library(name: "PurchaseLedgerPostgres", targets: ["PurchaseLedgerPostgres", "PurchaseLedgerLocation"]),
         // For the benchmarks' raw-LMDB floor; apps need only `PurchaseLedger`.
         .library(name: "CLMDB", targets: ["CLMDB"]),
     ],
@@ -54,11 +56,20 @@ let package = Package(
             dependencies: ["CLMDB"],
             swiftSettings: strictSettings
         ),
-        // Events, codec, rules, projections and the `Ledger` type.
+        // Events, codec, rules, projections and the `Ledger` facade, over the storage protocol:
+        // no backend of its own.
         .target(
             name: "PurchaseLedger",
             dependencies: [
-                "LMDB",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The embedded backend: the storage protocol on LMDB, a ledger in a directory.
+        .target(
+            name: "PurchaseLedgerLMDB",
+            dependencies: [
+                "PurchaseLedger", "LMDB",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -76,11 +87,21 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // A ledger by location (a directory or a postgres:// URL): the one place that picks
+        // the backend, for tools and servers.
+        .target(
+            name: "PurchaseLedgerLocation",
+            dependencies: [
+                "PurchaseLedgerLMDB", "PurchaseLedgerPostgres",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The `ledger` audit tool.
         .executableTarget(
             name: "LedgerTool",
             dependencies: [
-                "PurchaseLedger", "PurchaseLedgerPostgres",
+                "PurchaseLedgerLocation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -91,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "TortureTool",
             dependencies: [
-                "PurchaseLedger",
+                "PurchaseLedgerLMDB",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -102,7 +123,7 @@ let package = Package(
         .target(
             name: "PurchaseLedgerServer",
             dependencies: [
-                "PurchaseLedger", "PurchaseLedgerPostgres",
+                "PurchaseLedger", "PurchaseLedgerLocation",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -138,7 +159,7 @@ let package = Package(
         .testTarget(
             name: "PurchaseLedgerServerTests",
             dependencies: [
-                "LedgerTestSupport", "PurchaseLedgerServer", "PurchaseLedger", "PurchaseLedgerPostgres", "LedgerServerTool",
+                "LedgerTestSupport", "PurchaseLedgerServer", "PurchaseLedger", "PurchaseLedgerLMDB", "PurchaseLedgerLocation", "LedgerServerTool",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -158,7 +179,7 @@ let package = Package(
         .testTarget(
             name: "PurchaseLedgerTests",
             dependencies: [
-                "LedgerTestSupport", "PurchaseLedger", "PurchaseLedgerPostgres", "LMDB",
+                "LedgerTestSupport", "PurchaseLedger", "PurchaseLedgerLMDB", "PurchaseLedgerPostgres", "PurchaseLedgerLocation", "LMDB",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

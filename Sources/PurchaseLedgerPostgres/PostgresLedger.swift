@@ -36,16 +36,6 @@ extension Ledger {
             options: options, logger: configuration.logger)
         return try Ledger(location: location.description, storage: storage, catalog: catalog, configuration: configuration)
     }
-
-    /// Opens a ledger by location: a `postgres://` URL, or else a directory.
-    public static func open(
-        location: String, catalog: Catalog? = nil, configuration: Configuration = .init(), options: PostgresOptions = .init()
-    ) throws -> Ledger {
-        if PostgresLocation.isPostgresURL(location) {
-            return try open(postgres: location, catalog: catalog, configuration: configuration, options: options)
-        }
-        return try open(at: location, catalog: catalog, configuration: configuration)
-    }
 }
 
 extension LedgerLog {
@@ -54,13 +44,5 @@ extension LedgerLog {
         let location = try PostgresLocation(url: url, environment: options.environment)
         let storage = try PostgresLedgerStorage(location: location, readOnly: true, synchronousCommit: true, options: options, logger: logger)
         return try LedgerLog(location: location.description, storage: storage, logger: logger)
-    }
-
-    /// Opens a ledger for reading by location: a `postgres://` URL, or else a directory.
-    public static func open(location: String, logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = .init()) throws -> LedgerLog {
-        if PostgresLocation.isPostgresURL(location) {
-            return try open(postgres: location, logger: logger, options: options)
-        }
-        return try open(at: location, logger: logger)
     }
 }

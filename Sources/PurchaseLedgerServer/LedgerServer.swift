@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import Prometheus
 import PurchaseLedger
-import PurchaseLedgerPostgres
+import PurchaseLedgerLocation
 import ServiceLifecycle
 
 /// Builds the `ledger-server` application from its configuration: opens the ledger, mounts
@@ -42,9 +42,7 @@ public enum LedgerServer {
         ledgerConfiguration.onCommit = { metrics.record($0) }
         ledgerConfiguration.snapshotInterval = configuration.snapshotEvery
         let catalog = try configuration.catalog.map { try Catalog(contentsOfFile: $0) }
-        var postgres = PostgresOptions()
-        postgres.environment["PGPASSWORD"] = ProcessInfo.processInfo.environment["PGPASSWORD"]
-        let ledger = try Ledger.open(location: configuration.ledger, catalog: catalog, configuration: ledgerConfiguration, options: postgres)
+        let ledger = try LedgerLocation(configuration.ledger).openLedger(catalog: catalog, configuration: ledgerConfiguration)
 
         var notifications: AppStoreNotificationHandler?
         do {

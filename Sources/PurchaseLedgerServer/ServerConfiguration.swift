@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 import PurchaseLedger
-import PurchaseLedgerPostgres
+import PurchaseLedgerLocation
 
 /// What `ledger-server` reads from its configuration file (JSON).
 ///

@@ -5,6 +5,7 @@ import NIOCore
 import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing
+@testable import PurchaseLedgerLMDB
 
 /// Fifty clients on loopback post interleaved events at once (shared accounts, contested store
 /// transactions, ids sent by every client): what the server acknowledged is exactly the log,

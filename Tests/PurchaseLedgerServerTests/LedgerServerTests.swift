@@ -8,6 +8,7 @@ import NIOCore
 import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing
+@testable import PurchaseLedgerLMDB
 
 /// The `ledger-server` application as its configuration builds it, live on loopback, and the
 /// built binary under SIGTERM.

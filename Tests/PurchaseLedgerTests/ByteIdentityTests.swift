@@ -1,6 +1,7 @@
 import Testing
 @testable import PurchaseLedger
 import PurchaseLedgerPostgres
+import PurchaseLedgerLocation
 
 /// Ids, accounts and store transactions are opaque bytes: two strings that Swift considers
 /// equal (canonically equivalent) but that differ in bytes are different ids, in memory as on

@@ -1,5 +1,6 @@
 import Testing
 @testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
 
 struct CatalogTests {
     static let fixtures = String(#filePath.dropLast("CatalogTests.swift".count)) + "Fixtures/"

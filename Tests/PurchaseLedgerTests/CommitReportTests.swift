@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 @testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
 
 /// `Configuration.onCommit` hears of every write transaction: what it held, and failures.
 struct CommitReportTests {

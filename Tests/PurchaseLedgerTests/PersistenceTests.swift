@@ -1,6 +1,7 @@
 import LedgerTestSupport
 import Testing
 @testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
 
 /// What survives a close, what a replay rebuilds, and what a rejected event leaves behind.
 struct PersistenceTests {

@@ -4,6 +4,7 @@ import PostgresNIO
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerPostgres
+import PurchaseLedgerLocation
 
 /// The PostgreSQL backend: the same outcomes and projections as LMDB, its schema, and several
 /// ledgers (as several processes would) appending to one database.

@@ -3,6 +3,7 @@ import LMDB
 import Synchronization
 import Testing
 @testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
 
 /// Storage faults, corruption and concurrency: what production does to a ledger.
 struct ReliabilityTests {

@@ -1,6 +1,7 @@
 import LMDB
 import Testing
 @testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
 
 /// What goes wrong around the ledger: odd queries, dropped handles, nesting, reopening.
 struct RobustnessTests {

@@ -2,6 +2,7 @@ import LedgerTestSupport
 import LMDB
 import Testing
 @testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
 
 /// Opening from a snapshot and the log after it gives the answers a full replay gives; a
 /// snapshot that cannot be trusted is ignored (or, for one damaged account, worked around).

@@ -1,6 +1,7 @@
 import Testing
 @testable import PurchaseLedger
 import LMDB
+@testable import PurchaseLedgerLMDB
 
 #if canImport(Glibc)
 import Glibc

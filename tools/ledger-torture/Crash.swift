@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import PurchaseLedger
+import PurchaseLedgerLMDB
 
 extension TortureCommand {
     /// Kills a child that appends, again and again, and checks after each kill that nothing it

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import PurchaseLedger
+import PurchaseLedgerLMDB
 
 extension TortureCommand {
     /// Feeds the event decoder, the catalog readers and a live ledger with hostile input.

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Logging
-import PurchaseLedger
+import PurchaseLedgerLocation
 
 extension LedgerCommand {
     struct Copy: AsyncParsableCommand {
@@ -32,8 +32,8 @@ extension LedgerCommand {
         }
 
         func run() async throws {
-            let from = LedgerLocation(directory: source)
-            let to = LedgerLocation(directory: destination)
+            let from = LocationArgument(directory: source)
+            let to = LocationArgument(directory: destination)
             try await runOrFail {
                 let sourceLog = try from.openLog()
                 defer { sourceLog.close() }
@@ -53,7 +53,7 @@ extension LedgerCommand {
     }
 }
 
-extension LedgerLocation {
+extension LocationArgument {
     init(directory: String) {
         self.init()
         self.directory = directory
@@ -64,7 +64,7 @@ extension LedgerLocation {
 /// event is checked under the catalog that governed it in the source.
 struct LedgerCopier {
     let source: LedgerLog
-    let destination: LedgerLocation
+    let destination: LocationArgument
     let batchSize: Int
 
     /// Copies through the source's last position now; returns it.

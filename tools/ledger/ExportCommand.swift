@@ -1,5 +1,5 @@
 import ArgumentParser
-import PurchaseLedger
+import PurchaseLedgerLocation
 
 extension LedgerCommand {
     struct Export: AsyncParsableCommand {
@@ -10,7 +10,7 @@ extension LedgerCommand {
                 The output re-imports to the same log, and exporting that gives the same bytes.
                 """)
 
-        @OptionGroup var location: LedgerLocation
+        @OptionGroup var location: LocationArgument
 
         func run() async throws {
             try await runOrFail {
@@ -31,7 +31,7 @@ extension LedgerCommand {
                 """)
 
         @OptionGroup var format: OutputFormat
-        @OptionGroup var location: LedgerLocation
+        @OptionGroup var location: LocationArgument
 
         func run() async throws {
             let report = try await runOrFail {

@@ -1,5 +1,5 @@
 import ArgumentParser
-import PurchaseLedger
+import PurchaseLedgerLocation
 
 extension LedgerCommand {
     struct History: AsyncParsableCommand {
@@ -16,7 +16,7 @@ extension LedgerCommand {
         var limit: Int = .max
 
         @OptionGroup var format: OutputFormat
-        @OptionGroup var location: LedgerLocation
+        @OptionGroup var location: LocationArgument
 
         func validate() throws {
             guard limit > 0 else { throw ValidationError("--limit must be at least 1") }

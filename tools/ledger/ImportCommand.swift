@@ -1,6 +1,6 @@
 import ArgumentParser
 import Logging
-import PurchaseLedger
+import PurchaseLedgerLocation
 
 #if canImport(Glibc)
 import Glibc
@@ -30,7 +30,7 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("Write a snapshot of the projections every N events (0: only at the end).", valueName: "N"))
         var snapshotEvery: UInt64 = 100_000
 
-        @OptionGroup var location: LedgerLocation
+        @OptionGroup var location: LocationArgument
 
         @Argument(help: ArgumentHelp("The events, as JSON Lines ('-' for standard input).", valueName: "EVENTS"))
         var events: String

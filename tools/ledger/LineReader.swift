@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import PurchaseLedger
+import PurchaseLedgerLocation
 
 /// Reads a file (or stdin) line by line: lines end at `\n`; a final `\n` does not start an
 /// empty line; `\r` stays in the line (JSON treats it as whitespace). A line longer than

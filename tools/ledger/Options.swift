@@ -1,6 +1,5 @@
 import ArgumentParser
-import PurchaseLedger
-import PurchaseLedgerPostgres
+import PurchaseLedgerLocation
 
 #if canImport(Glibc)
 import Glibc
@@ -9,30 +8,23 @@ import Darwin
 #endif
 
 /// The ledger every subcommand works on: a directory (LMDB), or a PostgreSQL database URL.
-struct LedgerLocation: ParsableArguments {
+struct LocationArgument: ParsableArguments {
     @Argument(help: ArgumentHelp(
         "The ledger: a directory, or a postgres://USER@HOST[:PORT]/DATABASE URL (password from PGPASSWORD).",
         valueName: "LEDGER_DIR"))
     var directory: String
 
-    /// How messages name it: a URL without its password.
-    var display: String {
-        PostgresLocation.isPostgresURL(directory) ? PostgresLocation.redacting(directory) : directory
-    }
+    var location: LedgerLocation { LedgerLocation(directory) }
 
-    /// PostgreSQL options, with the password from the environment.
-    static var postgresOptions: PostgresOptions {
-        var options = PostgresOptions()
-        if let password = getenv("PGPASSWORD") { options.environment["PGPASSWORD"] = String(cString: password) }
-        return options
-    }
+    /// How messages name it: a URL without its password.
+    var display: String { location.description }
 
     func openLedger(catalog: Catalog? = nil, configuration: Ledger.Configuration) throws -> Ledger {
-        try Ledger.open(location: directory, catalog: catalog, configuration: configuration, options: Self.postgresOptions)
+        try location.openLedger(catalog: catalog, configuration: configuration)
     }
 
     func openLog() throws -> LedgerLog {
-        try LedgerLog.open(location: directory, options: Self.postgresOptions)
+        try location.openLog()
     }
 }
 

@@ -1,5 +1,5 @@
 import ArgumentParser
-import PurchaseLedger
+import PurchaseLedgerLocation
 
 extension LedgerCommand {
     struct Replay: AsyncParsableCommand {
@@ -26,7 +26,7 @@ extension LedgerCommand {
         @Flag(help: "Replay the whole log instead of starting from the newest snapshot (the audit path).")
         var noSnapshot = false
 
-        @OptionGroup var location: LedgerLocation
+        @OptionGroup var location: LocationArgument
 
         func validate() throws {
             if let asOf { _ = try parseTimestamp(asOf) }

@@ -1,13 +1,13 @@
 import ArgumentParser
 import Logging
-import PurchaseLedger
+import PurchaseLedgerLocation
 
 extension LedgerCommand {
     struct Snapshot: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a snapshot of the projections now, so that the next open replays less.")
 
-        @OptionGroup var location: LedgerLocation
+        @OptionGroup var location: LocationArgument
 
         func run() async throws {
             try await runOrFail {

@@ -1,5 +1,5 @@
 import ArgumentParser
-import PurchaseLedger
+import PurchaseLedgerLocation
 
 extension LedgerCommand {
     struct Stats: AsyncParsableCommand {
@@ -7,7 +7,7 @@ extension LedgerCommand {
             abstract: "Show a ledger's size: events, accounts, positions, catalog and data file.")
 
         @OptionGroup var format: OutputFormat
-        @OptionGroup var location: LedgerLocation
+        @OptionGroup var location: LocationArgument
 
         func run() async throws {
             try await runOrFail {

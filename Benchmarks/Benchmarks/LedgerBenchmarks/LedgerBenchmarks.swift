@@ -2,7 +2,7 @@ import Benchmark
 #if canImport(Glibc)
 import Glibc
 #endif
-import PurchaseLedger
+import PurchaseLedgerLMDB
 import PurchaseLedgerPostgres
 import Synchronization
 import Workloads

@@ -1,5 +1,5 @@
 import Logging
-import PurchaseLedger
+import PurchaseLedgerLMDB
 
 /// Ledgers the open and replay benchmarks read: `events` generated events, a snapshot, then a
 /// tail of `tail` more events after it. Built once and kept under `Scratch.root`.

@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import PostgresNIO
-import PurchaseLedger
+import PurchaseLedgerLMDB
 import PurchaseLedgerPostgres
 
 /// PostgreSQL for the benchmarks: `BENCH_POSTGRES` names a server (tools/bench starts a

@@ -2,8 +2,9 @@ import Dispatch
 import Logging
 import Synchronization
 
-/// A purchase ledger: an append-only, durable log of payment-queue events in a directory, and
-/// the projections built from it (entitlements, balances, unfinished transactions).
+/// A purchase ledger: an append-only, durable log of payment-queue events, and the projections
+/// built from it (entitlements, balances, unfinished transactions), over a storage backend
+/// (PurchaseLedgerLMDB's directory, PurchaseLedgerPostgres's database).
 ///
 /// ```swift
 /// let ledger = try Ledger.open(at: "/var/lib/store/ledger", catalog: catalog)
@@ -68,7 +69,6 @@ public final class Ledger: Sendable {
     let log: LogReader
     let live: LiveProjections
     let writeQueue: WriteQueue?
-    private let writerLock: ExclusiveFileLock?
     private let isClosed = Atomic<Bool>(false)
     /// After a periodic snapshot failed, no new one before this position (the writer's only).
     private let snapshotNotBefore = Atomic<UInt64>(0)
@@ -86,42 +86,10 @@ public final class Ledger: Sendable {
         live.catalog
     }
 
-    /// Opens the ledger in `directory`, creating it (and the directory) when it does not exist
-    /// yet: from the newest usable snapshot and the log after it, or by replaying the whole log
-    /// (then, when writable, writing a fresh snapshot).
-    ///
-    /// - Parameter catalog: required to create a ledger. For an existing one it may be omitted;
-    ///   given, it must keep every product the ledger has unchanged, and new products are added
-    ///   to the ledger's catalog from the next position on.
-    public static func open(
-        at directory: String, catalog: Catalog? = nil, configuration: Configuration = .init()
-    ) throws -> Ledger {
-        if configuration.readOnly {
-            try LedgerDirectory.checkExists(directory)
-        } else {
-            try LedgerDirectory.prepareForWriting(directory, creating: catalog != nil)
-        }
-        let storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
-        let lock: ExclusiveFileLock?
-        do {
-            lock = configuration.readOnly ? nil : try LedgerDirectory.lockForWriting(directory)
-        } catch {
-            storage.close()
-            throw error
-        }
-        return try Ledger(location: directory, storage: storage, writerLock: lock, catalog: catalog, configuration: configuration)
-    }
-
-    /// Opens the ledger held by `storage` (another backend's entry point). Takes ownership of
-    /// `storage` and `writerLock`: they are closed when this throws, or when the ledger closes.
-    package convenience init(location: String, storage: any LedgerStorage, catalog: Catalog?, configuration: Configuration) throws {
-        try self.init(location: location, storage: storage, writerLock: nil, catalog: catalog, configuration: configuration)
-    }
-
-    private init(
-        location: String, storage: any LedgerStorage, writerLock lock: ExclusiveFileLock?, catalog newCatalog: Catalog?,
-        configuration: Configuration
-    ) throws {
+    /// Opens the ledger held by `storage`: each backend's entry point (`Ledger.open(at:)` in
+    /// PurchaseLedgerLMDB, `Ledger.open(postgres:)` in PurchaseLedgerPostgres). Takes ownership
+    /// of `storage`: it is closed when this throws, or when the ledger closes.
+    package init(location: String, storage: any LedgerStorage, catalog newCatalog: Catalog?, configuration: Configuration) throws {
         let clock = ContinuousClock()
         let started = clock.now
         self.location = location
@@ -139,11 +107,9 @@ public final class Ledger: Sendable {
                 "took": "\(clock.now - started)", "readOnly": "\(configuration.readOnly)",
             ])
         } catch {
-            lock?.release()
             storage.close()
             throw error
         }
-        writerLock = lock
         followQueue = configuration.readOnly && storage.isShared ? DispatchQueue(label: "PurchaseLedger.follower") : nil
         if configuration.readOnly {
             writeQueue = nil
@@ -186,8 +152,6 @@ public final class Ledger: Sendable {
             // A catch-up under way finishes before the storage closes.
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in followQueue.async { done.resume() } }
         }
-        // The writer lock first: a reopen in this process must not find it still held.
-        writerLock?.release()
         storage.close()
     }
 
@@ -246,7 +210,7 @@ public final class Ledger: Sendable {
                 followSnapshots()
                 requests[0].pending.complete(.success([]))
             } catch {
-                let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
+                let failure = StorageErrors.map(error)
                 configuration.logger.error("snapshot failed", metadata: ["error": "\(failure)"])
                 requests[0].pending.complete(.failure(failure))
             }
@@ -268,11 +232,11 @@ public final class Ledger: Sendable {
                 request.pending.complete(.success(result))
             }
         } catch where requests.count > 1 {
-            let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
+            let failure = StorageErrors.map(error)
             configuration.onCommit?(CommitReport(failedRequests: requests.map(\.events.count), failure: failure, duration: .now - started))
             for request in requests { commit([request]) }
         } catch {
-            let failure = StorageErrors.map(error, maximumSize: configuration.maximumSize)
+            let failure = StorageErrors.map(error)
             configuration.onCommit?(CommitReport(failedRequests: [requests[0].events.count], failure: failure, duration: .now - started))
             configuration.logger.error("append failed; nothing of it was written", metadata: [
                 "events": "\(requests[0].events.count)", "error": "\(failure)",
@@ -398,7 +362,7 @@ public final class Ledger: Sendable {
             try storage.read { try catchUp($0) }
         } catch {
             configuration.logger.error("catching up with other processes failed; retried at the next signal or write", metadata: [
-                "error": "\(StorageErrors.map(error, maximumSize: nil))",
+                "error": "\(StorageErrors.map(error))",
             ])
         }
     }
@@ -426,7 +390,7 @@ public final class Ledger: Sendable {
             // an open replays a longer tail.
             live.abandonSnapshot()
             snapshotNotBefore.store(live.position + (configuration.snapshotInterval ?? 0), ordering: .relaxed)
-            configuration.logger.error("snapshot failed", metadata: ["error": "\(StorageErrors.map(error, maximumSize: configuration.maximumSize))"])
+            configuration.logger.error("snapshot failed", metadata: ["error": "\(StorageErrors.map(error))"])
         }
     }
 

@@ -10,15 +10,6 @@ public final class LedgerLog: Sendable {
     let log: LogReader
     let logger: Logger
 
-    /// Opens the ledger in `directory` for reading.
-    public static func open(at directory: String, logger: Logger = Logger(label: "PurchaseLedger")) throws -> LedgerLog {
-        try LedgerDirectory.checkExists(directory)
-        var configuration = Ledger.Configuration()
-        configuration.readOnly = true
-        let storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
-        return try LedgerLog(location: directory, storage: storage, logger: logger)
-    }
-
     /// Reads the ledger held by `storage` (another backend's entry point). Takes ownership of
     /// `storage`: it is closed when this throws, or when the log closes.
     package init(location: String, storage: any LedgerStorage, logger: Logger) throws {
@@ -27,7 +18,7 @@ public final class LedgerLog: Sendable {
             marker = try storage.read { try $0.formatMarker() }
         } catch {
             storage.close()
-            throw StorageErrors.map(error, maximumSize: nil)
+            throw StorageErrors.map(error)
         }
         guard marker == storage.storageFormat else {
             storage.close()

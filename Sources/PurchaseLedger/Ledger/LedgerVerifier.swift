@@ -61,7 +61,7 @@ struct LedgerVerifier {
             // A malformed log key.
             return VerificationReport(intactRecords: intact, damage: .init(kind: .sequenceGap, position: intact + 1, message: error.message))
         } catch {
-            let damage = VerificationReport.Damage(kind: .storage, position: intact + 1, message: "\(StorageErrors.map(error, maximumSize: nil))")
+            let damage = VerificationReport.Damage(kind: .storage, position: intact + 1, message: "\(StorageErrors.map(error))")
             return VerificationReport(intactRecords: intact, damage: damage)
         }
     }

@@ -1,16 +1,16 @@
 /// Appends the log's compact binary encoding: LEB128 varints, zigzag for signed values,
 /// length-prefixed UTF-8 strings, little-endian doubles.
-struct ByteWriter {
-    var bytes: [UInt8]
+package struct ByteWriter {
+    package var bytes: [UInt8]
 
-    init(capacity: Int = 128) {
+    package init(capacity: Int = 128) {
         bytes = []
         bytes.reserveCapacity(capacity)
     }
 
-    mutating func byte(_ value: UInt8) { bytes.append(value) }
+    package mutating func byte(_ value: UInt8) { bytes.append(value) }
 
-    mutating func varint(_ value: UInt64) {
+    package mutating func varint(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
@@ -19,11 +19,11 @@ struct ByteWriter {
         bytes.append(UInt8(v))
     }
 
-    mutating func signed(_ value: Int64) {
+    package mutating func signed(_ value: Int64) {
         varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         var copy = value
         copy.withUTF8 { utf8 in
             varint(UInt64(utf8.count))
@@ -31,19 +31,19 @@ struct ByteWriter {
         }
     }
 
-    mutating func double(_ value: Double) {
+    package mutating func double(_ value: Double) {
         withUnsafeBytes(of: value.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    mutating func uint32(_ value: UInt32) {
+    package mutating func uint32(_ value: UInt32) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    mutating func uint64(_ value: UInt64) {
+    package mutating func uint64(_ value: UInt64) {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    mutating func timestamp(_ value: Timestamp) {
+    package mutating func timestamp(_ value: Timestamp) {
         signed(value.seconds)
         varint(UInt64(value.nanoseconds))
     }
@@ -51,27 +51,31 @@ struct ByteWriter {
 
 /// Reads what `ByteWriter` wrote; every read checks bounds and throws on truncated or
 /// malformed input instead of trapping, since the bytes come from disk.
-struct ByteReader {
-    struct Malformed: Error {
-        var reason: String
+package struct ByteReader {
+    package struct Malformed: Error {
+        package var reason: String
+
+        package init(reason: String) {
+            self.reason = reason
+        }
     }
 
-    let bytes: UnsafeRawBufferPointer
-    private(set) var offset = 0
+    package let bytes: UnsafeRawBufferPointer
+    package private(set) var offset = 0
 
-    init(_ bytes: UnsafeRawBufferPointer) {
+    package init(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
     }
 
-    var isAtEnd: Bool { offset == bytes.count }
+    package var isAtEnd: Bool { offset == bytes.count }
 
-    mutating func byte() throws(Malformed) -> UInt8 {
+    package mutating func byte() throws(Malformed) -> UInt8 {
         guard offset < bytes.count else { throw Malformed(reason: "truncated") }
         defer { offset += 1 }
         return bytes[offset]
     }
 
-    mutating func varint() throws(Malformed) -> UInt64 {
+    package mutating func varint() throws(Malformed) -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -83,12 +87,12 @@ struct ByteReader {
         }
     }
 
-    mutating func signed() throws(Malformed) -> Int64 {
+    package mutating func signed() throws(Malformed) -> Int64 {
         let raw = try varint()
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
     }
 
-    mutating func string() throws(Malformed) -> String {
+    package mutating func string() throws(Malformed) -> String {
         let length = try varint()
         guard length <= UInt64(bytes.count - offset) else { throw Malformed(reason: "string past the end") }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)])
@@ -99,19 +103,19 @@ struct ByteReader {
         return text
     }
 
-    mutating func double() throws(Malformed) -> Double {
+    package mutating func double() throws(Malformed) -> Double {
         guard bytes.count - offset >= 8 else { throw Malformed(reason: "truncated") }
         defer { offset += 8 }
         return Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
     }
 
-    mutating func uint64() throws(Malformed) -> UInt64 {
+    package mutating func uint64() throws(Malformed) -> UInt64 {
         guard bytes.count - offset >= 8 else { throw Malformed(reason: "truncated") }
         defer { offset += 8 }
         return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
-    mutating func timestamp() throws(Malformed) -> Timestamp {
+    package mutating func timestamp() throws(Malformed) -> Timestamp {
         let seconds = try signed()
         let nanos = try varint()
         guard nanos < 1_000_000_000 else { throw Malformed(reason: "nanoseconds out of range") }

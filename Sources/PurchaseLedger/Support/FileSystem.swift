@@ -37,10 +37,10 @@ enum FileBytes {
 }
 
 /// The directory operations a ledger needs.
-enum Directory {
-    enum Status { case missing, empty, nonEmpty, notADirectory }
+package enum Directory {
+    package enum Status { case missing, empty, nonEmpty, notADirectory }
 
-    static func status(_ path: String) -> Status {
+    package static func status(_ path: String) -> Status {
         var info = stat()
         guard stat(path, &info) == 0 else { return .missing }
         guard info.st_mode & S_IFMT == S_IFDIR else { return .notADirectory }
@@ -55,26 +55,26 @@ enum Directory {
         return .empty
     }
 
-    static func create(_ path: String) throws(FileSystemError) {
+    package static func create(_ path: String) throws(FileSystemError) {
         guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
             throw FileSystemError(path: path, operation: "mkdir", errno: errno)
         }
     }
 
-    static func fileExists(_ path: String) -> Bool {
+    package static func fileExists(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0
     }
 
     /// Bytes available to this process on the file system holding `path`.
-    static func freeBytes(_ path: String) -> Int? {
+    package static func freeBytes(_ path: String) -> Int? {
         var info = statvfs()
         guard statvfs(path, &info) == 0 else { return nil }
         return Int(info.f_bavail) * Int(info.f_frsize)
     }
 
     /// Size in bytes of the file at `path`, nil when it does not exist.
-    static func fileSize(_ path: String) -> Int? {
+    package static func fileSize(_ path: String) -> Int? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return Int(info.st_size)
@@ -84,11 +84,11 @@ enum Directory {
 /// An exclusive advisory lock on a file, held until released or the process ends. It keeps two
 /// processes from writing one ledger: each keeps its projections in memory, and a second writer
 /// would validate against a state that no longer holds.
-final class ExclusiveFileLock: Sendable {
+package final class ExclusiveFileLock: Sendable {
     private let fd: Atomic<Int32>
 
     /// Returns nil when another process holds the lock.
-    init?(path: String) throws(FileSystemError) {
+    package init?(path: String) throws(FileSystemError) {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw FileSystemError(path: path, operation: "open", errno: errno) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
@@ -104,45 +104,8 @@ final class ExclusiveFileLock: Sendable {
         release()
     }
 
-    func release() {
+    package func release() {
         let fd = fd.exchange(-1, ordering: .acquiringAndReleasing)
         if fd >= 0 { close(fd) }
-    }
-}
-
-/// The LMDB environments open in this process. LMDB must not open one environment twice in a
-/// process (closing the second would drop the first's file locks), so the second open is
-/// refused with a clear error instead.
-enum OpenEnvironments {
-    fileprivate struct Identity: Hashable {
-        var device: UInt64
-        var inode: UInt64
-    }
-
-    private static let open = Mutex<Set<Identity>>([])
-
-    final class Claim: Sendable {
-        private let identity: Mutex<Identity?>
-
-        fileprivate init(_ identity: Identity) {
-            self.identity = Mutex(identity)
-        }
-
-        func release() {
-            guard let identity = identity.withLock({ $0.take() }) else { return }
-            _ = OpenEnvironments.open.withLock { $0.remove(identity) }
-        }
-    }
-
-    static func claim(_ directory: String) throws -> Claim {
-        var info = stat()
-        guard stat(directory, &info) == 0 else {
-            throw StorageError(.notALedger, "\(directory) does not exist")
-        }
-        let identity = Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
-        guard open.withLock({ $0.insert(identity).inserted }) else {
-            throw StorageError(.ledgerInUse, "the ledger at \(directory) is already open in this process; share that instance")
-        }
-        return Claim(identity)
     }
 }

@@ -8,6 +8,7 @@ import Prometheus
 import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing
+@testable import PurchaseLedgerLMDB
 
 /// The word game's products, and the App Store fixtures' subscription and a consumable.
 let serverTestCatalog: Catalog = {

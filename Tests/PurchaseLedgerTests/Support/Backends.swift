@@ -3,6 +3,7 @@ import PostgresNIO
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerPostgres
+import PurchaseLedgerLocation
 
 /// The storage backends a test runs on: LMDB always; PostgreSQL when `tools/test` started a
 /// throwaway cluster and exported its URL in `PURCHASE_LEDGER_TEST_POSTGRES` (without it, the

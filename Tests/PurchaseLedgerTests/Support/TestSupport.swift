@@ -1,6 +1,7 @@
 import Logging
 import Testing
 @testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
 
 #if canImport(Glibc)
 import Glibc

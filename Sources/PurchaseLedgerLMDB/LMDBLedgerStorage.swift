@@ -1,4 +1,6 @@
 import LMDB
+import PurchaseLedger
+import Synchronization
 
 /// The embedded backend: one LMDB environment in the ledger's directory.
 ///
@@ -25,6 +27,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     /// One process writes an LMDB ledger (`writer.lock` enforces it).
     var isShared: Bool { false }
     private let claim: OpenEnvironments.Claim
+    /// `writer.lock`, held while this process may append (`LedgerDirectory.open`).
+    private let writerLock = Mutex<ExclusiveFileLock?>(nil)
     private let maximumSize: Int?
     private let directory: String
     let tables: Tables
@@ -80,7 +84,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         do {
             return try environment.read { txn in try body(Reader(txn: txn, tables: tables)) }
         } catch {
-            throw StorageErrors.map(error, maximumSize: nil)
+            throw LMDBErrors.map(error, maximumSize: nil)
         }
     }
 
@@ -92,7 +96,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             // LMDB reports a write cut short by a full file system as EIO.
             throw StorageError(.storageFull, "the file system holding \(directory) is full; earlier events stay readable", cause: error)
         } catch {
-            throw StorageErrors.map(error, maximumSize: maximumSize)
+            throw LMDBErrors.map(error, maximumSize: maximumSize)
         }
     }
 
@@ -102,7 +106,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         Directory.fileSize(directory + "/" + Self.dataFileName) ?? 0
     }
 
+    func holdWriterLock(_ lock: ExclusiveFileLock) {
+        writerLock.withLock { $0 = lock }
+    }
+
     func close() {
+        // The writer lock first: a reopen in this process must not find it still held.
+        writerLock.withLock { $0.take() }?.release()
         environment.close()
         claim.release()
     }

@@ -1,4 +1,5 @@
 import LMDB
+import PurchaseLedger
 
 /// The files of a ledger directory: `data.mdb` and `lock.mdb` (LMDB's), and `writer.lock`, the
 /// advisory lock held by the one process that may append.
@@ -56,37 +57,27 @@ enum LedgerDirectory {
         do {
             return try LMDBLedgerStorage(directory: directory, configuration: environment)
         } catch {
-            throw StorageErrors.map(error, maximumSize: configuration.maximumSize)
+            throw LMDBErrors.map(error, maximumSize: configuration.maximumSize)
         }
     }
-}
 
-/// Maps storage-engine failures to `StorageError`; every other error passes through.
-enum StorageErrors {
-    static func map(_ error: any Error, maximumSize: Int?) -> any Error {
-        switch error {
-        case is StorageError, is LedgerError, is CatalogError:
-            return error
-        case let lmdb as LMDBError where lmdb.code == .unusable:
-            return StorageError(.closed, "the ledger is closed, or unusable after a storage failure", cause: lmdb)
-        case let lmdb as LMDBError where lmdb.code == .mapFull:
-            let limit = maximumSize.map { " of \($0) bytes" } ?? ""
-            return StorageError(.storageFull, "the ledger reached its maximum size\(limit); earlier events stay readable", cause: lmdb)
-        case let lmdb as LMDBError where lmdb.code == .noSpace:
-            return StorageError(.storageFull, "the file system is full; earlier events stay readable", cause: lmdb)
-        case let lmdb as LMDBError where lmdb.code == .invalid || lmdb.code == .versionMismatch:
-            return StorageError(.notALedger, "the data file is not a usable LMDB environment", cause: lmdb)
-        case let lmdb as LMDBError where lmdb.code == .corrupted || lmdb.code == .pageNotFound || lmdb.code == .panic:
-            return StorageError(.damaged, "the data file is damaged", cause: lmdb)
-        case let lmdb as LMDBError:
-            return StorageError(.io, "the storage failed", cause: lmdb)
-        case let file as FileSystemError:
-            return StorageError(.io, "the file system failed", cause: file)
-        case let malformed as ByteReader.Malformed:
-            return StorageError(.damaged, "an index value cannot be decoded: \(malformed.reason)")
-        default:
-            // Errors of the caller's own closure pass through.
-            return error
+    /// The storage of the ledger in `directory`, ready for `Ledger`: checked (or prepared, when
+    /// writable: created given a catalog), opened, and, when writable, holding the writer lock.
+    static func open(_ directory: String, creating: Bool, configuration: Ledger.Configuration) throws -> LMDBLedgerStorage {
+        if configuration.readOnly {
+            try checkExists(directory)
+        } else {
+            try prepareForWriting(directory, creating: creating)
         }
+        let storage = try openStorage(directory, configuration: configuration)
+        if !configuration.readOnly {
+            do {
+                storage.holdWriterLock(try lockForWriting(directory))
+            } catch {
+                storage.close()
+                throw error
+            }
+        }
+        return storage
     }
 }

@@ -1,0 +1,33 @@
+@_exported import PurchaseLedger
+import Logging
+
+// The embedded backend's entry points: a ledger in a directory, one writing process at a time.
+// `import PurchaseLedgerLMDB` brings the whole library (it re-exports PurchaseLedger).
+
+extension Ledger {
+    /// Opens the ledger in `directory`, creating it (and the directory) when it does not exist
+    /// yet: from the newest usable snapshot and the log after it, or by replaying the whole log
+    /// (then, when writable, writing a fresh snapshot). One process at a time may open it for
+    /// writing (`writer.lock`); any number read-only.
+    ///
+    /// - Parameter catalog: required to create a ledger. For an existing one it may be omitted;
+    ///   given, it must keep every product the ledger has unchanged, and new products are added
+    ///   to the ledger's catalog from the next position on.
+    public static func open(
+        at directory: String, catalog: Catalog? = nil, configuration: Configuration = .init()
+    ) throws -> Ledger {
+        let storage = try LedgerDirectory.open(directory, creating: catalog != nil, configuration: configuration)
+        return try Ledger(location: directory, storage: storage, catalog: catalog, configuration: configuration)
+    }
+}
+
+extension LedgerLog {
+    /// Opens the ledger in `directory` for reading.
+    public static func open(at directory: String, logger: Logger = Logger(label: "PurchaseLedger")) throws -> LedgerLog {
+        try LedgerDirectory.checkExists(directory)
+        var configuration = Ledger.Configuration()
+        configuration.readOnly = true
+        let storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
+        return try LedgerLog(location: directory, storage: storage, logger: logger)
+    }
+}

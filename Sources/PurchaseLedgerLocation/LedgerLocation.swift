@@ -1,0 +1,68 @@
+import Foundation
+import Logging
+@_exported import PurchaseLedgerLMDB
+@_exported import PurchaseLedgerPostgres
+
+/// Where a ledger is, as tools and servers are told: a directory (the LMDB backend, one
+/// writing process) or a `postgres://USER@HOST[:PORT]/DATABASE` URL (the PostgreSQL backend,
+/// any number of processes). The one place that picks the backend: a directory is opened by
+/// PurchaseLedgerLMDB alone, a URL by PurchaseLedgerPostgres alone.
+public enum LedgerLocation: Sendable, Hashable, CustomStringConvertible {
+    case directory(String)
+    case postgres(url: String)
+
+    public init(_ text: String) {
+        self = PostgresLocation.isPostgresURL(text) ? .postgres(url: text) : .directory(text)
+    }
+
+    /// How messages and logs name it: a URL without its password.
+    public var description: String {
+        switch self {
+        case .directory(let path): path
+        case .postgres(let url): PostgresLocation.redacting(url)
+        }
+    }
+
+    /// The PostgreSQL options a process uses by default: the password from its `PGPASSWORD`
+    /// when the URL has none.
+    public static var processOptions: PostgresOptions {
+        var options = PostgresOptions()
+        options.environment["PGPASSWORD"] = ProcessInfo.processInfo.environment["PGPASSWORD"]
+        return options
+    }
+
+    public func openLedger(
+        catalog: Catalog? = nil, configuration: Ledger.Configuration = .init(), options: PostgresOptions = processOptions
+    ) throws -> Ledger {
+        switch self {
+        case .directory(let path): try Ledger.open(at: path, catalog: catalog, configuration: configuration)
+        case .postgres(let url): try Ledger.open(postgres: url, catalog: catalog, configuration: configuration, options: options)
+        }
+    }
+
+    public func openLog(logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = processOptions) throws -> LedgerLog {
+        switch self {
+        case .directory(let path): try LedgerLog.open(at: path, logger: logger)
+        case .postgres(let url): try LedgerLog.open(postgres: url, logger: logger, options: options)
+        }
+    }
+}
+
+extension Ledger {
+    /// Opens a ledger by location: a `postgres://` URL, or else a directory (`LedgerLocation`).
+    public static func open(
+        location: String, catalog: Catalog? = nil, configuration: Configuration = .init(),
+        options: PostgresOptions = LedgerLocation.processOptions
+    ) throws -> Ledger {
+        try LedgerLocation(location).openLedger(catalog: catalog, configuration: configuration, options: options)
+    }
+}
+
+extension LedgerLog {
+    /// Opens a ledger for reading by location: a `postgres://` URL, or else a directory.
+    public static func open(
+        location: String, logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = LedgerLocation.processOptions
+    ) throws -> LedgerLog {
+        try LedgerLocation(location).openLog(logger: logger, options: options)
+    }
+}
