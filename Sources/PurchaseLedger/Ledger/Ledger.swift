@@ -271,18 +271,7 @@ public final class Ledger: Sendable {
         guard storage.isShared else { return nil }
         var lookups = Lookups()
         for request in requests {
-            for event in request.events {
-                lookups.eventIDs.append(event.id)
-                switch event.payload {
-                case .transactionUpdated(let update):
-                    if let transaction = update.transaction { lookups.transactions.append(transaction) }
-                    if let original = update.originalTransaction { lookups.transactions.append(original) }
-                case .revoked(let revoked):
-                    lookups.transactions.append(revoked.transaction)
-                default:
-                    break
-                }
-            }
+            for event in request.events { Rules.lookups(of: event, into: &lookups) }
         }
         if let snapshot = live.snapshot?.position {
             lookups.snapshot = snapshot

@@ -25,6 +25,23 @@ enum Decision: Sendable, Equatable {
 ///    redelivery or repeated finish is `duplicate`, anything else `entryFinished`;
 /// 4. the type's own rules in the spec's order.
 enum Rules {
+    /// What `decide` (and `Projector.apply` after it) will consult for `event` beyond its own
+    /// account: its id in the event index, and the store transactions it names in the
+    /// transaction and revocation indexes. Declared here, next to the rules that read them, so
+    /// that the two change together; a shared backend fetches them ahead, behind its lock.
+    static func lookups(of event: Event, into lookups: inout Lookups) {
+        lookups.eventIDs.append(event.id)
+        switch event.payload {
+        case .transactionUpdated(let update):
+            if let transaction = update.transaction { lookups.transactions.append(transaction) }
+            if let original = update.originalTransaction { lookups.transactions.append(original) }
+        case .revoked(let revoked):
+            lookups.transactions.append(revoked.transaction)
+        default:
+            break
+        }
+    }
+
     static func decide(_ event: Event, in context: some RuleContext) throws -> Decision {
         do {
             try event.validate()
