@@ -213,8 +213,8 @@ public struct ServerConfiguration: Codable, Sendable {
             throw ServerConfigurationError("\"limits\" must be positive")
         }
         for (name, seconds) in [("idleTimeoutSeconds", limits.idleTimeoutSeconds), ("requestTimeoutSeconds", limits.requestTimeoutSeconds)] {
-            guard seconds.isFinite, seconds > 0, seconds <= Limits.maximumTimeoutSeconds else {
-                throw ServerConfigurationError("\"limits.\(name)\" must be more than 0 and at most \(Int(Limits.maximumTimeoutSeconds)) seconds")
+            guard seconds.isFinite, seconds >= 0.001, seconds <= Limits.maximumTimeoutSeconds else {
+                throw ServerConfigurationError("\"limits.\(name)\" must be from 0.001 to \(Int(Limits.maximumTimeoutSeconds)) seconds")
             }
         }
         var seen: Set<String> = []

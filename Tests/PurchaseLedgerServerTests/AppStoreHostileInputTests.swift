@@ -149,6 +149,8 @@ struct AppStoreHostileInputTests {
             try #require(purchase.split(separator: "\"").dropFirst(3).first.map(String.init)),
         ]
         let mutator = NotificationMutator(seeds: seeds, signer: signer, stranger: try TestAppStoreSigner())
+        // Said first: a crash ends the process before any later line.
+        print("App Store route fuzz: seed \(seed) (PURCHASE_LEDGER_FUZZ_SEED repeats the run)")
         try await Self.run(signer: signer) { harness, client in
             var random = SeededGenerator(seed: seed)
             var statuses: [Int: Int] = [:]

@@ -85,6 +85,9 @@ struct AppleVerifierParityTests {
             ("leaf that claims keyCertSign", .init(leafSignsCertificates: true)),
             ("leaf without the receipt-signing OID", .init(leafOID: false)),
             ("intermediate without the WWDR OID", .init(intermediateOID: false)),
+            ("intermediate whose key usage lacks keyCertSign", .init(intermediateSignsCertificates: false)),
+            ("leaf whose authority key identifier names another key", .init(leafNamesAnotherIssuerKey: true)),
+            ("leaf with a critical extended key usage", .init(leafCriticalExtendedKeyUsage: true)),
         ]
         for (name, chain) in strict {
             try add(name, try TestAppStoreSigner(chain: chain), notification(signedDate: milliseconds(now)))

@@ -38,11 +38,17 @@ struct SlowClientTests {
 
     /// A whole request on a new connection; the answer's bytes, read to the server's close.
     static func get(_ path: String, port: Int) async throws -> String {
+        try await exchange("GET \(path) HTTP/1.1\r\nHost: ledger\r\nConnection: close\r\n\r\n", port: port)
+    }
+
+    /// Sends `request` (raw HTTP/1.1) on a new connection; the answer's bytes, read to the
+    /// server's close.
+    static func exchange(_ request: String, port: Int) async throws -> String {
         let collector = Collector()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) } }
             .connect(host: "127.0.0.1", port: port).get()
-        try await channel.writeAndFlush(ByteBuffer(string: "GET \(path) HTTP/1.1\r\nHost: ledger\r\nConnection: close\r\n\r\n")).get()
+        try await channel.writeAndFlush(ByteBuffer(string: request)).get()
         try await channel.closeFuture.get()
         return try await channel.eventLoop.submit { collector.text }.get()
     }
@@ -128,6 +134,22 @@ struct SlowClientTests {
                 #expect(!channel.isActive)
                 #expect(lasted < .seconds(15), "the trickling client lasted \(lasted)")
                 try? await channel.close()
+            }
+        }
+    }
+
+    /// Pipelined requests (sent together, answered in order) each get their answer: the
+    /// deadline follows them one at a time.
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        try await withTemporaryDirectory { directory in
+            let app = try await Self.application(in: directory, idleTimeout: 30, requestTimeout: 1)
+            try await app.test(.live) { client in
+                let port = try #require(client.port)
+                let one = "GET /v1/health HTTP/1.1\r\nHost: ledger\r\n\r\n"
+                let last = "GET /v1/accounts/ana HTTP/1.1\r\nHost: ledger\r\nConnection: close\r\n\r\n"
+                let answer = try await Self.exchange(one + one + last, port: port)
+                #expect(answer.components(separatedBy: "HTTP/1.1 200").count - 1 == 2, "\(answer)")
+                #expect(answer.contains("HTTP/1.1 401"), "\(answer)")
             }
         }
     }

@@ -57,24 +57,43 @@ struct ValidAtSigningTimePolicy: VerifierPolicy {
 ///
 /// - a path length only on a CA whose key usage allows keyCertSign;
 /// - a CA's basicConstraints is critical, and a CA has keyUsage and a subject key identifier;
+///   an issuer's key usage allows keyCertSign (`X509_check_ca`);
 /// - a non-CA does not claim keyCertSign;
 /// - issuer and subject names are not empty (a subject may be, with a critical, non-empty SAN);
 /// - key identifiers are not critical; every certificate but the root has an authority key
-///   identifier with a key id;
+///   identifier with a key id, and it names its issuer's subject key identifier;
 /// - only version 3 certificates carry extensions.
+///
+/// It also takes the critical extensions OpenSSL handles and swift-certificates' policies do
+/// not claim (extended key usage, certificate policies, subject alternative names), which
+/// OpenSSL accepts critical.
 struct StrictX509Policy: VerifierPolicy {
-    let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = []
+    let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = [
+        .X509ExtensionID.extendedKeyUsage, .X509ExtensionID.subjectAlternativeName, [2, 5, 29, 32],
+    ]
 
     func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
         for (index, certificate) in chain.enumerated() {
-            if let reason = Self.violation(of: certificate, isLast: index == chain.count - 1) {
+            if let reason = Self.violation(of: certificate, isLast: index == chain.count - 1, isIssuer: index > 0) {
+                return .failsToMeetPolicy(reason: "certificate \(index) of the chain: \(reason)")
+            }
+            if index + 1 < chain.count, let reason = Self.keyIdentifierMismatch(certificate, issuer: chain[index + 1]) {
                 return .failsToMeetPolicy(reason: "certificate \(index) of the chain: \(reason)")
             }
         }
         return .meetsPolicy
     }
 
-    static func violation(of certificate: Certificate, isLast: Bool) -> String? {
+    /// OpenSSL's `X509_check_akid`: when both are there, the authority key identifier's key id
+    /// is the issuer's subject key identifier.
+    static func keyIdentifierMismatch(_ certificate: Certificate, issuer: Certificate) -> String? {
+        guard let authority = try? certificate.extensions.authorityKeyIdentifier?.keyIdentifier,
+              let subject = try? issuer.extensions.subjectKeyIdentifier?.keyIdentifier
+        else { return nil }
+        return authority == subject ? nil : "its authority key identifier is not its issuer's subject key identifier"
+    }
+
+    static func violation(of certificate: Certificate, isLast: Bool, isIssuer: Bool = false) -> String? {
         let extensions = certificate.extensions
         guard certificate.version == .v3 else {
             return extensions.isEmpty ? nil : "extensions need version 3"
@@ -107,6 +126,7 @@ struct StrictX509Policy: VerifierPolicy {
             if extensions[oid: .X509ExtensionID.basicConstraints]?.critical != true { return "a CA whose basicConstraints is not critical" }
             if keyUsage == nil { return "a CA without keyUsage" }
             if subjectKeyIdentifier == nil { return "a CA without a subject key identifier" }
+            if isIssuer, !signsCertificates { return "an issuer whose key usage does not allow keyCertSign" }
         } else if signsCertificates {
             return "keyCertSign without being a CA"
         }

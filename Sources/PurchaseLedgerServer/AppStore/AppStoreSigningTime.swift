@@ -38,7 +38,9 @@ struct AppStoreSigningTime: Sendable, Hashable {
         else {
             throw AppStoreVerificationError(.invalidJWTFormat, "signedDate is not a time between 2000-01-01 and tomorrow")
         }
-        self.init(seconds: Self.wholeSeconds(signedDate / 1000))
+        // `int(signedDate) // 1000`: whole milliseconds first, so that no rounding of the
+        // division can carry a date into the next second.
+        self.init(seconds: Self.wholeSeconds(signedDate.rounded(.down) / 1000))
     }
 
     /// `value` rounded down; callers keep it within ±2^53 first.

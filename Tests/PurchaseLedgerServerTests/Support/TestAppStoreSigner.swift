@@ -22,6 +22,12 @@ struct TestAppStoreSigner {
         var leafAuthorityKeyIdentifier = true
         /// The leaf claims keyCertSign although it is no CA.
         var leafSignsCertificates = false
+        /// The intermediate's keyUsage allows keyCertSign (a CA's must).
+        var intermediateSignsCertificates = true
+        /// The leaf's authority key identifier names another key than the intermediate's.
+        var leafNamesAnotherIssuerKey = false
+        /// The leaf has a critical extended key usage (OpenSSL handles it: accepted).
+        var leafCriticalExtendedKeyUsage = false
         /// When the root and the intermediate are valid (ten years either side of now unless set).
         var validity: ClosedRange<Date>?
         /// When the leaf is valid (`validity` unless set).
@@ -75,7 +81,10 @@ struct TestAppStoreSigner {
             Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
             AuthorityKeyIdentifier(keyIdentifier: rootIdentifier.keyIdentifier)
         }
-        if chain.intermediateKeyUsage { try intermediateExtensions.append(Critical(KeyUsage(keyCertSign: true)).makeCertificateExtension()) }
+        if chain.intermediateKeyUsage {
+            let usage = chain.intermediateSignsCertificates ? KeyUsage(keyCertSign: true) : KeyUsage(digitalSignature: true)
+            try intermediateExtensions.append(Critical(usage).makeCertificateExtension())
+        }
         if chain.intermediateSubjectKeyIdentifier { try intermediateExtensions.append(intermediateIdentifier.makeCertificateExtension()) }
         if chain.intermediateOID { try intermediateExtensions.append(marker(AppStoreSignedDataVerifier.intermediateOID)) }
         intermediate = try certificate(
@@ -86,7 +95,11 @@ struct TestAppStoreSigner {
             Critical(KeyUsage(digitalSignature: true, keyCertSign: chain.leafSignsCertificates))
         }
         if chain.leafAuthorityKeyIdentifier {
-            try leafExtensions.append(AuthorityKeyIdentifier(keyIdentifier: intermediateIdentifier.keyIdentifier).makeCertificateExtension())
+            let named = chain.leafNamesAnotherIssuerKey ? rootIdentifier.keyIdentifier : intermediateIdentifier.keyIdentifier
+            try leafExtensions.append(AuthorityKeyIdentifier(keyIdentifier: named).makeCertificateExtension())
+        }
+        if chain.leafCriticalExtendedKeyUsage {
+            try leafExtensions.append(Critical(try ExtendedKeyUsage([.codeSigning])).makeCertificateExtension())
         }
         if chain.leafOID { try leafExtensions.append(marker(AppStoreSignedDataVerifier.leafOID)) }
         leaf = try certificate(
