@@ -24,10 +24,9 @@ extension Ledger {
 extension LedgerLog {
     /// Opens the ledger in `directory` for reading.
     public static func open(at directory: String, logger: Logger = Logger(label: "PurchaseLedger")) throws -> LedgerLog {
-        try LedgerDirectory.checkExists(directory)
         var configuration = Ledger.Configuration()
         configuration.readOnly = true
-        let storage = try LedgerDirectory.openStorage(directory, configuration: configuration)
+        let storage = try LedgerDirectory.open(directory, creating: false, configuration: configuration)
         return try LedgerLog(location: directory, storage: storage, logger: logger)
     }
 }

@@ -78,9 +78,6 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         let body = try await collectBody(request)
         let decoded = try EventBodyDecoder.decode(body, contentType: request.headers[.contentType], limit: limits.eventsPerRequest)
         guard !decoded.isEmpty else { throw LedgerHTTPError.invalidEvent("the body holds no events") }
-        guard decoded.count <= limits.eventsPerRequest else {
-            throw LedgerHTTPError.tooLarge("\(decoded.count) events in one request; at most \(limits.eventsPerRequest)")
-        }
         if decoded.contains(where: { (try? $0.get().type) == .revoked }) {
             guard context.identity?.scopes.contains(.eventsRevoke) == true else {
                 throw LedgerHTTPError.forbidden("revoked events need the scope \(Scope.eventsRevoke.rawValue); nothing of this request was appended")

@@ -4,13 +4,15 @@
 public struct PendingLines: Sendable {
     /// Each line's rejection before the ledger, or nil for a line whose event went to it.
     let rejections: [LedgerError?]
+    /// How many lines went to the ledger.
+    let events: Int
     let appends: PendingAppends
 
     /// Throws as `PendingAppends.results()` does: nothing of the lines was appended then.
     public func results() async throws -> [AppendResult] {
         let outcomes = try await appends.results()
-        guard outcomes.count == rejections.count(where: { $0 == nil }) else {
-            throw StorageError(.io, "the ledger answered \(outcomes.count) outcomes for \(rejections.count(where: { $0 == nil })) events")
+        guard outcomes.count == events else {
+            throw StorageError(.io, "the ledger answered \(outcomes.count) outcomes for \(events) events")
         }
         var results: [AppendResult] = []
         results.reserveCapacity(rejections.count)
@@ -48,6 +50,6 @@ extension Ledger {
                 return error
             }
         }
-        return PendingLines(rejections: rejections, appends: try await submit(contentsOf: events))
+        return PendingLines(rejections: rejections, events: events.count, appends: try await submit(contentsOf: events))
     }
 }

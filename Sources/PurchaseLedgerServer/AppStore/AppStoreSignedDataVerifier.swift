@@ -24,9 +24,6 @@ import SwiftASN1
 /// Error messages are for the server's log (which escapes and bounds them); a client is
 /// answered the code and its fixed `publicMessage` only.
 public struct AppStoreSignedDataVerifier: Sendable {
-    static let leafOID = AppStoreOIDPolicy.leafOID
-    static let intermediateOID = AppStoreOIDPolicy.intermediateOID
-
     public let bundleId: String
     public let appAppleId: Int64?
     public let environment: AppStoreEnvironment

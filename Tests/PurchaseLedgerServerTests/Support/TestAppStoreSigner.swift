@@ -86,7 +86,7 @@ struct TestAppStoreSigner {
             try intermediateExtensions.append(Critical(usage).makeCertificateExtension())
         }
         if chain.intermediateSubjectKeyIdentifier { try intermediateExtensions.append(intermediateIdentifier.makeCertificateExtension()) }
-        if chain.intermediateOID { try intermediateExtensions.append(marker(AppStoreSignedDataVerifier.intermediateOID)) }
+        if chain.intermediateOID { try intermediateExtensions.append(marker(AppStoreOIDPolicy.intermediateOID)) }
         intermediate = try certificate(
             key: intermediateKey, subject: intermediateName, issuer: rootName, issuerKey: rootKey, validity: validity,
             extensions: intermediateExtensions)
@@ -101,7 +101,7 @@ struct TestAppStoreSigner {
         if chain.leafCriticalExtendedKeyUsage {
             try leafExtensions.append(Critical(try ExtendedKeyUsage([.codeSigning])).makeCertificateExtension())
         }
-        if chain.leafOID { try leafExtensions.append(marker(AppStoreSignedDataVerifier.leafOID)) }
+        if chain.leafOID { try leafExtensions.append(marker(AppStoreOIDPolicy.leafOID)) }
         leaf = try certificate(
             key: leafKey, subject: leafName, issuer: intermediateName, issuerKey: intermediateKey,
             validity: chain.leafValidity ?? validity, extensions: leafExtensions)
