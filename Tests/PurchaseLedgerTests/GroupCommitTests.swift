@@ -19,7 +19,7 @@ struct GroupCommitTests {
             let largest = Atomic<Int>(0)
             let watcher = Task {
                 while watching.load(ordering: .relaxed) {
-                    let queued = ledger.writeQueue?.queuedEventCount ?? 0
+                    let queued = ledger.writer?.queuedEventCount ?? 0
                     var current = largest.load(ordering: .relaxed)
                     while queued > current {
                         let (exchanged, original) = largest.compareExchange(expected: current, desired: queued, ordering: .relaxed)

@@ -68,17 +68,11 @@ public final class Ledger: Sendable {
     let storage: any LedgerStorage
     let log: LogReader
     let live: LiveProjections
-    let writeQueue: WriteQueue?
+    /// Nil when read-only.
+    let writer: LedgerWriter?
+    /// Shared storage only: catches up with other processes.
+    private let follower: OtherProcessesFollower?
     private let isClosed = Atomic<Bool>(false)
-    /// After a periodic snapshot failed, no new one before this position (the writer's only).
-    private let snapshotNotBefore = Atomic<UInt64>(0)
-    /// Shared storage: a catch-up is scheduled on the writer and has not started yet.
-    private let catchUpScheduled = Atomic<Bool>(false)
-    /// Which recorded catalog is in force: a newer one recorded by another process is taken at
-    /// the next catch-up.
-    private let catalogVersion: Mutex<CatalogVersion>
-    /// Read-only on shared storage: where catch-ups run (there is no writer to run them).
-    private let followQueue: DispatchQueue?
 
     /// The catalog in force: the one given or recorded at open, or a larger one another
     /// process sharing the ledger recorded since.
@@ -96,10 +90,11 @@ public final class Ledger: Sendable {
         self.configuration = configuration
         self.storage = storage
         let logger = configuration.logger
+        let catalogVersion: CatalogVersion
         do {
             log = LogReader(storage: storage)
-            let (catalog, version) = try Self.establishCatalog(newCatalog, storage: storage, location: location, logger: logger)
-            catalogVersion = Mutex(version)
+            let catalog: Catalog
+            (catalog, catalogVersion) = try Self.establishCatalog(newCatalog, storage: storage, location: location, logger: logger)
             let opening = try Opening.projections(storage: storage, catalog: catalog, configuration: configuration)
             live = opening.live
             logger.info("opened ledger", metadata: [
@@ -110,48 +105,27 @@ public final class Ledger: Sendable {
             storage.close()
             throw error
         }
-        followQueue = configuration.readOnly && storage.isShared ? DispatchQueue(label: "PurchaseLedger.follower") : nil
-        if configuration.readOnly {
-            writeQueue = nil
-        } else {
-            // The queue calls back into `self` only while the ledger is open.
-            let box = WeakLedger()
-            writeQueue = WriteQueue(
-                maximumBatchEvents: configuration.maximumBatchEvents, maximumQueuedEvents: configuration.maximumQueuedEvents
-            ) { requests in
-                guard let ledger = box.ledger else {
-                    for request in requests { request.pending.complete(.failure(StorageError(.closed, "the ledger is closed"))) }
-                    return
-                }
-                ledger.work(on: requests)
-            }
-            box.ledger = self
-        }
-        if storage.isShared {
-            let box = WeakLedger()
-            box.ledger = self
-            // The box (held here) refers to the ledger weakly: the storage does not keep it alive.
-            storage.watchForAppends { last in
-                guard let ledger = box.ledger else { return }
-                // This process's own appends are announced too: nothing to do for those.
-                if let last, last <= ledger.position { return }
-                ledger.scheduleCatchUp()
-            }
-        }
+        // The one serial queue where the projections change: the writer's thread, or a
+        // read-only follower's.
+        let changes = DispatchQueue(label: configuration.readOnly ? "PurchaseLedger.follower" : "PurchaseLedger.writer", qos: .userInitiated)
+        follower = storage.isShared
+            ? OtherProcessesFollower(storage: storage, live: live, catalogVersion: catalogVersion, changes: changes, logger: logger)
+            : nil
+        writer = configuration.readOnly
+            ? nil
+            : LedgerWriter(storage: storage, live: live, changes: changes, follower: follower, configuration: configuration)
+        follower?.startWatching()
     }
 
     /// Closes the ledger: waits for queued appends to commit, writes a snapshot (by policy),
     /// then closes the storage. Later appends throw `StorageError.closed`.
     public func close() async {
         guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        if configuration.snapshotOnClose, let writeQueue {
-            _ = try? await writeQueue.submit(.snapshot).results()
+        await follower?.stop()
+        if configuration.snapshotOnClose, let writer {
+            _ = try? await writer.submit(.snapshot).results()
         }
-        await writeQueue?.close()
-        if let followQueue {
-            // A catch-up under way finishes before the storage closes.
-            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in followQueue.async { done.resume() } }
-        }
+        await writer?.close()
         storage.close()
     }
 
@@ -180,11 +154,11 @@ public final class Ledger: Sendable {
     /// commits) without reordering its events. When `maximumQueuedEvents` are already waiting,
     /// this waits, in order of arrival, for room.
     public func submit(contentsOf events: [Event]) async throws -> PendingAppends {
-        guard let writeQueue else {
+        guard let writer else {
             throw StorageError(.readOnly, "the ledger at \(location) is open read-only")
         }
         guard !events.isEmpty else { return PendingAppends(results: []) }
-        return try await writeQueue.submit(.append(events))
+        return try await writer.submit(.append(events))
     }
 
     /// Writes a snapshot of the projections now (between commits, in its own transaction) and
@@ -193,120 +167,13 @@ public final class Ledger: Sendable {
     /// and the position returned is that of the newer one, which the ledger now reads from.
     @discardableResult
     public func writeSnapshot() async throws -> UInt64? {
-        guard let writeQueue else {
+        guard let writer else {
             throw StorageError(.readOnly, "the ledger at \(location) is open read-only")
         }
         let before = live.snapshot?.position
-        _ = try await writeQueue.submit(.snapshot).results()
+        _ = try await writer.submit(.snapshot).results()
         let after = live.snapshot?.position
         return after == before ? nil : after
-    }
-
-    /// The writer's thread: a batch of appends, or a snapshot.
-    private func work(on requests: [WriteQueue.Request]) {
-        if requests.count == 1, requests[0].isSnapshot {
-            do {
-                try live.writeSnapshot(keep: max(2, configuration.snapshotsKept))
-                followSnapshots()
-                requests[0].pending.complete(.success([]))
-            } catch {
-                let failure = StorageErrors.map(error)
-                configuration.logger.error("snapshot failed", metadata: ["error": "\(failure)"])
-                requests[0].pending.complete(.failure(failure))
-            }
-            return
-        }
-        commit(requests)
-        snapshotIfDue()
-    }
-
-    /// The writer's side of group commit: one write transaction for the queued requests. If it
-    /// fails and held several requests, each is committed alone, so that one request (one that
-    /// reaches the size limit, say) cannot fail the others.
-    private func commit(_ requests: [WriteQueue.Request]) {
-        let started = ContinuousClock.now
-        do {
-            let results = try commitTogether(requests)
-            configuration.onCommit?(CommitReport(requests: requests.count, results: results, duration: .now - started))
-            for (request, result) in zip(requests, results) {
-                request.pending.complete(.success(result))
-            }
-        } catch where requests.count > 1 {
-            let failure = StorageErrors.map(error)
-            configuration.onCommit?(CommitReport(failedRequests: requests.map(\.events.count), failure: failure, duration: .now - started))
-            for request in requests { commit([request]) }
-        } catch {
-            let failure = StorageErrors.map(error)
-            configuration.onCommit?(CommitReport(failedRequests: [requests[0].events.count], failure: failure, duration: .now - started))
-            configuration.logger.error("append failed; nothing of it was written", metadata: [
-                "events": "\(requests[0].events.count)", "error": "\(failure)",
-            ])
-            requests[0].pending.complete(.failure(failure))
-        }
-    }
-
-    private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
-        let (results, session) = try storage.write(lookingUp: lookups(of: requests)) { writer in
-            if storage.isShared { try catchUp(writer) }
-            var session = ProjectionSession(
-                live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
-            var results: [[AppendResult]] = []
-            results.reserveCapacity(requests.count)
-            for request in requests {
-                results.append(try request.events.map { try session.append($0, writer: writer) })
-            }
-            // Nothing to store: abort, so that not even LMDB's meta page changes.
-            if session.appendedCount == 0 { writer.discard() }
-            return (results, session)
-        }
-        if session.appendedCount > 0 {
-            session.publish(to: live)
-        }
-        return results
-    }
-
-    /// What the batch's rules will look up (see `LedgerStorage.write(lookingUp:_:)`); nil for
-    /// storage whose lookups are local.
-    private func lookups(of requests: [WriteQueue.Request]) -> Lookups? {
-        guard storage.isShared else { return nil }
-        var lookups = Lookups()
-        for request in requests {
-            for event in request.events { Rules.lookups(of: event, into: &lookups) }
-        }
-        if let snapshot = live.snapshot?.position {
-            lookups.snapshot = snapshot
-            lookups.accounts = live.notInMemory(requests.flatMap { $0.events.map(\.account) })
-        }
-        return lookups
-    }
-
-    /// Shared storage: applies what other processes appended since this one last looked, takes
-    /// a catalog they grew and a newer snapshot they wrote. Where the projections change (the
-    /// writer's thread, or a read-only ledger's follower queue): inside each write (under the
-    /// storage's append lock, so that the rules then see exactly the state the new events
-    /// follow), and when the storage signals appends.
-    private func catchUp(_ reader: any LedgerStorageReader) throws {
-        let last = try reader.lastPosition()
-        // Nothing new: no query beyond the head and the catalog's position (which a write has
-        // already read with its lock).
-        if try reader.newestCatalogVersion() != catalogVersion.withLock({ $0 }),
-           let (effectiveFrom, json) = try reader.catalogs().last {
-            live.adoptCatalog(try Catalog(json: json))
-            catalogVersion.withLock { $0 = CatalogVersion(effectiveFrom: effectiveFrom, size: json.count) }
-        }
-        // A write has read the newest snapshot's position with its lock: the headers are read
-        // only when another process wrote a newer one, not at every catch-up.
-        let newerSnapshot = try reader.newestSnapshotPosition() ?? 0 > live.snapshot?.position ?? 0
-        guard last > live.position || newerSnapshot else { return }
-        // Another process's snapshot past this one's position: start from it (this process's
-        // own snapshot may be too old for pruning to keep what it reads); one within what is
-        // applied: move to it once the events are.
-        let newest = newerSnapshot ? try SnapshotStates.newest(reader, lastPosition: last) : nil
-        if case .success(let header)? = newest, header.position > live.position {
-            live.restart(from: header)
-        }
-        try Opening.replay(reader, into: live, through: last, catalog: live.catalog)
-        if case .success(let header)? = newest { live.adopt(header) }
     }
 
     /// Shared storage (PostgreSQL): applies now what other processes appended, instead of at
@@ -314,88 +181,14 @@ public final class Ledger: Sendable {
     /// one writer, this one, so there is nothing to catch up with.
     @discardableResult
     public func catchUp() async throws -> UInt64 {
-        guard storage.isShared else { return position }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            onChanger { [self] in
-                continuation.resume(with: Result { try storage.read { try catchUp($0) } })
-            }
-        }
+        try await follower?.catchUpNow()
         return position
-    }
-
-    /// Runs `body` where the projections change: on the writer, or (read-only on shared
-    /// storage) on the follower's queue.
-    private func onChanger(_ body: @escaping @Sendable () -> Void) {
-        if let writeQueue {
-            writeQueue.schedule(body)
-        } else if let followQueue {
-            followQueue.async(execute: body)
-        }
-    }
-
-    /// Called when another process may have appended: a catch-up on the writer, unless one is
-    /// already waiting there.
-    private func scheduleCatchUp() {
-        guard !isClosed.load(ordering: .relaxed),
-              !catchUpScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        onChanger { [self] in
-            catchUpScheduled.store(false, ordering: .releasing)
-            catchUpNow()
-        }
-    }
-
-    /// A catch-up where the projections change; a failure is logged (the next signal, poll or
-    /// write tries again).
-    private func catchUpNow() {
-        do {
-            try storage.read { try catchUp($0) }
-        } catch {
-            configuration.logger.error("catching up with other processes failed; retried at the next signal or write", metadata: [
-                "error": "\(StorageErrors.map(error))",
-            ])
-        }
-    }
-
-    /// The snapshot policy, after each commit: every `snapshotInterval` events, written a slice
-    /// at a time. A slice after each commit, and more while no append waits: so a busy writer
-    /// pauses appends for one slice (`snapshotSlice`) at a time, never for a whole snapshot,
-    /// and an idle one finishes promptly.
-    private func snapshotIfDue() {
-        let keep = max(2, configuration.snapshotsKept)
-        do {
-            if !live.isWritingSnapshot {
-                guard let interval = configuration.snapshotInterval, interval > 0,
-                      live.position - (live.snapshot?.position ?? 0) >= interval,
-                      live.position >= snapshotNotBefore.load(ordering: .relaxed), live.beginSnapshot()
-                else { return }
-            }
-            repeat {
-                try live.writeSnapshotSlice(keep: keep, budget: configuration.snapshotSlice)
-            } while live.isWritingSnapshot && (writeQueue?.queuedEventCount ?? 0) == 0
-            followSnapshots()
-        } catch {
-            // Appends go on; another interval later a snapshot is tried again (not at every
-            // commit: a full disk would make each one pay for a doomed snapshot), and meanwhile
-            // an open replays a longer tail.
-            live.abandonSnapshot()
-            snapshotNotBefore.store(live.position + (configuration.snapshotInterval ?? 0), ordering: .relaxed)
-            configuration.logger.error("snapshot failed", metadata: ["error": "\(StorageErrors.map(error))"])
-        }
-    }
-
-    /// Shared storage, once no snapshot of this process is being written (written, or dropped
-    /// because another process's overtook it): moves to the newest stored snapshot, at once
-    /// rather than at the next catch-up, since the dropped one's predecessor may be too old for
-    /// pruning to keep what it reads.
-    private func followSnapshots() {
-        guard storage.isShared, !live.isWritingSnapshot else { return }
-        catchUpNow()
     }
 
     /// Runs `body` on the writer, between commits (for tests that drive its steps).
     func onWriter<R>(_ body: () throws -> R) throws -> R {
-        guard let writeQueue else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
-        return try writeQueue.onWriter(body)
+        guard let writer else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
+        return try writer.onWriter(body)
     }
 
     // MARK: Queries
@@ -486,9 +279,4 @@ public struct LedgerStatistics: Sendable, Hashable {
     public var accountsInMemory: Int
     /// Accounts changed since the newest snapshot: what the next one writes.
     public var accountsChangedSinceSnapshot: Int
-}
-
-/// Lets the write queue reach the ledger without keeping it alive.
-private final class WeakLedger: @unchecked Sendable {
-    weak var ledger: Ledger?
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Synchronization
 
 /// Appends submitted to the ledger, awaiting their commit. Submitted in order, applied in
@@ -79,16 +78,12 @@ public final class PendingAppends: Sendable {
     }
 }
 
-/// The single writer. Appends from any number of tasks are queued here in the order they are
-/// admitted; one serial dispatch queue takes whatever is waiting, commits it in one write
-/// transaction (group commit), and only then completes each submission with its own results.
+/// The writer's queue: appends from any number of tasks wait here, in the order they were
+/// admitted, until the writer (`LedgerWriter`) takes them, whole requests at a time, for one
+/// write transaction (group commit).
 ///
 /// The queue is bounded: when `maximumQueuedEvents` are waiting, submitters wait (in order of
 /// arrival) until the writer takes some; a cancelled submitter leaves without queueing.
-///
-/// The commit runs synchronously on the writer's thread: an LMDB write transaction begins and
-/// commits on one thread and never spans an `await`, and no task of the cooperative pool
-/// blocks on a disk flush.
 final class WriteQueue: Sendable {
     struct Request: Sendable {
         enum Work: Sendable {
@@ -132,25 +127,23 @@ final class WriteQueue: Sendable {
     }
 
     private let queued = Mutex(Queue())
-    private let dispatchQueue = DispatchQueue(label: "PurchaseLedger.writer", qos: .userInitiated)
     /// Most events one transaction takes from the queue (a larger single request goes alone).
     private let maximumBatchEvents: Int
     /// Most events waiting for the writer; a single larger request is admitted when the queue
     /// is empty.
     private let maximumQueuedEvents: Int
-    private let commit: @Sendable ([Request]) -> Void
 
-    /// `commit` must complete every request's `pending` exactly once.
-    init(maximumBatchEvents: Int, maximumQueuedEvents: Int, commit: @escaping @Sendable ([Request]) -> Void) {
+    init(maximumBatchEvents: Int, maximumQueuedEvents: Int) {
         self.maximumBatchEvents = maximumBatchEvents
         self.maximumQueuedEvents = maximumQueuedEvents
-        self.commit = commit
     }
 
     /// Queues work behind everything admitted before, waiting for room when the queue is full.
     /// Throws `CancellationError` when cancelled while waiting (nothing was queued), and
-    /// `StorageError.closed` after `close()`.
-    func submit(_ work: Request.Work) async throws -> PendingAppends {
+    /// `StorageError.closed` after `close(thenUnderLock:)`. `wake` is called, under the
+    /// queue's lock, when the writer must be woken to take the work (it returned from
+    /// `takeBatch()` with nil since it last was).
+    func submit(_ work: Request.Work, wake: @escaping @Sendable () -> Void) async throws -> PendingAppends {
         let id = queued.withLock { queue -> UInt64 in
             queue.nextID += 1
             return queue.nextID
@@ -162,7 +155,7 @@ final class WriteQueue: Sendable {
                     if Task.isCancelled { return .failure(CancellationError()) }
                     let count = Self.count(work)
                     if queue.admissions.isEmpty && (queue.queuedEvents == 0 || queue.queuedEvents + count <= maximumQueuedEvents) {
-                        return .success(enqueue(&queue, id: id, work: work))
+                        return .success(enqueue(&queue, id: id, work: work, wake: wake))
                     }
                     queue.admissions.append(Admission(id: id, work: work, continuation: continuation))
                     return nil
@@ -187,15 +180,15 @@ final class WriteQueue: Sendable {
         if case .append(let events) = work { events.count } else { 0 }
     }
 
-    /// Adds a request to the queue (under the lock) and wakes the writer.
-    private func enqueue(_ queue: inout Queue, id: UInt64, work: Request.Work) -> PendingAppends {
+    /// Adds a request to the queue (under the lock) and wakes the writer if it is not draining.
+    private func enqueue(_ queue: inout Queue, id: UInt64, work: Request.Work, wake: @Sendable () -> Void) -> PendingAppends {
         let pending = PendingAppends { [weak self] in self?.withdraw(id) }
         queue.requests.append(Request(id: id, work: work, pending: pending))
         queue.queuedEvents += Self.count(work)
         if !queue.isDraining {
             queue.isDraining = true
-            // Scheduled under the lock, so that `close()`'s barrier lands after it.
-            dispatchQueue.async { self.drain() }
+            // Under the lock, so that a barrier scheduled by `close(thenUnderLock:)` lands after it.
+            wake()
         }
         return pending
     }
@@ -210,44 +203,25 @@ final class WriteQueue: Sendable {
         pending?.complete(.failure(CancellationError()))
     }
 
-    /// Stops accepting appends (waiting submitters get `StorageError.closed`) and returns once
-    /// everything queued before is committed.
-    func close() async {
+    /// Stops admitting work: waiting submitters get `StorageError.closed`. `barrier` runs under
+    /// the lock, after every wake of the writer already made (the writer schedules its barrier
+    /// there, behind everything queued before).
+    func close(thenUnderLock barrier: () -> Void) {
         let refused: [Admission] = queued.withLock { queue in
             queue.isClosed = true
             defer { queue.admissions.removeAll() }
+            barrier()
             return queue.admissions
         }
         for admission in refused {
             admission.continuation.resume(throwing: StorageError(.closed, "the ledger is closed"))
         }
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            queued.withLock { _ in
-                dispatchQueue.async { done.resume() }
-            }
-        }
-    }
-
-    /// Runs `body` on the writer's queue, between batches (for tests that drive the writer's
-    /// steps themselves).
-    func onWriter<R>(_ body: () throws -> R) rethrows -> R {
-        try dispatchQueue.sync(execute: body)
-    }
-
-    /// Runs `body` on the writer's queue after what is queued now, without waiting for it.
-    func schedule(_ body: @escaping @Sendable () -> Void) {
-        dispatchQueue.async(execute: body)
-    }
-
-    private func drain() {
-        while let batch = takeBatch() {
-            if !batch.isEmpty { commit(batch) }
-        }
     }
 
     /// Whole requests, in order, up to `maximumBatchEvents` (at least one request); a snapshot
     /// goes alone. Then lets waiting submitters in, in order, as room allows.
-    private func takeBatch() -> [Request]? {
+    /// Nil once the queue is empty: the next submission wakes the writer again.
+    func takeBatch() -> [Request]? {
         var admitted: [(CheckedContinuation<PendingAppends, any Error>, PendingAppends)] = []
         let batch: [Request]? = queued.withLock { queue in
             guard queue.head < queue.requests.count else {
@@ -275,7 +249,8 @@ final class WriteQueue: Sendable {
             while let next = queue.admissions.first,
                   queue.queuedEvents == 0 || queue.queuedEvents + Self.count(next.work) <= maximumQueuedEvents {
                 queue.admissions.removeFirst()
-                admitted.append((next.continuation, enqueue(&queue, id: next.id, work: next.work)))
+                // The writer is draining (it is here): no wake.
+                admitted.append((next.continuation, enqueue(&queue, id: next.id, work: next.work, wake: {})))
             }
             return taken
         }

@@ -1,0 +1,154 @@
+import Dispatch
+import Logging
+
+/// The single writer. One serial dispatch queue takes whatever waits in the `WriteQueue`,
+/// commits it in one write transaction (group commit), completes each submission with its own
+/// results only then, and writes snapshots between commits by `SnapshotPolicy`.
+///
+/// The commit runs synchronously on the writer's thread: an LMDB write transaction begins and
+/// commits on one thread and never spans an `await`, and no task of the cooperative pool
+/// blocks on a disk flush.
+final class LedgerWriter: Sendable {
+    private let queue: WriteQueue
+    /// The writer's thread: the one serial queue where the projections change (a follower of
+    /// other processes changes them there too).
+    let changes: DispatchQueue
+    private let storage: any LedgerStorage
+    private let live: LiveProjections
+    private let snapshots: SnapshotPolicy
+    private let follower: OtherProcessesFollower?
+    private let logger: Logger
+    private let onCommit: (@Sendable (CommitReport) -> Void)?
+
+    init(
+        storage: any LedgerStorage, live: LiveProjections, changes: DispatchQueue, follower: OtherProcessesFollower?,
+        configuration: Ledger.Configuration
+    ) {
+        queue = WriteQueue(maximumBatchEvents: configuration.maximumBatchEvents, maximumQueuedEvents: configuration.maximumQueuedEvents)
+        self.changes = changes
+        self.storage = storage
+        self.live = live
+        self.follower = follower
+        snapshots = SnapshotPolicy(configuration)
+        logger = configuration.logger
+        onCommit = configuration.onCommit
+    }
+
+    /// Queues work behind everything submitted before (see `WriteQueue.submit`).
+    func submit(_ work: WriteQueue.Request.Work) async throws -> PendingAppends {
+        // The wake holds the writer only until it drained: no cycle between queue and writer.
+        try await queue.submit(work) { [self] in changes.async { self.drain() } }
+    }
+
+    /// Stops accepting appends and returns once everything queued before is committed.
+    func close() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            queue.close { changes.async { done.resume() } }
+        }
+    }
+
+    /// Events queued and not yet taken by the writer (for tests and metrics).
+    var queuedEventCount: Int {
+        queue.queuedEventCount
+    }
+
+    /// Runs `body` on the writer, between batches (for tests that drive its steps).
+    func onWriter<R>(_ body: () throws -> R) rethrows -> R {
+        try changes.sync(execute: body)
+    }
+
+    private func drain() {
+        while let batch = queue.takeBatch() {
+            if !batch.isEmpty { work(on: batch) }
+        }
+    }
+
+    /// A batch of appends, or a snapshot.
+    private func work(on requests: [WriteQueue.Request]) {
+        if requests.count == 1, requests[0].isSnapshot {
+            do {
+                try live.writeSnapshot(keep: snapshots.kept)
+                followSnapshots()
+                requests[0].pending.complete(.success([]))
+            } catch {
+                let failure = StorageErrors.map(error)
+                logger.error("snapshot failed", metadata: ["error": "\(failure)"])
+                requests[0].pending.complete(.failure(failure))
+            }
+            return
+        }
+        commit(requests)
+        if snapshots.afterCommit(live, appendsWaiting: { queue.queuedEventCount > 0 }) {
+            followSnapshots()
+        }
+    }
+
+    /// Group commit: one write transaction for the queued requests. If it fails and held
+    /// several requests, each is committed alone, so that one request (one that reaches the
+    /// size limit, say) cannot fail the others.
+    private func commit(_ requests: [WriteQueue.Request]) {
+        let started = ContinuousClock.now
+        do {
+            let results = try commitTogether(requests)
+            onCommit?(CommitReport(requests: requests.count, results: results, duration: .now - started))
+            for (request, result) in zip(requests, results) {
+                request.pending.complete(.success(result))
+            }
+        } catch where requests.count > 1 {
+            let failure = StorageErrors.map(error)
+            onCommit?(CommitReport(failedRequests: requests.map(\.events.count), failure: failure, duration: .now - started))
+            for request in requests { commit([request]) }
+        } catch {
+            let failure = StorageErrors.map(error)
+            onCommit?(CommitReport(failedRequests: [requests[0].events.count], failure: failure, duration: .now - started))
+            logger.error("append failed; nothing of it was written", metadata: [
+                "events": "\(requests[0].events.count)", "error": "\(failure)",
+            ])
+            requests[0].pending.complete(.failure(failure))
+        }
+    }
+
+    private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
+        let (results, session) = try storage.write(lookingUp: lookups(of: requests)) { writer in
+            try follower?.catchUp(writer)
+            var session = ProjectionSession(
+                live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
+            var results: [[AppendResult]] = []
+            results.reserveCapacity(requests.count)
+            for request in requests {
+                results.append(try request.events.map { try session.append($0, writer: writer) })
+            }
+            // Nothing to store: abort, so that not even LMDB's meta page changes.
+            if session.appendedCount == 0 { writer.discard() }
+            return (results, session)
+        }
+        if session.appendedCount > 0 {
+            session.publish(to: live)
+        }
+        return results
+    }
+
+    /// What the batch's rules will look up (see `LedgerStorage.write(lookingUp:_:)`); nil for
+    /// storage whose lookups are local.
+    private func lookups(of requests: [WriteQueue.Request]) -> Lookups? {
+        guard storage.isShared else { return nil }
+        var lookups = Lookups()
+        for request in requests {
+            for event in request.events { Rules.lookups(of: event, into: &lookups) }
+        }
+        if let snapshot = live.snapshot?.position {
+            lookups.snapshot = snapshot
+            lookups.accounts = live.notInMemory(requests.flatMap { $0.events.map(\.account) })
+        }
+        return lookups
+    }
+
+    /// Shared storage, once no snapshot of this process is being written (written, or dropped
+    /// because another process's overtook it): moves to the newest stored snapshot, at once
+    /// rather than at the next catch-up, since the dropped one's predecessor may be too old for
+    /// pruning to keep what it reads.
+    private func followSnapshots() {
+        guard let follower, !live.isWritingSnapshot else { return }
+        follower.catchUpLogged()
+    }
+}
