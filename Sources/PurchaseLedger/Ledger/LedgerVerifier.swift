@@ -270,16 +270,8 @@ private struct VerificationContext: RuleContext {
         return found
     }
 
-    func entry(_ account: UTF8Key, _ payment: UTF8Key) throws -> QueueEntry? {
-        state.entry(account, payment)
-    }
-
-    func balance(_ account: UTF8Key, _ item: UTF8Key) throws -> Int64? {
-        state.balance(account, item)
-    }
-
-    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) throws -> Bool {
-        state.accountHolds(account, transaction: transaction)
+    func read<Answer: Sendable>(_ account: UTF8Key, _ query: (AccountState) -> Answer?) throws -> Answer? {
+        state.read(account, query)
     }
 
     func revocation(of transaction: UTF8Key) throws -> UInt64? {

@@ -105,25 +105,12 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         return resolved
     }
 
-    func entry(_ account: UTF8Key, _ payment: UTF8Key) throws -> QueueEntry? {
+    /// The session's changes first; for an account in memory, then its published state.
+    func read<Answer: Sendable>(_ account: UTF8Key, _ query: (AccountState) -> Answer?) throws -> Answer? {
         let resolved = try resolve(account)
-        if let entry = resolved.state.entries[payment] { return entry }
+        if let answer = query(resolved.state) { return answer }
         guard !resolved.owned else { return nil }
-        return live.readInMemory(account) { $0.entries[payment] }.value ?? nil
-    }
-
-    func balance(_ account: UTF8Key, _ item: UTF8Key) throws -> Int64? {
-        let resolved = try resolve(account)
-        if let balance = resolved.state.balances[item] { return balance }
-        guard !resolved.owned else { return nil }
-        return live.readInMemory(account) { $0.balances[item] }.value ?? nil
-    }
-
-    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) throws -> Bool {
-        let resolved = try resolve(account)
-        if resolved.state.referencedTransactions.contains(transaction) { return true }
-        guard !resolved.owned else { return false }
-        return live.readInMemory(account) { $0.referencedTransactions.contains(transaction) }.value ?? false
+        return live.readInMemory(account, query).value ?? nil
     }
 
     func revocation(of transaction: UTF8Key) throws -> UInt64? {
@@ -134,22 +121,10 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         try facts.holder(of: transaction)
     }
 
-    mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) throws {
+    mutating func change(_ account: UTF8Key, _ change: AccountChange) throws {
         let resolved = try resolve(account)
         resolved.changed = true
-        resolved.state.entries[UTF8Key(entry.payment)] = entry
-    }
-
-    mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) throws {
-        let resolved = try resolve(account)
-        resolved.changed = true
-        resolved.state.balances[item] = value
-    }
-
-    mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) throws {
-        let resolved = try resolve(account)
-        resolved.changed = true
-        resolved.state.referencedTransactions.insert(transaction)
+        resolved.state.apply(change)
     }
 
     func setRevocation(_ position: UInt64, of transaction: UTF8Key) throws {
@@ -201,9 +176,7 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
                     state.adopt(account, state: touched.state, isNew: touched.isNew,
                                 counted: (touched.storedEntries, touched.storedUnfinished))
                 } else {
-                    for (_, entry) in touched.state.entries { state.setEntry(entry, of: account) }
-                    for (item, value) in touched.state.balances { state.setBalance(value, of: account, item: item) }
-                    for transaction in touched.state.referencedTransactions { state.addReference(transaction, of: account) }
+                    touched.state.forEachChange { state.change(account, $0) }
                 }
                 state.lastChanged[account] = position
             }

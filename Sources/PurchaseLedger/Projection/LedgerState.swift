@@ -52,16 +52,8 @@ public struct LedgerState: Sendable, Equatable {
 }
 
 extension LedgerState: ProjectionStore {
-    func entry(_ account: UTF8Key, _ payment: UTF8Key) -> QueueEntry? {
-        accounts[account]?.entries[payment]
-    }
-
-    func balance(_ account: UTF8Key, _ item: UTF8Key) -> Int64? {
-        accounts[account]?.balances[item]
-    }
-
-    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) -> Bool {
-        accounts[account]?.referencedTransactions.contains(transaction) ?? false
+    func read<Answer: Sendable>(_ account: UTF8Key, _ query: (AccountState) -> Answer?) -> Answer? {
+        accounts[account].flatMap(query)
     }
 
     func revocation(of transaction: UTF8Key) -> UInt64? {
@@ -72,18 +64,10 @@ extension LedgerState: ProjectionStore {
         holders[transaction]
     }
 
-    mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) {
-        let previous = accounts[account, default: AccountState()].entries.updateValue(entry, forKey: UTF8Key(entry.payment))
-        if previous == nil { entryCount += 1 }
-        unfinishedCount += (entry.isFinished ? 0 : 1) - (previous.map { $0.isFinished ? 0 : 1 } ?? 0)
-    }
-
-    mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) {
-        accounts[account, default: AccountState()].balances[item] = value
-    }
-
-    mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) {
-        accounts[account, default: AccountState()].referencedTransactions.insert(transaction)
+    mutating func change(_ account: UTF8Key, _ change: AccountChange) {
+        let moved = accounts[account, default: AccountState()].apply(change)
+        entryCount += moved.entries
+        unfinishedCount += moved.unfinished
     }
 
     mutating func setRevocation(_ position: UInt64, of transaction: UTF8Key) {

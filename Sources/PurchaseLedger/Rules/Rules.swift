@@ -25,6 +25,11 @@ enum Decision: Sendable, Equatable {
 ///    redelivery or repeated finish is `duplicate`, anything else `entryFinished`;
 /// 4. the type's own rules in the spec's order.
 enum Rules {
+    /// The version of what the rules build: part of the snapshot schema (`SnapshotFormat`).
+    /// Raise it when a log's projections would change under new rules. Spec 1.1 only appends
+    /// events that 1.0 refused, so no log 1.0 wrote projects differently: still 1.
+    static let version = 1
+
     /// What `decide` (and `Projector.apply` after it) will consult for `event` beyond its own
     /// account: its id in the event index, and the store transactions it names in the
     /// transaction and revocation indexes. Declared here, next to the rules that read them, so

@@ -50,16 +50,8 @@ private struct SingleAccountStore: ProjectionStore {
     var facts: FactsAsOf
     var state = AccountState()
 
-    func entry(_ account: UTF8Key, _ payment: UTF8Key) throws -> QueueEntry? {
-        account == self.account ? state.entries[payment] : nil
-    }
-
-    func balance(_ account: UTF8Key, _ item: UTF8Key) throws -> Int64? {
-        account == self.account ? state.balances[item] : nil
-    }
-
-    func accountHolds(_ account: UTF8Key, transaction: UTF8Key) throws -> Bool {
-        account == self.account && state.referencedTransactions.contains(transaction)
+    func read<Answer: Sendable>(_ account: UTF8Key, _ query: (AccountState) -> Answer?) throws -> Answer? {
+        account == self.account ? query(state) : nil
     }
 
     func revocation(of transaction: UTF8Key) throws -> UInt64? {
@@ -70,16 +62,8 @@ private struct SingleAccountStore: ProjectionStore {
         try facts.holder(of: transaction)
     }
 
-    mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) throws {
-        if account == self.account { state.entries[UTF8Key(entry.payment)] = entry }
-    }
-
-    mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) throws {
-        if account == self.account { state.balances[item] = value }
-    }
-
-    mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) throws {
-        if account == self.account { state.referencedTransactions.insert(transaction) }
+    mutating func change(_ account: UTF8Key, _ change: AccountChange) throws {
+        if account == self.account { state.apply(change) }
     }
 
     mutating func setRevocation(_ position: UInt64, of transaction: UTF8Key) throws {}

@@ -6,9 +6,9 @@
 /// open, never a wrong answer.
 enum SnapshotFormat {
     static let headerVersion: UInt8 = 1
-    static let accountStateVersion: UInt8 = 1
-    /// Names everything a snapshot's content depends on. Change it with the rules or the state.
-    static let schema = "interchange-v1; rules 1; account-state 1 (entries, balances, referenced transactions)"
+    /// Names everything a snapshot's content depends on: built from the versions kept next to
+    /// the rules and the account state, which change with them.
+    static let schema = "interchange-v1; rules \(Rules.version); account-state \(AccountState.version) (\(AccountState.fields))"
     static let fingerprint: UInt64 = fnv1a(schema)
 
     /// 64-bit FNV-1a, a stable hash (Swift's `Hasher` is seeded per process).

@@ -1,6 +1,6 @@
 /// The binary form of one account's projected state in a snapshot:
 ///
-///     byte 0     format version (`SnapshotFormat.accountStateVersion`)
+///     byte 0     format version (`AccountState.version`)
 ///     varint     entries, then each: payment, product, product type, quantity, openedAt,
 ///                state, stateSetAt, a presence mask (transaction, original transaction,
 ///                expiresAt, finishedAt), those fields, and the downloads (id, state, progress)
@@ -10,7 +10,7 @@
 enum AccountStateCodec {
     static func encode(_ state: AccountState) -> [UInt8] {
         var writer = ByteWriter(capacity: 64 + state.entries.count * 96)
-        writer.byte(SnapshotFormat.accountStateVersion)
+        writer.byte(AccountState.version)
         // Sorted, so that the same state always has the same bytes.
         writer.varint(UInt64(state.entries.count))
         for payment in state.entries.keys.sorted() {
@@ -61,7 +61,7 @@ enum AccountStateCodec {
         let body = UnsafeRawBufferPointer(rebasing: bytes[0..<bytes.count - 4])
         let stored = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: bytes.count - 4, as: UInt32.self))
         guard CRC32C.checksum(body) == stored else { throw Damage(description: "checksum mismatch") }
-        guard body[0] == SnapshotFormat.accountStateVersion else { throw Damage(description: "unknown version \(body[0])") }
+        guard body[0] == AccountState.version else { throw Damage(description: "unknown version \(body[0])") }
         var reader = ByteReader(UnsafeRawBufferPointer(rebasing: body[1...]))
         do {
             var state = AccountState()

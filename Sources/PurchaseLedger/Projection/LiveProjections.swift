@@ -56,8 +56,9 @@ final class LiveProjections: Sendable {
             entryCount -= counted.entries
             unfinishedCount -= counted.unfinished
             accounts[account] = state
-            entryCount += state.entries.count
-            unfinishedCount += state.entries.values.count { !$0.isFinished }
+            let counts = state.counts
+            entryCount += counts.entries
+            unfinishedCount += counts.unfinished
         }
 
         /// Past `capacity` accounts in memory, drops unchanged ones (they are in the snapshot)
@@ -71,18 +72,13 @@ final class LiveProjections: Sendable {
             }
         }
 
-        mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) {
-            let previous = accounts[account]!.entries.updateValue(entry, forKey: UTF8Key(entry.payment))
-            if previous == nil { entryCount += 1 }
-            unfinishedCount += (entry.isFinished ? 0 : 1) - (previous.map { $0.isFinished ? 0 : 1 } ?? 0)
-        }
-
-        mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) {
-            accounts[account]!.balances[item] = value
-        }
-
-        mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) {
-            accounts[account]!.referencedTransactions.insert(transaction)
+        /// Applies a change to an account in memory.
+        mutating func change(_ account: UTF8Key, _ change: AccountChange) {
+            guard let moved = accounts[account]?.apply(change) else {
+                preconditionFailure("a change to an account in memory")
+            }
+            entryCount += moved.entries
+            unfinishedCount += moved.unfinished
         }
     }
 

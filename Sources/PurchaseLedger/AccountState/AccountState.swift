@@ -1,0 +1,68 @@
+/// Everything the log says about one account: its queue entries and balances.
+///
+/// This folder is the account state's change-set: the state (here), the changes the projector
+/// makes to it (`AccountChange`) and how each applies, the reads the rules make
+/// (`ProjectionStore.swift`), and the snapshot codec (`AccountStateCodec`). A new field is
+/// added here and in the codec; the stores (`LedgerState`, the writer's `ProjectionSession`,
+/// the live projections, one account's rebuild) only read and apply changes whole.
+struct AccountState: Sendable, Hashable {
+    /// The version of the state's shape and of its codec: part of the snapshot schema
+    /// (`SnapshotFormat`), so that a snapshot of another shape is ignored, never misread.
+    static let version: UInt8 = 1
+    /// What the state holds, for the snapshot schema's text.
+    static let fields = "entries, balances, referenced transactions"
+
+    /// By payment id.
+    var entries: [UTF8Key: QueueEntry] = [:]
+    /// By item.
+    var balances: [UTF8Key: Int64] = [:]
+    /// The store transactions the account's entries hold, as their transaction or their
+    /// original transaction (what `revoked` requires).
+    var referencedTransactions: Set<UTF8Key> = []
+
+    /// Applies one change; returns how the ledger-wide counts of entries and unfinished
+    /// entries move with it.
+    @discardableResult
+    mutating func apply(_ change: AccountChange) -> AccountCounts {
+        switch change {
+        case .entry(let entry):
+            let previous = entries.updateValue(entry, forKey: UTF8Key(entry.payment))
+            return AccountCounts(
+                entries: previous == nil ? 1 : 0,
+                unfinished: (entry.isFinished ? 0 : 1) - (previous.map { $0.isFinished ? 0 : 1 } ?? 0))
+        case .balance(let item, let value):
+            balances[item] = value
+        case .reference(let transaction):
+            referencedTransactions.insert(transaction)
+        }
+        return AccountCounts()
+    }
+
+    /// A state that holds only changes (a session's changes to an account already in memory)
+    /// as the changes that make it.
+    func forEachChange(_ body: (AccountChange) -> Void) {
+        for entry in entries.values { body(.entry(entry)) }
+        for (item, value) in balances { body(.balance(item: item, value)) }
+        for transaction in referencedTransactions { body(.reference(transaction)) }
+    }
+
+    /// Entries and unfinished entries, for the ledger-wide counts.
+    var counts: AccountCounts {
+        AccountCounts(entries: entries.count, unfinished: entries.values.count { !$0.isFinished })
+    }
+}
+
+/// One change `Projector.apply` makes to an account's state.
+enum AccountChange: Sendable, Hashable {
+    /// A queue entry, new or changed, replaces the one of its payment.
+    case entry(QueueEntry)
+    case balance(item: UTF8Key, Int64)
+    /// One of the account's entries holds this store transaction.
+    case reference(UTF8Key)
+}
+
+/// Entries and unfinished entries: kept ledger-wide for statistics, moved by each change.
+struct AccountCounts: Sendable, Hashable {
+    var entries = 0
+    var unfinished = 0
+}
