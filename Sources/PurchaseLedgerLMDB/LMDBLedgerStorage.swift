@@ -90,6 +90,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     /// Lookups are local reads: nothing to fetch ahead.
     func write<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R {
+        // LMDB traps on a write transaction in a read-only environment: refuse it here, as
+        // every backend does (the storage contract suite checks it).
+        guard !isReadOnly else { throw StorageError(.readOnly, "the ledger at \(directory) is open read-only") }
         do {
             return try environment.write { txn in try body(Writer(txn: txn, tables: tables)) }
         } catch let error as LMDBError where error.code == .ioError && Directory.freeBytes(directory).map({ $0 < 1 << 20 }) == true {

@@ -3,6 +3,7 @@ import PostgresNIO
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerPostgres
+@testable import PurchaseLedgerLMDB
 import PurchaseLedgerLocation
 
 /// The storage backends a test runs on: LMDB always; PostgreSQL when `tools/test` started a
@@ -95,6 +96,24 @@ actor DatabaseSlots {
             free += 1
         } else {
             waiting.removeFirst().resume()
+        }
+    }
+}
+
+extension Backend {
+    /// The backend's storage at `location`, opened directly, without a `Ledger` over it: the
+    /// door `StorageContractTests` goes through. A new backend adds its case here, and the
+    /// contract suite then proves it with the same tests.
+    func openStorage(_ location: String, readOnly: Bool = false) throws -> any LedgerStorage {
+        var configuration = Ledger.Configuration.testing
+        configuration.readOnly = readOnly
+        switch self {
+        case .lmdb:
+            return try LedgerDirectory.open(location, creating: !readOnly, configuration: configuration)
+        case .postgres:
+            return try PostgresLedgerStorage(
+                location: try PostgresLocation(url: location), readOnly: readOnly, synchronousCommit: true,
+                options: PostgresOptions(), logger: configuration.logger)
         }
     }
 }

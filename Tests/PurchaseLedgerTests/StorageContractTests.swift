@@ -1,0 +1,253 @@
+import Testing
+@testable import PurchaseLedger
+
+/// The contract every storage backend keeps (`LedgerStorage`, `LedgerStorageReader`,
+/// `LedgerStorageWriter`), run against each backend: what the ledger above relies on, stated
+/// once. A third backend passes these, and the ledger-level suites that run on every backend
+/// (`RuleTests`, `WordGameStoreTests`, `PostgresBackendTests.bothBackendsAgreeEventForEvent`),
+/// before it is used.
+struct StorageContractTests {
+    /// Opens a new storage on `backend`, runs `body`, closes it; `reopen` opens the same
+    /// location again (after the first is closed).
+    private func withStorage(
+        on backend: Backend, _ body: (any LedgerStorage, _ reopen: (Bool) throws -> any LedgerStorage) async throws -> Void
+    ) async throws {
+        try await withLocation(on: backend) { location in
+            let storage = try backend.openStorage(location)
+            var opened: [any LedgerStorage] = [storage]
+            defer { for storage in opened { storage.close() } }
+            try await body(storage) { readOnly in
+                opened[0].close()
+                let again = try backend.openStorage(location, readOnly: readOnly)
+                opened.append(again)
+                return again
+            }
+        }
+    }
+
+    private static func record(_ position: UInt64) -> [UInt8] {
+        Array("record \(position)".utf8)
+    }
+
+    /// Appends records 1…count: event ids `e<n>`, accounts `a<n % 3>`.
+    private func appendRecords(_ storage: any LedgerStorage, count: UInt64, from first: UInt64 = 1) throws {
+        try storage.write { (writer: any LedgerStorageWriter) throws in
+            for position in first..<(first + count) {
+                try writer.append(record: Self.record(position), at: position, eventID: "e\(position)", account: "a\(position % 3)")
+            }
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func aNewStorageIsEmpty(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.lastPosition() == 0)
+                #expect(try reader.formatMarker() == nil)
+                #expect(try reader.catalogs().isEmpty)
+                #expect(try reader.newestCatalogVersion() == nil)
+                #expect(try reader.newestSnapshotPosition() == nil)
+                #expect(try reader.snapshotHeaders().isEmpty)
+                #expect(try reader.accountCount() == 0)
+                #expect(try reader.counts() == StorageCounts(records: 0, eventIDs: 0, transactions: 0, revocations: 0, historyEntries: 0))
+                #expect(try reader.record(at: 1) { _ in } == false)
+            }
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func recordsAndTheirIndexesAreReadBackInOrder(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            try appendRecords(storage, count: 10)
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.lastPosition() == 10)
+                var visited: [UInt64] = []
+                try reader.forEachRecord(from: 3, through: 10) { position, bytes in
+                    #expect(Array(bytes) == Self.record(position))
+                    visited.append(position)
+                    return position < 6
+                }
+                #expect(visited == [3, 4, 5, 6], "visits in order and stops when told")
+                var bytes: [UInt8] = []
+                #expect(try reader.record(at: 7) { bytes = Array($0) })
+                #expect(bytes == Self.record(7))
+                #expect(try reader.record(at: 11) { _ in } == false)
+                #expect(try reader.position(ofEventID: "e4") == 4)
+                #expect(try reader.position(ofEventID: "e11") == nil)
+                #expect(try reader.positions(ofAccount: "a1", after: 0, limit: .max) == [1, 4, 7, 10])
+                #expect(try reader.positions(ofAccount: "a1", after: 1, limit: 2) == [4, 7])
+                #expect(try reader.positions(ofAccount: "nobody", after: 0, limit: .max) == [])
+                #expect(try reader.hasHistoryEntry(account: "a2", position: 5))
+                #expect(try !reader.hasHistoryEntry(account: "a2", position: 4))
+                #expect(try reader.accountCount() == 3)
+                #expect(try reader.counts() == StorageCounts(records: 10, eventIDs: 10, transactions: 0, revocations: 0, historyEntries: 10))
+            }
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func aWriteThatThrowsOrIsDiscardedWritesNothing(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            try appendRecords(storage, count: 2)
+            struct Abandon: Error {}
+            #expect(throws: Abandon.self) {
+                try storage.write { (writer: any LedgerStorageWriter) throws in
+                    try writer.append(record: Self.record(3), at: 3, eventID: "e3", account: "a0")
+                    try writer.setRevocation(3, ofTransaction: "t1")
+                    throw Abandon()
+                }
+            }
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.append(record: Self.record(3), at: 3, eventID: "e3", account: "a0")
+                writer.discard()
+            }
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.lastPosition() == 2)
+                #expect(try reader.position(ofEventID: "e3") == nil)
+                #expect(try reader.revocation(ofTransaction: "t1") == nil)
+                #expect(try reader.positions(ofAccount: "a0", after: 0, limit: .max) == [])
+            }
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func aWriteSeesItsOwnEarlierWrites(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            let holder = TransactionHolder(entry: EntryReference(account: "a1", payment: "p1"), position: 1, creditsConsumable: true)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.append(record: Self.record(1), at: 1, eventID: "e1", account: "a1")
+                try writer.setHolder(holder, ofTransaction: "t1")
+                try writer.setRevocation(1, ofTransaction: "t0")
+                #expect(try writer.lastPosition() == 1)
+                #expect(try writer.position(ofEventID: "e1") == 1)
+                #expect(try writer.holder(ofTransaction: "t1") == holder)
+                #expect(try writer.revocation(ofTransaction: "t0") == 1)
+            }
+        }
+    }
+
+    /// Holders are replaced, revocations kept per transaction; keys are compared by their bytes
+    /// (é as one code point and as e + accent are two transactions).
+    @Test(arguments: Backend.available)
+    func transactionFactsAreKeptByTheirBytes(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            let composed = "t\u{E9}"
+            let decomposed = "te\u{301}"
+            let first = TransactionHolder(entry: EntryReference(account: "a1", payment: "p1"), position: 1, creditsConsumable: true)
+            let second = TransactionHolder(entry: EntryReference(account: "a2", payment: "p2"), position: 2, creditsConsumable: false)
+            try appendRecords(storage, count: 3)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.setHolder(first, ofTransaction: composed)
+                try writer.setHolder(second, ofTransaction: decomposed)
+                try writer.setRevocation(3, ofTransaction: composed)
+            }
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.holder(ofTransaction: composed) == first)
+                #expect(try reader.holder(ofTransaction: decomposed) == second)
+                #expect(try reader.revocation(ofTransaction: composed) == 3)
+                #expect(try reader.revocation(ofTransaction: decomposed) == nil)
+                var holders: [[UInt8]: TransactionHolder] = [:]
+                try reader.forEachHolder { holders[Array($0.utf8)] = $1 }
+                #expect(holders == [Array(composed.utf8): first, Array(decomposed.utf8): second])
+                var revocations: [[UInt8]: UInt64] = [:]
+                try reader.forEachRevocation { revocations[Array($0.utf8)] = $1 }
+                #expect(revocations == [Array(composed.utf8): 3])
+                #expect(try reader.counts().transactions == 2)
+                #expect(try reader.counts().revocations == 1)
+            }
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func catalogsAndTheFormatMarkerAreRecorded(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            let first = Array(#"{"products": []}"#.utf8)
+            let grown = Array(#"{"products": [{"id": "x", "type": "consumable"}]}"#.utf8)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.setFormatMarker(storage.storageFormat)
+                try writer.recordCatalog(first, effectiveFrom: 1)
+            }
+            try appendRecords(storage, count: 4)
+            try storage.write { writer in try writer.recordCatalog(grown, effectiveFrom: 5) }
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.formatMarker() == storage.storageFormat)
+                let catalogs = try reader.catalogs()
+                #expect(catalogs.map(\.effectiveFrom) == [1, 5])
+                #expect(catalogs.map(\.json) == [first, grown])
+                #expect(try reader.newestCatalogVersion() == CatalogVersion(effectiveFrom: 5, size: grown.count))
+            }
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func snapshotsAndAccountStatesAreKeptByPosition(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            try appendRecords(storage, count: 30)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.putSnapshotHeader([1], position: 10)
+                try writer.putAccountState([10], account: "a1", version: 10)
+                try writer.putAccountState([11], account: "a2", version: 10)
+            }
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.putSnapshotHeader([2], position: 20)
+                try writer.putAccountState([20], account: "a1", version: 20)
+            }
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.newestSnapshotPosition() == 20)
+                #expect(try reader.snapshotHeaders().map(\.position) == [10, 20])
+                #expect(try reader.snapshotHeaders().map(\.bytes) == [[1], [2]])
+                func state(_ account: String, _ position: UInt64) throws -> [UInt8]? {
+                    try reader.accountState(account, atOrBefore: position) { version, bytes in [UInt8(version)] + Array(bytes) }
+                }
+                #expect(try state("a1", 9) == nil)
+                #expect(try state("a1", 15) == [10, 10])
+                #expect(try state("a1", 25) == [20, 20])
+                #expect(try state("a2", 25) == [10, 11])
+                #expect(try state("a0", 25) == nil)
+                #expect(try reader.accountStateVersions("a1") == [10, 20])
+                #expect(try reader.accountStateVersions(of: ["a2", "a0", "a1"]) == [[10], [], [10, 20]])
+                var visited: [String] = []
+                try reader.forEachAccountState { account, version, bytes in visited.append("\(account)@\(version)=\(Array(bytes))") }
+                #expect(visited == ["a1@10=[10]", "a1@20=[20]", "a2@10=[11]"])
+            }
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.deleteAccountState(account: "a1", version: 10)
+                try writer.deleteSnapshotHeader(position: 10)
+            }
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.snapshotHeaders().map(\.position) == [20])
+                #expect(try reader.accountStateVersions("a1") == [20])
+            }
+            try storage.write { writer in try writer.removeAllSnapshots() }
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.newestSnapshotPosition() == nil)
+                #expect(try reader.snapshotHeaders().isEmpty)
+                #expect(try reader.accountStateVersions(of: ["a1", "a2"]) == [[], []])
+                #expect(try reader.lastPosition() == 30, "removing snapshots leaves the log")
+            }
+        }
+    }
+
+    /// What a write committed is there after the storage is closed and opened again, also
+    /// read-only; a read-only storage refuses writes.
+    @Test(arguments: Backend.available)
+    func whatWasCommittedOutlivesTheStorageAndReadOnlyRefusesWrites(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, reopen in
+            try storage.write { writer in try writer.setFormatMarker(storage.storageFormat) }
+            try appendRecords(storage, count: 5)
+            let again = try reopen(true)
+            #expect(again.isReadOnly)
+            try again.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.lastPosition() == 5)
+                #expect(try reader.position(ofEventID: "e5") == 5)
+                #expect(try reader.formatMarker() == storage.storageFormat)
+            }
+            #expect(throws: StorageError.self) {
+                try again.write { (writer: any LedgerStorageWriter) throws in
+                    try writer.append(record: Self.record(6), at: 6, eventID: "e6", account: "a0")
+                }
+            }
+            try again.read { (reader: any LedgerStorageReader) throws in #expect(try reader.lastPosition() == 5) }
+        }
+    }
+}
