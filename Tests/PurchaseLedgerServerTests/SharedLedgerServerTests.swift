@@ -19,7 +19,7 @@ struct SharedLedgerServerTests {
     static let asOf = "2026-03-15T00:00:00Z"
 
     /// Three servers; clients post interleaved streams to all of them, and each store
-    /// transaction of a contested pair to two servers at once (under different events, or the
+    /// transaction of a contested pair to two servers at once (under different accounts, or the
     /// very same events). Exactly one of each pair credits; the other is answered
     /// `transactionAlreadyCredited` or `duplicate`. Every acknowledged event is in the log at
     /// its position, and every server, once caught up, answers what a sequential replay of the
@@ -56,9 +56,12 @@ struct SharedLedgerServerTests {
                         let (first, second) = (servers[round % 3], servers[(round + 1) % 3])
                         func lines(_ side: String) -> [String] {
                             let tag = sameEvents ? "same" : side
+                            // Two accounts: another entry of the same account would take the
+                            // transaction too, without a second credit (1.1).
+                            let account = sameEvents ? "contested-\(round)" : "contested-\(round)-\(side)"
                             return [
-                                Lines.added("c\(round)-\(tag)-1", "contested-\(round)", payment: "pay-\(tag)", product: "com.example.tenhints"),
-                                Lines.purchased("c\(round)-\(tag)-2", "contested-\(round)", payment: "pay-\(tag)", transaction: "T-\(round)"),
+                                Lines.added("c\(round)-\(tag)-1", account, payment: "pay-\(tag)", product: "com.example.tenhints"),
+                                Lines.purchased("c\(round)-\(tag)-2", account, payment: "pay-\(tag)", transaction: "T-\(round)"),
                             ]
                         }
                         async let a = first.post(lines("a"))
@@ -106,8 +109,13 @@ struct SharedLedgerServerTests {
                     #expect(answer == expected + "\n", "\(account) on server \(server.index)")
                 }
                 for round in 0..<24 {
-                    let answer = try await server.get("/v1/accounts/contested-\(round)?asOf=\(Self.asOf)")
-                    #expect(answer.contains(#""hints": 10"#), "contested-\(round): \(answer)")
+                    let accounts = round % 2 == 1 ? ["contested-\(round)"] : ["contested-\(round)-a", "contested-\(round)-b"]
+                    var credited = 0
+                    for account in accounts {
+                        let answer = try await server.get("/v1/accounts/\(account)?asOf=\(Self.asOf)")
+                        if answer.contains(#""hints": 10"#) { credited += 1 }
+                    }
+                    #expect(credited == 1, "contested-\(round) is credited to one account")
                 }
             }
         }

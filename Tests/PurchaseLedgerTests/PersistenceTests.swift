@@ -64,12 +64,13 @@ struct PersistenceTests {
     @Test func aRejectedEventLeavesTheDataFileUnchanged() async throws {
         try await withLedger { ledger, path in
             var s = Script("ana")
+            var t = Script("ben")
             try await ledger.appendAll([s.add("p1", "com.example.tenhints"), s.purchased("p1", "1"), s.finish("p1")])
             let before = try fileBytes(path + "/data.mdb")
             let results = try await ledger.append(contentsOf: [
                 s.finish("p1"),                                   // duplicate
                 s.consume("hints", 11),                           // insufficientBalance
-                s.purchased("p2", "1", product: "com.example.tenhints"), // transactionAlreadyCredited
+                t.purchased("p2", "1", product: "com.example.tenhints"), // transactionAlreadyCredited
                 s.add("p3", "com.example.nothing"),               // unknownProduct
             ])
             #expect(results.map(\.summary) == [

@@ -215,10 +215,6 @@ struct RuleTests {
         Case("failed → purchased", .rejected(.illegalTransition)) { s, _ in
             ([s.add("p1", tenHints), s.update("p1", .failed, error: "paymentCancelled")], s.purchased("p1", "t1"))
         },
-        Case("illegalTransition before transactionAlreadyCredited", .rejected(.illegalTransition)) { s, _ in
-            (purchased(&s, payment: "p0", transaction: "t1") + [s.add("p1", tenHints), s.update("p1", .failed, error: "x")],
-             s.purchased("p1", "t1"))
-        },
 
         // notRestorable
         Case("restore of a consumable", .rejected(.notRestorable)) { s, _ in
@@ -233,22 +229,35 @@ struct RuleTests {
         Case("restore of an auto-renewable", .appended) { s, _ in
             ([], s.update("p1", .restored, transaction: "t2", original: "t1", product: pro))
         },
-        Case("notRestorable before transactionAlreadyCredited", .rejected(.notRestorable)) { s, _ in
-            (purchased(&s), s.update("p2", .restored, transaction: "t1", original: "t1", product: tenHints))
+        Case("notRestorable before transactionAlreadyCredited", .rejected(.notRestorable)) { s, t in
+            (purchased(&s), t.update("p2", .restored, transaction: "t1", original: "t1", product: tenHints))
         },
 
-        // transactionAlreadyCredited: store transaction ids are global.
-        Case("transaction held by another entry", .rejected(.transactionAlreadyCredited)) { s, _ in
-            (purchased(&s) + [s.add("p2", tenHints)], s.purchased("p2", "t1"))
-        },
+        // transactionAlreadyCredited: store transaction ids are global; another account never
+        // takes one. Another entry of the same account does, without a second credit (1.1).
         Case("transaction held by another account's entry", .rejected(.transactionAlreadyCredited)) { s, t in
             (purchased(&s), t.purchased("p1", "t1", product: tenHints))
         },
-        Case("transaction held by a finished entry", .rejected(.transactionAlreadyCredited)) { s, _ in
+        Case("transaction held by another account's finished entry", .rejected(.transactionAlreadyCredited)) { s, t in
+            (purchased(&s) + [s.finish("p1")], t.purchased("p2", "t1", product: tenHints))
+        },
+        Case("restored with a transaction another account holds", .rejected(.transactionAlreadyCredited)) { s, t in
+            (purchased(&s, hardWords), t.update("p2", .restored, transaction: "t1", original: "t1", product: hardWords))
+        },
+        Case("illegalTransition before transactionAlreadyCredited", .rejected(.illegalTransition)) { s, t in
+            (purchased(&s) + [t.add("p1", tenHints), t.update("p1", .failed, error: "x")], t.purchased("p1", "t1"))
+        },
+        Case("1.1: transaction held by another entry of the account", .appended) { s, _ in
+            (purchased(&s) + [s.add("p2", tenHints)], s.purchased("p2", "t1"))
+        },
+        Case("1.1: transaction held by a finished entry of the account", .appended) { s, _ in
             (purchased(&s) + [s.finish("p1")], s.purchased("p2", "t1", product: tenHints))
         },
-        Case("restored with a held transaction", .rejected(.transactionAlreadyCredited)) { s, _ in
+        Case("1.1: restored with a transaction the account holds", .appended) { s, _ in
             (purchased(&s, hardWords), s.update("p2", .restored, transaction: "t1", original: "t1", product: hardWords))
+        },
+        Case("1.1: the second entry's repeated update is a duplicate", .duplicate(ofSetup: 4)) { s, _ in
+            (purchased(&s) + [s.add("p2", tenHints), s.purchased("p2", "t1")], s.purchased("p2", "t1"))
         },
         Case("a renewal: new entry, new transaction, same original", .appended) { s, _ in
             (purchased(&s, pro), s.purchased("p2", "t2", product: pro, original: "t1"))

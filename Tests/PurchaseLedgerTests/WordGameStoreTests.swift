@@ -1,6 +1,7 @@
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import PurchaseLedgerLocation
 
 /// The word game's store through the situations that lose apps money and trust: ten hints
 /// (+10), a hundred hints (+100), hard words and iOS words (non-consumable).
@@ -44,10 +45,12 @@ struct WordGameStoreTests {
             // At launch StoreKit redelivers the unfinished transaction, under a new callback id.
             let redelivered = try await relaunched.append(s.again(purchase))
             #expect(redelivered == .duplicate(of: 3))
-            // A new session may even present it as a payment the app never added.
-            let unknown = try await relaunched.append(contentsOf: [s.purchased("p9", "1000001", product: Self.tenHints)])
-            #expect(unknown[0].code == .transactionAlreadyCredited)
-            try await relaunched.append(s.finish("p1"))
+            // A new session may even present it as a payment the app never added: the entry
+            // takes the transaction without a second credit, and can be finished (1.1).
+            let unknown = try await relaunched.append(s.purchased("p9", "1000001", product: Self.tenHints))
+            #expect(unknown == .appended(position: 4))
+            #expect(try relaunched.unfinished(of: "ana").map(\.payment) == ["p1", "p9"])
+            try await relaunched.appendAll([s.finish("p1"), s.finish("p9")])
             #expect(try relaunched.balances(of: "ana") == ["hints": 10])
             #expect(try relaunched.unfinished(of: "ana").isEmpty)
             await relaunched.close()
@@ -166,6 +169,56 @@ struct WordGameStoreTests {
             // Revoking the original transaction ends every renewal of it.
             try await ledger.appendAll([s.revoke("7000001")])
             #expect(try ledger.entitlements(of: "ana", asOf: january).isEmpty)
+        }
+    }
+
+    /// Spec 1.1: the App Store's notification recorded the purchase (and the server finished
+    /// its entry) before the app reported it. The app's entry is appended without a second
+    /// credit and can be finished; a refund debits the crediting entry once; a replay of the
+    /// log, an account read back from a snapshot, and `verify` agree.
+    @Test(arguments: Backend.available)
+    func theStoreReportedThePurchaseBeforeTheDevice(on backend: Backend) async throws {
+        var configuration = Ledger.Configuration.testing
+        configuration.snapshotInterval = 3
+        configuration.cachedAccounts = 0
+        try await withLedger(on: backend, configuration: configuration) { ledger, location in
+            var s = Script("ana")
+            var other = Script("ben")
+            try await ledger.appendAll([
+                s.purchased("appstore-1000001", "1000001", product: Self.hundredHints), s.finish("appstore-1000001"),
+                s.add("p1", Self.hundredHints), s.update("p1", .purchasing),
+            ])
+            let devicePurchase = s.purchased("p1", "1000001")
+            #expect(try await ledger.append(devicePurchase) == .appended(position: 5))
+            #expect(try ledger.balances(of: "ana") == ["hints": 100])
+            #expect(try ledger.unfinished(of: "ana").map(\.payment) == ["p1"])
+            #expect(try await ledger.append(s.again(devicePurchase)) == .duplicate(of: 5))
+            // Another account still never takes it.
+            let stolen = try await ledger.append(contentsOf: [other.purchased("p1", "1000001", product: Self.hundredHints)])
+            #expect(stolen[0].code == .transactionAlreadyCredited)
+            try await ledger.appendAll([s.finish("p1"), s.consume("hints", 30)])
+            #expect(try ledger.unfinished(of: "ana").isEmpty)
+            try await ledger.appendAll([s.revoke("1000001", reason: "refund")])
+            // 100 credited once, 30 spent, 100 taken back once.
+            #expect(try ledger.balances(of: "ana") == ["hints": -30])
+
+            let appended = try ledger.currentState()
+            await ledger.close()
+            var replaying = Ledger.Configuration.testing
+            replaying.useSnapshots = false
+            replaying.readOnly = true
+            let replayed = try Ledger.open(location: location, configuration: replaying)
+            #expect(try replayed.currentState() == appended)
+            await replayed.close()
+            var fromSnapshot = Ledger.Configuration.testing
+            fromSnapshot.readOnly = true
+            fromSnapshot.cachedAccounts = 0
+            let reopened = try Ledger.open(location: location, configuration: fromSnapshot)
+            #expect(try reopened.balances(of: "ana") == ["hints": -30])
+            await reopened.close()
+            let log = try LedgerLog.open(location: location)
+            #expect(log.verify().isIntact)
+            log.close()
         }
     }
 

@@ -42,9 +42,13 @@ enum Projector {
             try store.setEntry(entry, of: account)
             if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
                 let key = UTF8Key(transaction)
+                let reference = EntryReference(account: event.account, payment: update.payment)
+                // Another entry of the account holds it already (1.1): this one holds it too and
+                // can be finished, but the transaction was credited, once, by the first.
+                if let holder = try store.holder(of: key), holder.entry != reference { return }
                 let creditsConsumable = update.state == .purchased && entry.productType == .consumable
                 try store.setHolder(TransactionHolder(
-                    entry: EntryReference(account: event.account, payment: update.payment), position: position,
+                    entry: reference, position: position,
                     creditsConsumable: creditsConsumable), of: key)
                 if creditsConsumable {
                     try credit(entry, of: account, catalog: catalog, sign: 1, in: &store)

@@ -127,11 +127,14 @@ enum Rules {
             return .reject(LedgerError(.notRestorable,
                 "\(productType.rawValue) products are never restored; only non-consumables and auto-renewable subscriptions are"))
         }
+        // Store transaction ids are global: another account never takes one. Another entry of
+        // the same account may (1.1: typically the store's notification reported the purchase
+        // before the device did); it is appended, and the projector credits nothing for it.
         if update.state == .purchased || update.state == .restored, let transaction = update.transaction,
            let holder = try context.holder(of: UTF8Key(transaction)),
-           holder.entry != EntryReference(account: accountID, payment: update.payment) {
+           !sameBytes(holder.entry.account, accountID) {
             return .reject(LedgerError(.transactionAlreadyCredited,
-                "store transaction \"\(transaction)\" is already held by another entry; a transaction credits once"))
+                "store transaction \"\(transaction)\" is already held by another account; a transaction credits once"))
         }
         return .append
     }

@@ -72,7 +72,7 @@ public struct AppStoreNotificationHandler: Sendable {
             case .success(let result):
                 logger.info("notification applied", metadata: ["account": LogSafe.metadata(event.account), "outcome": "\(result)"])
             case .failure(let error):
-                // transactionAlreadyCredited is the usual case when the app posted the purchase first.
+                // transactionAlreadyCredited: another account holds the transaction.
                 logger.notice("notification not applied", metadata: ["account": LogSafe.metadata(event.account), "error": LogSafe.metadata("\(error)")])
             }
         }
