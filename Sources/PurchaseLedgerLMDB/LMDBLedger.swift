@@ -4,6 +4,16 @@ import Logging
 // The embedded backend's entry points: a ledger in a directory, one writing process at a time.
 // `import PurchaseLedgerLMDB` brings the whole library (it re-exports PurchaseLedger).
 
+/// What only the LMDB backend has to be told (PurchaseLedgerPostgres has `PostgresOptions`).
+public struct LMDBOptions: Sendable {
+    /// The map size to start with; the map grows by itself.
+    public var initialMapSize = 16 << 20
+    /// The largest the data file may grow to; appends beyond throw `StorageError.storageFull`.
+    public var maximumSize: Int? = nil
+
+    public init() {}
+}
+
 extension Ledger {
     /// Opens the ledger in `directory`, creating it (and the directory) when it does not exist
     /// yet: from the newest usable snapshot and the log after it, or by replaying the whole log
@@ -14,9 +24,9 @@ extension Ledger {
     ///   given, it must keep every product the ledger has unchanged, and new products are added
     ///   to the ledger's catalog from the next position on.
     public static func open(
-        at directory: String, catalog: Catalog? = nil, configuration: Configuration = .init()
+        at directory: String, catalog: Catalog? = nil, configuration: Configuration = .init(), options: LMDBOptions = .init()
     ) throws -> Ledger {
-        let storage = try LedgerDirectory.open(directory, creating: catalog != nil, configuration: configuration)
+        let storage = try LedgerDirectory.open(directory, creating: catalog != nil, configuration: configuration, options: options)
         return try Ledger(location: directory, storage: storage, catalog: catalog, configuration: configuration)
     }
 }
@@ -26,7 +36,7 @@ extension LedgerLog {
     public static func open(at directory: String, logger: Logger = Logger(label: "PurchaseLedger")) throws -> LedgerLog {
         var configuration = Ledger.Configuration()
         configuration.readOnly = true
-        let storage = try LedgerDirectory.open(directory, creating: false, configuration: configuration)
+        let storage = try LedgerDirectory.open(directory, creating: false, configuration: configuration, options: LMDBOptions())
         return try LedgerLog(location: directory, storage: storage, logger: logger)
     }
 }

@@ -45,10 +45,10 @@ enum LedgerDirectory {
         return lock
     }
 
-    static func openStorage(_ directory: String, configuration: Ledger.Configuration) throws -> LMDBLedgerStorage {
+    static func openStorage(_ directory: String, configuration: Ledger.Configuration, options: LMDBOptions) throws -> LMDBLedgerStorage {
         var environment = Environment.Configuration()
-        environment.initialMapSize = configuration.initialMapSize
-        environment.maximumMapSize = configuration.maximumSize
+        environment.initialMapSize = options.initialMapSize
+        environment.maximumMapSize = options.maximumSize
         environment.readOnly = configuration.readOnly
         environment.durability = switch configuration.durability {
         case .synchronous: .synchronous
@@ -57,19 +57,19 @@ enum LedgerDirectory {
         do {
             return try LMDBLedgerStorage(directory: directory, configuration: environment)
         } catch {
-            throw LMDBErrors.map(error, maximumSize: configuration.maximumSize)
+            throw LMDBErrors.map(error, maximumSize: options.maximumSize)
         }
     }
 
     /// The storage of the ledger in `directory`, ready for `Ledger`: checked (or prepared, when
     /// writable: created given a catalog), opened, and, when writable, holding the writer lock.
-    static func open(_ directory: String, creating: Bool, configuration: Ledger.Configuration) throws -> LMDBLedgerStorage {
+    static func open(_ directory: String, creating: Bool, configuration: Ledger.Configuration, options: LMDBOptions) throws -> LMDBLedgerStorage {
         if configuration.readOnly {
             try checkExists(directory)
         } else {
             try prepareForWriting(directory, creating: creating)
         }
-        let storage = try openStorage(directory, configuration: configuration)
+        let storage = try openStorage(directory, configuration: configuration, options: options)
         if !configuration.readOnly {
             do {
                 storage.holdWriterLock(try lockForWriting(directory))

@@ -31,11 +31,13 @@ public enum LedgerLocation: Sendable, Hashable, CustomStringConvertible {
         return options
     }
 
+    /// Opens the ledger here; `lmdb` applies to a directory, `options` to PostgreSQL.
     public func openLedger(
-        catalog: Catalog? = nil, configuration: Ledger.Configuration = .init(), options: PostgresOptions = processOptions
+        catalog: Catalog? = nil, configuration: Ledger.Configuration = .init(), lmdb: LMDBOptions = .init(),
+        options: PostgresOptions = processOptions
     ) throws -> Ledger {
         switch self {
-        case .directory(let path): try Ledger.open(at: path, catalog: catalog, configuration: configuration)
+        case .directory(let path): try Ledger.open(at: path, catalog: catalog, configuration: configuration, options: lmdb)
         case .postgres(let url): try Ledger.open(postgres: url, catalog: catalog, configuration: configuration, options: options)
         }
     }

@@ -26,7 +26,6 @@ extension Ledger {
     ///
     /// `configuration.durability` `.noSync` turns `synchronous_commit` off for the writer's
     /// connection: a crash of PostgreSQL may then lose the last acknowledged appends.
-    /// `initialMapSize` and `maximumSize` do not apply (PostgreSQL manages its files).
     public static func open(
         postgres url: String, catalog: Catalog? = nil, configuration: Configuration = .init(), options: PostgresOptions = .init()
     ) throws -> Ledger {

@@ -35,10 +35,11 @@ struct CommitReportTests {
         try await withTemporaryDirectory { directory in
             let reports = Reports()
             var configuration = Ledger.Configuration.testing
-            configuration.initialMapSize = 1 << 20
-            configuration.maximumSize = 1 << 20
             configuration.onCommit = { report in reports.all.withLock { $0.append(report) } }
-            let ledger = try Ledger.open(at: directory + "/ledger", catalog: wordGameCatalog, configuration: configuration)
+            var limited = LMDBOptions()
+            limited.initialMapSize = 1 << 20
+            limited.maximumSize = 1 << 20
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: wordGameCatalog, configuration: configuration, options: limited)
             let events = (0..<20_000).map { index in
                 Event.paymentAdded(id: "e\(index)", account: "a\(index % 100)", at: newYear, payment: "p\(index)", product: "com.example.tenhints")
             }

@@ -10,13 +10,14 @@ struct ReliabilityTests {
     // MARK: Storage faults
 
     @Test func aFullLedgerKeepsItsEventsAndAppendsAgainOnceTheLimitIsRaised() async throws {
-        var limited = Ledger.Configuration.testing
+        var configuration = Ledger.Configuration.testing
+        configuration.snapshotOnClose = false
+        var limited = LMDBOptions()
         limited.initialMapSize = 256 << 10
         limited.maximumSize = 1 << 20
-        limited.snapshotOnClose = false
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: limited)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: configuration, options: limited)
             var full: StorageError?
             var batch = 0
             while full == nil {
@@ -31,7 +32,7 @@ struct ReliabilityTests {
 
             var raised = limited
             raised.maximumSize = 8 << 20
-            let reopened = try Ledger.open(at: path, configuration: raised)
+            let reopened = try Ledger.open(at: path, configuration: configuration, options: raised)
             #expect(reopened.position == stored)
             #expect(try reopened.history(account: "u7").count == before)
             let more = try await reopened.append(Event.paymentAdded(id: "after", account: "u7", at: newYear, payment: "after", product: "com.example.gem"))
@@ -54,10 +55,11 @@ struct ReliabilityTests {
             }
             defer { _ = shell("umount", mountPoint) }
             var configuration = Ledger.Configuration.testing
-            configuration.initialMapSize = 64 << 20
             configuration.snapshotOnClose = false
+            var largeMap = LMDBOptions()
+            largeMap.initialMapSize = 64 << 20
             let path = mountPoint + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: configuration)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: configuration, options: largeMap)
             var full: StorageError?
             var batch = 0
             while full == nil, batch < 1000 {

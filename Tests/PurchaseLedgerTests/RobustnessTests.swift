@@ -53,16 +53,17 @@ struct RobustnessTests {
 
     @Test func reopeningKeepsTheMapItGrewTo() async throws {
         var small = Ledger.Configuration.testing
-        small.initialMapSize = 64 << 10
         small.snapshotOnClose = false
+        var tinyMap = LMDBOptions()
+        tinyMap.initialMapSize = 64 << 10
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: small)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: small, options: tinyMap)
             let events = (0..<3000).map { Event.paymentAdded(id: "e\($0)", account: "u\($0)", at: newYear, payment: "p", product: "com.example.gem") }
             _ = try await ledger.append(contentsOf: events)
             let grown = try (ledger.storage as! LMDBLedgerStorage).environment.info().mapSize
             await ledger.close()
-            let reopened = try Ledger.open(at: path, configuration: small)
+            let reopened = try Ledger.open(at: path, configuration: small, options: tinyMap)
             let info = try (reopened.storage as! LMDBLedgerStorage).environment.info()
             #expect(info.mapSize == grown)
             #expect(info.growthCount == 0)
@@ -71,11 +72,12 @@ struct RobustnessTests {
     }
 
     @Test func aFailingRequestDoesNotFailTheOthersInItsCommit() async throws {
-        var limited = Ledger.Configuration.testing
+        var configuration = Ledger.Configuration.testing
+        configuration.maximumBatchEvents = 100_000
+        var limited = LMDBOptions()
         limited.initialMapSize = 1 << 20
         limited.maximumSize = 2 << 20
-        limited.maximumBatchEvents = 100_000
-        try await withLedger(configuration: limited) { ledger, _ in
+        try await withLedger(configuration: configuration, options: limited) { ledger, _ in
             // Keep the writer busy, then queue a request too big for the limit and a small one:
             // they may share a commit; the small one must succeed either way.
             let busy = try await ledger.submit(contentsOf: (0..<2000).map {

@@ -7,11 +7,11 @@ struct ScaleAndConcurrencyTests {
     /// 100,000 purchases (200,000 events) into a ledger whose map starts at 64 KiB: the map
     /// grows by itself, every batch is retried transparently, and nothing is lost or doubled.
     @Test func growsFromATinyMapToTwoHundredThousandEvents() async throws {
-        var configuration = Ledger.Configuration.testing
-        configuration.initialMapSize = 64 << 10
+        var tinyMap = LMDBOptions()
+        tinyMap.initialMapSize = 64 << 10
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: configuration)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing, options: tinyMap)
             let purchases = 100_000
             var batch: [Event] = []
             for index in 0..<purchases {
@@ -163,12 +163,12 @@ struct ScaleAndConcurrencyTests {
     }
 
     @Test func aMaximumSizeStopsAppendsWithStorageFull() async throws {
-        var configuration = Ledger.Configuration.testing
-        configuration.initialMapSize = 256 << 10
-        configuration.maximumSize = 1 << 20
+        var limited = LMDBOptions()
+        limited.initialMapSize = 256 << 10
+        limited.maximumSize = 1 << 20
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: configuration)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing, options: limited)
             var appended = 0
             var full: StorageError?
             for batch in 0..<200 where full == nil {

@@ -28,10 +28,6 @@ public final class Ledger: Sendable {
         public var durability: Durability = .synchronous
         /// Open for reading only: appends throw `StorageError.readOnly`.
         public var readOnly = false
-        /// The map size to start with; the map grows by itself.
-        public var initialMapSize = 16 << 20
-        /// The largest the data file may grow to; appends beyond throw `StorageError.storageFull`.
-        public var maximumSize: Int? = nil
         /// Most events committed in one transaction by group commit.
         public var maximumBatchEvents = 4096
         /// Most events waiting for the writer; beyond, submitters wait (in order) for room.

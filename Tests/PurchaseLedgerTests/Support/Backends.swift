@@ -109,7 +109,7 @@ extension Backend {
         configuration.readOnly = readOnly
         switch self {
         case .lmdb:
-            return try LedgerDirectory.open(location, creating: !readOnly, configuration: configuration)
+            return try LedgerDirectory.open(location, creating: !readOnly, configuration: configuration, options: LMDBOptions())
         case .postgres:
             return try PostgresLedgerStorage(
                 location: try PostgresLocation(url: location), readOnly: readOnly, synchronousCommit: true,

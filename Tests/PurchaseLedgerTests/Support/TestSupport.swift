@@ -141,12 +141,12 @@ struct Script {
 
 /// Opens a ledger in a new temporary directory, runs `body`, closes it.
 func withLedger<R>(
-    catalog: Catalog = wordGameCatalog, configuration: Ledger.Configuration = .testing,
+    catalog: Catalog = wordGameCatalog, configuration: Ledger.Configuration = .testing, options: LMDBOptions = .init(),
     _ body: (Ledger, String) async throws -> R
 ) async throws -> R {
     try await withTemporaryDirectory { directory in
         let path = directory + "/ledger"
-        let ledger = try Ledger.open(at: path, catalog: catalog, configuration: configuration)
+        let ledger = try Ledger.open(at: path, catalog: catalog, configuration: configuration, options: options)
         do {
             let result = try await body(ledger, path)
             await ledger.close()
