@@ -36,8 +36,9 @@ final class LedgerWriter: Sendable {
 
     /// Queues work behind everything submitted before (see `WriteQueue.submit`).
     func submit(_ work: WriteQueue.Request.Work) async throws -> PendingAppends {
-        // The wake holds the writer only until it drained: no cycle between queue and writer.
-        try await queue.submit(work) { [self] in changes.async { self.drain() } }
+        // Not kept by the queue (no cycle between queue and writer); the block scheduled holds
+        // the writer only until it drained.
+        try await queue.submit(work) { changes.async { self.drain() } }
     }
 
     /// Stops accepting appends and returns once everything queued before is committed.
