@@ -176,6 +176,57 @@ struct AppStoreNotificationTests {
         }
     }
 
+    /// Without `appAccountToken`, a refund goes to the account that holds its transaction, and
+    /// a renewal to the account that holds its original transaction: the ledger knows them.
+    @Test func aNotificationWithoutATokenGoesToTheAccountHoldingItsTransaction() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            _ = try await client.post(events: [
+                Lines.added("app-1", "player-9", payment: "P1", product: "com.example.coins"),
+                Lines.purchased("app-2", "player-9", payment: "P1", transaction: "900"),
+            ])
+            #expect(try await client.account("player-9")["balances"] as? [String: Int] == ["coins": 100])
+            let refund = try Self.transaction([
+                "transactionId": "900", "originalTransactionId": "900", "productId": "com.example.coins",
+                "type": "Consumable", "expiresDate": NSNull(), "appAccountToken": NSNull(),
+            ], revoked: true)
+            let refunded = try await Self.post(try Self.notification("REFUND", uuid: "r1", transaction: refund, signer: signer), client).object
+            #expect(refunded["action"] as? String == "revoke")
+            #expect((refunded["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["appended"])
+            #expect(try await client.account("player-9")["balances"] as? [String: Int] == ["coins": 0])
+
+            let first = try Self.transaction(["transactionId": "12345", "originalTransactionId": "12345"])
+            _ = try await Self.post(try Self.notification("SUBSCRIBED", uuid: "s1", transaction: first, signer: signer), client)
+            let renewal = try Self.transaction([
+                "transactionId": "23457", "originalTransactionId": "12345", "appAccountToken": NSNull(),
+                "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000,
+            ])
+            let renewed = try await Self.post(try Self.notification("DID_RENEW", uuid: "s2", transaction: renewal, signer: signer), client).object
+            #expect(renewed["action"] as? String == "purchase")
+            let last = try #require(try harness.ledger.history(account: Self.account).last)
+            #expect(last.event.id == "s2/finish")
+            #expect(FileManager.default.fileExists(atPath: harness.directory + "/unattributed.jsonl") == false)
+        }
+    }
+
+    /// A refund whose transaction the account does not hold is `unknownTransaction`, and is
+    /// kept in the audit file: Apple does not send it again.
+    @Test func aRefundOfATransactionTheAccountDoesNotHoldIsKeptForAudit() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Self.run(signer: signer) { harness, client in
+            let refund = try Self.transaction(["transactionId": "777", "originalTransactionId": "777"], revoked: true)
+            let answer = try await Self.post(try Self.notification("REFUND", uuid: "r-early", transaction: refund, signer: signer), client)
+            #expect(answer.status == .ok)
+            #expect((try answer.object["outcomes"] as? [[String: Any]])?.map { $0["error"] as? String } == ["unknownTransaction"])
+            #expect(harness.ledger.position == 0)
+            let audit = try String(contentsOfFile: harness.directory + "/unattributed.jsonl", encoding: .utf8)
+            let line = try #require(try JSONSerialization.jsonObject(with: Data(audit.utf8)) as? [String: Any])
+            #expect(line["notificationUUID"] as? String == "r-early")
+            #expect(line["transactionId"] as? String == "777")
+            #expect((line["reason"] as? String)?.contains("777") == true)
+        }
+    }
+
     @Test(arguments: ["TEST", "CONSUMPTION_REQUEST", "EXPIRED", "DID_CHANGE_RENEWAL_PREF", "SOMETHING_NEW"])
     func otherTypesAreAcknowledgedAndChangeNothing(_ type: String) async throws {
         let signer = try TestAppStoreSigner()

@@ -241,6 +241,13 @@ public final class Ledger: Sendable {
         try log.history(account: account, after: position, limit: limit)
     }
 
+    /// The account whose entry holds store transaction `transaction` (ids are global: at most
+    /// one account does); nil when no entry does. For a store notification that names a
+    /// transaction but no account.
+    public func account(holdingTransaction transaction: String) throws -> String? {
+        try storage.read { try $0.holder(ofTransaction: transaction) }?.entry.account
+    }
+
     /// The log's records from `position` on, read in chunks as the sequence is iterated. The
     /// sequence ends at the last record committed when iteration reaches it.
     public func records(from position: UInt64 = 1) -> LogRecords {

@@ -8,7 +8,8 @@ enum AppStoreNotificationAction: Sendable, Equatable {
     case purchase(Event, finish: Event)
     /// Append a `revoked` event.
     case revoke(Event)
-    /// A purchase or revocation without an `appAccountToken`: no account to give it to.
+    /// A purchase or revocation without an `appAccountToken` whose transaction (or original
+    /// transaction) no account of the ledger holds: no account to give it to.
     case unattributed(String)
     /// A type the ledger has nothing to record for (TEST, EXPIRED, DID_CHANGE_RENEWAL_PREF…).
     case ignored(String)
@@ -25,9 +26,14 @@ enum AppStoreNotificationEvents {
 
     /// The ledger's reading of a notification and its decoded `signedTransactionInfo`.
     ///
-    /// The notification UUID is the event id, so that Apple's retries are duplicates; the
-    /// account is the transaction's `appAccountToken`.
-    static func action(for notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?) -> AppStoreNotificationAction {
+    /// The notification UUID is the event id, so that Apple's retries are duplicates. The
+    /// account is the transaction's `appAccountToken`; without one, the account that holds the
+    /// transaction, or its original transaction (a renewal or a refund of a purchase the app
+    /// reported without a token), as `accountHolding` answers.
+    static func action(
+        for notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?,
+        accountHolding: (String) throws -> String? = { _ in nil }
+    ) rethrows -> AppStoreNotificationAction {
         let type = notification.notificationType
         let isPurchase = purchaseTypes.contains(type)
         guard isPurchase || revocationTypes.contains(type) else {
@@ -36,8 +42,12 @@ enum AppStoreNotificationEvents {
         guard let transaction, let transactionId = transaction.transactionId else {
             return .unattributed("\(type) carries no signedTransactionInfo with a transactionId")
         }
-        guard let account = transaction.appAccountToken, !account.isEmpty else {
-            return .unattributed("\(type) for transaction \(transactionId) has no appAccountToken")
+        let token = transaction.appAccountToken.flatMap { $0.isEmpty ? nil : $0 }
+        guard let account = try token
+            ?? accountHolding(transactionId)
+            ?? transaction.originalTransactionId.flatMap(accountHolding)
+        else {
+            return .unattributed("\(type) for transaction \(transactionId) has no appAccountToken, and no account holds the transaction")
         }
         let signed = notification.signedDate.map(timestamp) ?? .now()
         if isPurchase {

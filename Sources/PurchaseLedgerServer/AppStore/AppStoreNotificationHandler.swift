@@ -43,7 +43,10 @@ public struct AppStoreNotificationHandler: Sendable {
         logger[metadataKey: "notificationUUID"] = LogSafe.metadata(notification.notificationUUID)
         logger[metadataKey: "notificationType"] = LogSafe.metadata(notification.notificationType)
 
-        switch AppStoreNotificationEvents.action(for: notification, transaction: transaction) {
+        let action = try AppStoreNotificationEvents.action(for: notification, transaction: transaction) {
+            try ledger.account(holdingTransaction: $0)
+        }
+        switch action {
         case .purchase(let purchase, let finish):
             var outcomes = try await ledger.append(contentsOf: [purchase])
             if case .success = outcomes[0] {
@@ -55,6 +58,12 @@ public struct AppStoreNotificationHandler: Sendable {
         case .revoke(let revocation):
             let outcomes = try await ledger.append(contentsOf: [revocation])
             log(outcomes, of: revocation, logger: logger)
+            if case .failure(let error) = outcomes[0], error.code == .unknownTransaction {
+                // A refund of a purchase the ledger does not hold (yet, or under that account):
+                // Apple does not send it again, so it is kept for audit rather than lost.
+                try unattributed.record(notification, transaction: transaction, reason: error.message, signedPayload: signedPayload)
+                logger.warning("refund of a transaction the account does not hold recorded for audit", metadata: ["file": "\(unattributed.path)"])
+            }
             return Handled(notification: notification, action: "revoke", outcomes: outcomes)
         case .unattributed(let reason):
             try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
