@@ -4,6 +4,7 @@ import HummingbirdTesting
 import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing
+import LedgerTestSupport
 
 /// `POST /v1/appstore/notifications` end to end: Apple's decoded models signed with a
 /// throwaway chain, verified, mapped to events, appended, and the account's projection.

@@ -1,6 +1,7 @@
 import Foundation
 @testable import PurchaseLedgerServer
 import Testing
+import LedgerTestSupport
 
 /// The server's verdict on signed App Store data, side by side with Apple's own verifier (the
 /// Python `app-store-server-library`, `SignedDataVerifier` with online checks off) on generated

@@ -6,6 +6,7 @@ import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// Fifty clients on loopback post interleaved events at once (shared accounts, contested store
 /// transactions, ids sent by every client): what the server acknowledged is exactly the log,

@@ -9,6 +9,7 @@ import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// The `ledger-server` application as its configuration builds it, live on loopback, and the
 /// built binary under SIGTERM.

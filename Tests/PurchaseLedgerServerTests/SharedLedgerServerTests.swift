@@ -8,6 +8,7 @@ import PurchaseLedgerPostgres
 @testable import PurchaseLedgerServer
 import Synchronization
 import Testing
+import LedgerTestSupport
 
 /// PostgreSQL's test cluster (tools/test starts one), when there is one.
 let testPostgresURL = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_TEST_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }

@@ -7,6 +7,7 @@ import NIOCore
 import NIOPosix
 @testable import PurchaseLedgerServer
 import Testing
+import LedgerTestSupport
 
 /// Slow and idle clients, live on loopback: hundreds of connections that send half a request
 /// and stop neither keep the server from answering others nor hold their connections past the

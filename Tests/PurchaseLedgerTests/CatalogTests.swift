@@ -1,6 +1,7 @@
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 struct CatalogTests {
     static let fixtures = String(#filePath.dropLast("CatalogTests.swift".count)) + "Fixtures/"

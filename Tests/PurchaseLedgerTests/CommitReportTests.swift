@@ -2,6 +2,7 @@ import Synchronization
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// `Configuration.onCommit` hears of every write transaction: what it held, and failures.
 struct CommitReportTests {

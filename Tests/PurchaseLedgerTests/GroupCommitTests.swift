@@ -2,6 +2,7 @@ import Synchronization
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// The single writer under load: many appenders share commits, the queue stays bounded, and a
 /// cancelled appender either appended or did not, and is told which.

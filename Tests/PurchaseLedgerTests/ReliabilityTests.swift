@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// Storage faults, corruption and concurrency: what production does to a ledger.
 struct ReliabilityTests {

@@ -2,6 +2,7 @@ import LMDB
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// What goes wrong around the ledger: odd queries, dropped handles, nesting, reopening.
 struct RobustnessTests {

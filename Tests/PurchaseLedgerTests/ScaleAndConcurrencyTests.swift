@@ -2,6 +2,7 @@ import LMDB
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 struct ScaleAndConcurrencyTests {
     /// 100,000 purchases (200,000 events) into a ledger whose map starts at 64 KiB: the map

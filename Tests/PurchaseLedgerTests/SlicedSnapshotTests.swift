@@ -1,6 +1,7 @@
 import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// Periodic snapshots are written a slice at a time between commits, so that appends never wait
 /// for a whole snapshot. Appends between slices must neither be lost from the next snapshot nor

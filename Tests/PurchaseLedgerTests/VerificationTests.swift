@@ -2,6 +2,7 @@ import Testing
 @testable import PurchaseLedger
 import LMDB
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,7 @@ import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
 import PurchaseLedgerLocation
+import LedgerTestSupport
 
 /// The word game's store through the situations that lose apps money and trust: ten hints
 /// (+10), a hundred hints (+100), hard words and iOS words (non-consumable).

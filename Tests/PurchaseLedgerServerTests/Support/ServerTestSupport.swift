@@ -9,6 +9,7 @@ import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// The word game's products, and the App Store fixtures' subscription and a consumable.
 let serverTestCatalog: Catalog = {
@@ -34,14 +35,6 @@ enum TestKeys {
         .init(name: "reader", key: reader, scopes: [.accountsRead]),
         .init(name: "metrics", key: metrics, scopes: [.metricsRead]),
     ]
-}
-
-/// A fresh temporary directory, removed afterwards.
-func withTemporaryDirectory<R>(_ body: (String) async throws -> R) async throws -> R {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-server-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    return try await body(directory)
 }
 
 /// A ledger in a temporary directory, the routes over it in an application, and the test
@@ -114,11 +107,6 @@ struct Answer: Sendable {
 
     /// `error` of a JSON error body.
     var errorCode: String? { (try? object)?["error"] as? String }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }
 
 extension TestClientProtocol {

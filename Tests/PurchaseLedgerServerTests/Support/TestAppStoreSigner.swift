@@ -3,6 +3,7 @@ import Foundation
 import SwiftASN1
 import X509
 @testable import PurchaseLedgerServer
+import LedgerTestSupport
 
 /// A throwaway App Store signing chain (root → intermediate with Apple's WWDR OID → leaf with
 /// the receipt-signing OID, all P-256), made fresh for the tests, and JWS signed with its leaf:

@@ -5,6 +5,7 @@ import Testing
 @testable import PurchaseLedgerPostgres
 @testable import PurchaseLedgerLMDB
 import PurchaseLedgerLocation
+import LedgerTestSupport
 
 /// The storage backends a test runs on: LMDB always; PostgreSQL when `tools/test` started a
 /// throwaway cluster and exported its URL in `PURCHASE_LEDGER_TEST_POSTGRES` (without it, the

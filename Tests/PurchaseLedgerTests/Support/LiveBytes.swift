@@ -2,6 +2,7 @@ import Foundation
 import LMDB
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
+import LedgerTestSupport
 
 /// Where in the data file LMDB keeps a live record or index key: the address LMDB hands out,
 /// minus where the process mapped the file (read from /proc/self/maps). Older copies of a page
