@@ -330,6 +330,30 @@ struct LedgerToolTests {
             let same = try ledger("import", "--catalog", catalog, "--report", events.path, directory.appendingPathComponent("b").path, events.path)
             #expect(same.status == 2)
             #expect(try Data(contentsOf: events) == Data(line.utf8))
+            // A report in a directory that does not exist: refused before a ledger is created.
+            let nowhere = directory.appendingPathComponent("missing/report.jsonl").path
+            let lost = try ledger("import", "--catalog", catalog, "--report", nowhere, directory.appendingPathComponent("c").path, events.path)
+            #expect(lost.status == 2)
+            #expect(lost.error.contains("cannot write the report"))
+            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("c").path))
+        }
+    }
+
+    @Test func messagesAndHelpReadAsAUserExpects() throws {
+        try withDirectory { directory in
+            let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
+            let events = directory.appendingPathComponent("events.jsonl")
+            try Data(#"{"id":"e1","type":"paymentAdded","account":"u","at":"2026-01-01T00:00:00Z","payment":"p1","product":"com.example.gem"}"#.utf8).write(to: events)
+            let ledgerDir = directory.appendingPathComponent("ledger").path
+            let noCatalog = try ledger("import", ledgerDir, events.path)
+            #expect(noCatalog.status == 2)
+            #expect(noCatalog.error.contains("--catalog"), "\(noCatalog.error)")
+            let one = try ledger("import", "--catalog", catalog, ledgerDir, events.path)
+            #expect(one.status == 0)
+            #expect(one.error.contains("imported 1 line into"), "\(one.error)")
+            let help = try ledger("history", "--help")
+            #expect(!help.text.contains(String(Int.max)), "\(help.text)")
+            #expect(help.text.contains("--limit <N>"))
         }
     }
 

@@ -12,21 +12,21 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("Start after this position.", valueName: "N"))
         var after: UInt64 = 0
 
-        @Option(help: "Print at most this many events.")
-        var limit: Int = .max
+        @Option(help: ArgumentHelp("Print at most this many events (default: all).", valueName: "N"))
+        var limit: Int?
 
         @OptionGroup var format: OutputFormat
         @OptionGroup var location: LocationArgument
 
         func validate() throws {
-            guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
+            if let limit, limit < 1 { throw ValidationError("--limit must be at least 1") }
         }
 
         func run() async throws {
             try await runOrFail {
                 let log = try location.openLog()
                 defer { log.close() }
-                let records = try log.history(account: account, after: after, limit: limit)
+                let records = try log.history(account: account, after: after, limit: limit ?? .max)
                 var out = ""
                 for record in records {
                     if format.json {

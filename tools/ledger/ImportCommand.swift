@@ -49,6 +49,9 @@ extension LedgerCommand {
                 if let report, report != "-", input.isSameFile(as: report) {
                     throw CommandFailure(message: "the report \(report) would overwrite the events it reports on")
                 }
+                // Checked before the ledger is opened (it may be created): a report that cannot be
+                // written must not leave a new, empty ledger behind.
+                if let report { try ReportOutput.checkWritable(report) }
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 configuration.snapshotInterval = snapshotEvery == 0 ? nil : snapshotEvery
@@ -172,7 +175,7 @@ struct Importer {
 
     func summary(directory: String) -> String {
         let rejected = rejections.values.reduce(0, +)
-        var text = "imported \(grouped(lines)) lines into \(directory): \(grouped(appended)) appended, \(grouped(duplicates)) duplicate, \(grouped(rejected)) rejected"
+        var text = "imported \(grouped(lines)) \(lines == 1 ? "line" : "lines") into \(directory): \(grouped(appended)) appended, \(grouped(duplicates)) duplicate, \(grouped(rejected)) rejected"
         if rejected > 0 {
             let codes = rejections.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
             text += " (" + codes.map { "\($0.key) \(grouped($0.value))" }.joined(separator: ", ") + ")"
@@ -204,6 +207,18 @@ final class ReportOutput {
         }
     }
 
+    /// Whether `path` can be written (created in its directory, or an existing file opened for
+    /// writing) without creating or truncating anything: so that a bad path fails the import
+    /// before the ledger is opened, and an old report stays as it was.
+    static func checkWritable(_ path: String) throws {
+        guard path != "-" else { return }
+        let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        let target = access(path, F_OK) == 0 ? path : (directory.isEmpty ? "/" : directory)
+        guard access(target, W_OK) == 0 else {
+            throw CommandFailure(message: "cannot write the report \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
     func write(_ text: String) throws {
         if let failure = Console.send(Array(text.utf8), to: fd) {
             throw CommandFailure(message: "cannot write the report to \(path): \(String(cString: strerror(failure)))")
@@ -213,9 +228,18 @@ final class ReportOutput {
     /// Flushes the report to disk and closes it.
     func close() throws {
         guard fd != STDOUT_FILENO else { return }
-        defer { Glibc.close(fd) }
+        defer { closeDescriptor(fd) }
         if fsync(fd) != 0 {
             throw CommandFailure(message: "cannot write the report to \(path): \(String(cString: strerror(errno)))")
         }
     }
+}
+
+/// `close(2)`, from whichever C library the platform has (`ReportOutput` has its own `close`).
+private func closeDescriptor(_ fd: Int32) {
+    #if canImport(Glibc)
+    _ = Glibc.close(fd)
+    #elseif canImport(Darwin)
+    _ = Darwin.close(fd)
+    #endif
 }

@@ -57,6 +57,7 @@ func runOrFail<T>(_ body: () async throws -> T) async throws -> T {
 func describe(_ error: any Error) -> String {
     switch error {
     case let error as StorageError: error.message + (error.cause.map { " (\($0))" } ?? "")
+    case let error as CatalogError where error.code == .missing: "catalog: " + error.message + " (give it with --catalog)"
     case let error as CatalogError: "catalog: " + error.message
     case let error as LedgerError: error.description
     default: "\(error)"
