@@ -18,8 +18,8 @@ let benchmarks: @Sendable () -> Void = {
         maxDuration: .seconds(5),
         maxIterations: 1000)
 
-    appendBenchmarks()
-    concurrencyBenchmarks()
+    appendBenchmarks(on: .lmdb)
+    concurrencyBenchmarks(on: .lmdb, appenders: [1, 8, 64, 256])
     floorBenchmarks()
     peerBenchmarks()
     replayBenchmarks()
@@ -32,6 +32,20 @@ final class Box<Value>: @unchecked Sendable {
     var value: Value?
 }
 
+/// A ledger backend the same suites run on: the name its figures carry, and how a suite gets a
+/// ledger of its own and gives it back.
+struct BenchedBackend: Sendable {
+    /// "Ledger" (LMDB) or "PostgreSQL ledger": the subject of the benchmark names.
+    let subject: String
+    /// A new, empty ledger for the suite `name` (letters and digits), and a token for `remove`.
+    let open: @Sendable (_ name: String) async throws -> (Ledger, String)
+    let remove: @Sendable (_ token: String) async -> Void
+
+    static let lmdb = BenchedBackend(subject: "Ledger", open: { try openScratchLedger($0) }, remove: { Scratch.remove($0) })
+    static let postgres = BenchedBackend(
+        subject: "PostgreSQL ledger", open: { try await openPostgresLedger($0) }, remove: { await PostgresBench.dropDatabase($0) })
+}
+
 func openScratchLedger(_ name: String) throws -> (Ledger, String) {
     let directory = Scratch.directory(name)
     var configuration = LedgerFixtures.quiet
@@ -40,12 +54,12 @@ func openScratchLedger(_ name: String) throws -> (Ledger, String) {
     return (ledger, directory)
 }
 
-// MARK: 1–2. The ledger: durable appends
+// MARK: 1–2. The ledger: durable appends (on every backend)
 
-func appendBenchmarks() {
+func appendBenchmarks(on backend: BenchedBackend) {
     let single = Box<(Ledger, String, BenchmarkEvents)>()
     Benchmark(
-        "Ledger: append, 1 event per commit",
+        "\(backend.subject): append, 1 event per commit",
         configuration: .init(scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 5000),
         closure: { benchmark in
             var (ledger, _, events) = single.value!
@@ -56,17 +70,17 @@ func appendBenchmarks() {
             benchmark.stopMeasurement()
         },
         setup: {
-            let (ledger, directory) = try openScratchLedger("append-single")
-            single.value = (ledger, directory, BenchmarkEvents(prefix: "s"))
+            let (ledger, token) = try await backend.open("single")
+            single.value = (ledger, token, BenchmarkEvents(prefix: "s"))
         },
         teardown: {
             await single.value!.0.close()
-            Scratch.remove(single.value!.1)
+            await backend.remove(single.value!.1)
         })
 
     let batched = Box<(Ledger, String, BenchmarkEvents)>()
     Benchmark(
-        "Ledger: append, 1,000 events per commit",
+        "\(backend.subject): append, 1,000 events per commit",
         configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
         closure: { benchmark in
             var (ledger, _, events) = batched.value!
@@ -77,25 +91,25 @@ func appendBenchmarks() {
             benchmark.stopMeasurement()
         },
         setup: {
-            let (ledger, directory) = try openScratchLedger("append-batched")
-            batched.value = (ledger, directory, BenchmarkEvents(prefix: "b"))
+            let (ledger, token) = try await backend.open("batched")
+            batched.value = (ledger, token, BenchmarkEvents(prefix: "b"))
         },
         teardown: {
             await batched.value!.0.close()
-            Scratch.remove(batched.value!.1)
+            await backend.remove(batched.value!.1)
         })
 }
 
-// MARK: 3. Group commit: concurrent appenders, one event per call
+// MARK: 3. Group commit: concurrent appenders, one event per call (on every backend)
 
-func concurrencyBenchmarks() {
-    for tasks in [1, 8, 64, 256] {
-        let state = Box<(Ledger, String, [[Event]])>()
+func concurrencyBenchmarks(on backend: BenchedBackend, appenders: [Int]) {
+    for tasks in appenders {
+        let state = Box<(Ledger, String)>()
         Benchmark(
-            "Ledger: group commit, \(tasks) concurrent appenders",
+            "\(backend.subject): group commit, \(tasks) concurrent appenders",
             configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
             closure: { benchmark in
-                let (ledger, _, _) = state.value!
+                let (ledger, _) = state.value!
                 // 1,000 events per iteration, shared out among the tasks.
                 var generator = BenchmarkEvents(prefix: "c\(tasks)-\(UInt64.random(in: 0..<UInt64.max))")
                 let events = generator.next(1000)
@@ -110,13 +124,10 @@ func concurrencyBenchmarks() {
                 }
                 benchmark.stopMeasurement()
             },
-            setup: {
-                let (ledger, directory) = try openScratchLedger("concurrent-\(tasks)")
-                state.value = (ledger, directory, [])
-            },
+            setup: { state.value = try await backend.open("concurrent\(tasks)") },
             teardown: {
                 await state.value!.0.close()
-                Scratch.remove(state.value!.1)
+                await backend.remove(state.value!.1)
             })
     }
 }
@@ -286,74 +297,8 @@ func openPostgresLedger(_ name: String) async throws -> (Ledger, String) {
 }
 
 func postgresBenchmarks() {
-    let single = Box<(Ledger, String, BenchmarkEvents)>()
-    Benchmark(
-        "PostgreSQL ledger: append, 1 event per commit",
-        configuration: .init(scalingFactor: .one, maxDuration: .seconds(5), maxIterations: 5000),
-        closure: { benchmark in
-            var (ledger, _, events) = single.value!
-            let event = events.next(1)[0]
-            single.value!.2 = events
-            benchmark.startMeasurement()
-            _ = try! await ledger.append(event)
-            benchmark.stopMeasurement()
-        },
-        setup: {
-            let (ledger, database) = try await openPostgresLedger("single")
-            single.value = (ledger, database, BenchmarkEvents(prefix: "s"))
-        },
-        teardown: {
-            await single.value!.0.close()
-            await PostgresBench.dropDatabase(single.value!.1)
-        })
-
-    let batched = Box<(Ledger, String, BenchmarkEvents)>()
-    Benchmark(
-        "PostgreSQL ledger: append, 1,000 events per commit",
-        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
-        closure: { benchmark in
-            var (ledger, _, events) = batched.value!
-            let batch = events.next(1000)
-            batched.value!.2 = events
-            benchmark.startMeasurement()
-            _ = try! await ledger.append(contentsOf: batch)
-            benchmark.stopMeasurement()
-        },
-        setup: {
-            let (ledger, database) = try await openPostgresLedger("batched")
-            batched.value = (ledger, database, BenchmarkEvents(prefix: "b"))
-        },
-        teardown: {
-            await batched.value!.0.close()
-            await PostgresBench.dropDatabase(batched.value!.1)
-        })
-
-    for tasks in [64, 256] {
-        let state = Box<(Ledger, String)>()
-        Benchmark(
-            "PostgreSQL ledger: group commit, \(tasks) concurrent appenders",
-            configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
-            closure: { benchmark in
-                let (ledger, _) = state.value!
-                var generator = BenchmarkEvents(prefix: "c\(tasks)-\(UInt64.random(in: 0..<UInt64.max))")
-                let events = generator.next(1000)
-                let shares = (0..<tasks).map { task in stride(from: task, to: events.count, by: tasks).map { events[$0] } }
-                benchmark.startMeasurement()
-                await withTaskGroup(of: Void.self) { group in
-                    for share in shares {
-                        group.addTask {
-                            for event in share { _ = try! await ledger.append(event) }
-                        }
-                    }
-                }
-                benchmark.stopMeasurement()
-            },
-            setup: { state.value = try await openPostgresLedger("concurrent\(tasks)") },
-            teardown: {
-                await state.value!.0.close()
-                await PostgresBench.dropDatabase(state.value!.1)
-            })
-    }
+    appendBenchmarks(on: .postgres)
+    concurrencyBenchmarks(on: .postgres, appenders: [64, 256])
 
     let replayURL = Box<String>()
     Benchmark(
