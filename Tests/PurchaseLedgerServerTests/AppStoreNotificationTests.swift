@@ -207,6 +207,13 @@ struct AppStoreNotificationTests {
             let last = try #require(try harness.ledger.history(account: Self.account).last)
             #expect(last.event.id == "s2/finish")
             #expect(FileManager.default.fileExists(atPath: harness.directory + "/unattributed.jsonl") == false)
+
+            // An id no event could carry (4,000 bytes) is held by no one: answered, not a failure.
+            let long = String(repeating: "9", count: 4000)
+            let strange = try Self.transaction(["transactionId": long, "originalTransactionId": long, "appAccountToken": NSNull()], revoked: true)
+            let answer = try await Self.post(try Self.notification("REFUND", uuid: "r-long", transaction: strange, signer: signer), client)
+            #expect(answer.status == .ok)
+            #expect(try answer.object["action"] as? String == "unattributed")
         }
     }
 

@@ -245,7 +245,9 @@ public final class Ledger: Sendable {
     /// one account does); nil when no entry does. For a store notification that names a
     /// transaction but no account.
     public func account(holdingTransaction transaction: String) throws -> String? {
-        try storage.read { try $0.holder(ofTransaction: transaction) }?.entry.account
+        // An id no event could carry is held by no one: not looked up at all.
+        guard EventLimits.nameBytes.contains(transaction.utf8.count) else { return nil }
+        return try storage.read { try $0.holder(ofTransaction: transaction) }?.entry.account
     }
 
     /// The log's records from `position` on, read in chunks as the sequence is iterated. The
