@@ -13,16 +13,13 @@ enum LedgerDirectory {
     /// Makes sure `directory` can hold a ledger for writing: an existing ledger, an empty
     /// directory, or no directory at all (created when a catalog is at hand to create a ledger).
     static func prepareForWriting(_ directory: String, creating: Bool) throws {
-        switch Directory.status(directory) {
-        case .missing:
+        let status = Directory.status(directory)
+        switch status {
+        case .missing, .empty:
             guard creating else {
                 throw CatalogError(.missing, "\(directory) holds no ledger yet: a catalog is needed to create one")
             }
-            try Directory.create(directory)
-        case .empty:
-            guard creating else {
-                throw CatalogError(.missing, "\(directory) holds no ledger yet: a catalog is needed to create one")
-            }
+            if status == .missing { try Directory.create(directory) }
         case .nonEmpty:
             guard holdsLedger(directory) else {
                 throw StorageError(.notALedger, "\(directory) is not empty and holds no ledger; use an empty or new directory")

@@ -61,7 +61,7 @@ extension LedgerCommand {
                     let reportOutput = try report.map { try ReportOutput(path: $0) }
                     var importer = Importer(ledger: ledger, report: reportOutput, showsProgress: Console.errorIsTerminal)
                     try await importer.run(&input, batchSize: batchSize)
-                    try reportOutput?.close()
+                    try reportOutput?.finish()
                     await ledger.close()
                     Console.error(importer.summary(directory: location.display))
                 } catch {
@@ -212,7 +212,8 @@ final class ReportOutput {
     /// before the ledger is opened, and an old report stays as it was.
     static func checkWritable(_ path: String) throws {
         guard path != "-" else { return }
-        let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        // The file itself when it exists, else the directory it would be created in.
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         let target = access(path, F_OK) == 0 ? path : (directory.isEmpty ? "/" : directory)
         guard access(target, W_OK) == 0 else {
             throw CommandFailure(message: "cannot write the report \(path): \(String(cString: strerror(errno)))")
@@ -226,20 +227,11 @@ final class ReportOutput {
     }
 
     /// Flushes the report to disk and closes it.
-    func close() throws {
+    func finish() throws {
         guard fd != STDOUT_FILENO else { return }
-        defer { closeDescriptor(fd) }
+        defer { close(fd) }
         if fsync(fd) != 0 {
             throw CommandFailure(message: "cannot write the report to \(path): \(String(cString: strerror(errno)))")
         }
     }
-}
-
-/// `close(2)`, from whichever C library the platform has (`ReportOutput` has its own `close`).
-private func closeDescriptor(_ fd: Int32) {
-    #if canImport(Glibc)
-    _ = Glibc.close(fd)
-    #elseif canImport(Darwin)
-    _ = Darwin.close(fd)
-    #endif
 }
