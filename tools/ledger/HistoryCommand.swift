@@ -63,6 +63,19 @@ extension LedgerCommand {
                 detail = ["\(consumed.amount) \(consumed.item)"]
             case .revoked(let revoked):
                 detail = ["transaction \(revoked.transaction)"] + (revoked.reason.map { ["(\($0))"] } ?? [])
+            case .storeTransaction(let fact):
+                detail = ["transaction \(fact.transaction)", fact.product]
+                if let environment = fact.environment { detail.append(environment.rawValue) }
+                if let ownership = fact.ownership { detail.append(ownership.rawValue) }
+                if let expiresAt = fact.expiresAt { detail.append("expires \(expiresAt)") }
+                if let revokedAt = fact.revokedAt { detail.append("revoked \(revokedAt)") }
+                if fact.upgraded == true { detail.append("upgraded") }
+            case .renewalInfo(let info):
+                detail = ["original \(info.originalTransaction)"]
+                if let willRenew = info.willRenew { detail.append(willRenew ? "renews" : "will not renew") }
+                if let renewsTo = info.renewsTo { detail.append("to \(renewsTo)") }
+                if info.billingRetry == true { detail.append("billing retry") }
+                if let grace = info.gracePeriodEndsAt { detail.append("grace until \(grace)") }
             }
             let position = String(record.position)
             let padded = String(repeating: " ", count: max(0, 8 - position.count)) + position

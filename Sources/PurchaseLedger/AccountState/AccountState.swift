@@ -8,9 +8,9 @@
 struct AccountState: Sendable, Hashable {
     /// The version of the state's shape and of its codec: part of the snapshot schema
     /// (`SnapshotFormat`), so that a snapshot of another shape is ignored, never misread.
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
     /// What the state holds, for the snapshot schema's text.
-    static let fields = "entries, balances, referenced transactions"
+    static let fields = "entries, balances, referenced transactions, store transactions, renewal infos"
 
     /// By payment id.
     var entries: [UTF8Key: QueueEntry] = [:]
@@ -19,6 +19,10 @@ struct AccountState: Sendable, Hashable {
     /// The store transactions the account's entries hold, as their transaction or their
     /// original transaction (what `revoked` requires).
     var referencedTransactions: Set<UTF8Key> = []
+    /// The store's report in force per transaction id.
+    var storeTransactions: [UTF8Key: StoreTransactionRecord] = [:]
+    /// The store's renewal info in force per original transaction id.
+    var renewals: [UTF8Key: RenewalRecord] = [:]
 
     /// Applies one change; returns how the ledger-wide counts of entries and unfinished
     /// entries move with it.
@@ -34,6 +38,10 @@ struct AccountState: Sendable, Hashable {
             balances[item] = value
         case .reference(let transaction):
             referencedTransactions.insert(transaction)
+        case .storeTransaction(let record):
+            storeTransactions[UTF8Key(record.fact.transaction)] = record
+        case .renewal(let record):
+            renewals[UTF8Key(record.info.originalTransaction)] = record
         }
         return AccountCounts()
     }
@@ -44,6 +52,8 @@ struct AccountState: Sendable, Hashable {
         for entry in entries.values { body(.entry(entry)) }
         for (item, value) in balances { body(.balance(item: item, value)) }
         for transaction in referencedTransactions { body(.reference(transaction)) }
+        for record in storeTransactions.values { body(.storeTransaction(record)) }
+        for record in renewals.values { body(.renewal(record)) }
     }
 
     /// Entries and unfinished entries, for the ledger-wide counts.
@@ -59,6 +69,10 @@ enum AccountChange: Sendable, Hashable {
     case balance(item: UTF8Key, Int64)
     /// One of the account's entries holds this store transaction.
     case reference(UTF8Key)
+    /// The store's report now in force for its transaction.
+    case storeTransaction(StoreTransactionRecord)
+    /// The store's renewal info now in force for its original transaction.
+    case renewal(RenewalRecord)
 }
 
 /// Entries and unfinished entries: kept ledger-wide for statistics, moved by each change.

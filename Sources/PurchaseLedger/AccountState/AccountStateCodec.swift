@@ -6,6 +6,9 @@
 ///                expiresAt, finishedAt), those fields, and the downloads (id, state, progress)
 ///     varint     balances, then each: item, amount (zigzag)
 ///     varint     referenced transactions, then each id
+///     varint     store transactions, then each: signedAt, event id, product type, group, and
+///                the `storeTransaction` fields (`StoreEventCoding`)
+///     varint     renewal infos, then each: signedAt, event id, the `renewalInfo` fields
 ///     4 bytes    CRC-32C (little-endian) of every byte before it
 enum AccountStateCodec {
     static func encode(_ state: AccountState) -> [UInt8] {
@@ -47,6 +50,22 @@ enum AccountStateCodec {
         writer.varint(UInt64(state.referencedTransactions.count))
         for transaction in state.referencedTransactions.sorted() {
             writer.string(transaction.string)
+        }
+        writer.varint(UInt64(state.storeTransactions.count))
+        for transaction in state.storeTransactions.keys.sorted() {
+            let record = state.storeTransactions[transaction]!
+            writer.timestamp(record.signedAt)
+            writer.string(record.eventID)
+            writer.caseIndex(record.productType)
+            writer.string(record.group)
+            writer.storeTransaction(record.fact)
+        }
+        writer.varint(UInt64(state.renewals.count))
+        for original in state.renewals.keys.sorted() {
+            let record = state.renewals[original]!
+            writer.timestamp(record.signedAt)
+            writer.string(record.eventID)
+            writer.renewalInfo(record.info)
         }
         writer.uint32(CRC32C.checksum(writer.bytes))
         return writer.bytes
@@ -97,6 +116,21 @@ enum AccountStateCodec {
             }
             for _ in 0..<(try reader.varint()) {
                 state.referencedTransactions.insert(UTF8Key(try reader.string()))
+            }
+            for _ in 0..<(try reader.varint()) {
+                let signedAt = try reader.timestamp()
+                let eventID = try reader.string()
+                let productType: Catalog.ProductType = try reader.caseIndex()
+                let group = try reader.string()
+                let record = StoreTransactionRecord(
+                    fact: try reader.storeTransaction(), signedAt: signedAt, eventID: eventID, productType: productType, group: group)
+                state.storeTransactions[UTF8Key(record.fact.transaction)] = record
+            }
+            for _ in 0..<(try reader.varint()) {
+                let signedAt = try reader.timestamp()
+                let eventID = try reader.string()
+                let info = try reader.renewalInfo()
+                state.renewals[UTF8Key(info.originalTransaction)] = RenewalRecord(info: info, signedAt: signedAt, eventID: eventID)
             }
             guard reader.isAtEnd else { throw Damage(description: "trailing bytes") }
             return state

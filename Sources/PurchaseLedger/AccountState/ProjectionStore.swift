@@ -35,6 +35,22 @@ extension ProjectionReader {
     func accountHolds(_ account: UTF8Key, transaction: UTF8Key) throws -> Bool {
         try read(account) { $0.referencedTransactions.contains(transaction) ? true : nil } ?? false
     }
+
+    /// The store's report in force about `transaction` in this account.
+    func storeTransaction(_ account: UTF8Key, _ transaction: UTF8Key) throws -> StoreTransactionRecord? {
+        try read(account) { $0.storeTransactions[transaction] }
+    }
+
+    func renewal(_ account: UTF8Key, _ originalTransaction: UTF8Key) throws -> RenewalRecord? {
+        try read(account) { $0.renewals[originalTransaction] }
+    }
+
+    /// Whether `transaction`'s credit is taken back in `account`: revoked by a `revoked` event
+    /// (final), or by the store's report in force there.
+    func isRevoked(_ transaction: UTF8Key, in account: UTF8Key) throws -> Bool {
+        if try revocation(of: transaction) != nil { return true }
+        return try storeTransaction(account, transaction)?.isRevokedByStore ?? false
+    }
 }
 
 /// The account-state changes the projector makes.

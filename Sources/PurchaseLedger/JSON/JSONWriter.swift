@@ -96,6 +96,9 @@ struct JSONWriter {
     mutating func member(_ name: String, ifPresent value: Double?) { if let value { member(name, value) } }
     mutating func member(_ name: String, ifPresent value: Timestamp?) { if let value { member(name, value) } }
     mutating func member(_ name: String, ifPresent value: Int?) { if let value { member(name, Int64(value)) } }
+    mutating func member(_ name: String, ifPresent value: Int64?) { if let value { member(name, value) } }
+    mutating func member(_ name: String, _ value: Bool) { key(name); bool(value) }
+    mutating func member(_ name: String, ifPresent value: Bool?) { if let value { member(name, value) } }
 
     private mutating func separate() {
         if afterKey {

@@ -3,10 +3,11 @@
 ///     byte 0        format version (1)
 ///     varint        the record's own log position (so a record found under the wrong key,
 ///                   or copied elsewhere, is detected)
-///     byte          event type tag (1 paymentAdded … 6 revoked)
+///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo)
 ///     string ×2     id, account            (string = varint length + UTF-8)
 ///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
-///     …             the type's fields; optional fields behind a one-byte presence mask
+///     …             the type's fields; optional fields behind a presence mask (a byte; a
+///                   varint for the store's events, `StoreEventCoding`)
 ///     4 bytes       CRC-32C (little-endian) of every byte before it
 ///
 /// JSON is for interchange; the log stores this, which is about a third of the size and
@@ -79,6 +80,10 @@ enum LogRecordCodec {
             writer.string(revoked.transaction)
             writer.byte(revoked.reason == nil ? 0 : 1)
             if let reason = revoked.reason { writer.string(reason) }
+        case .storeTransaction(let fact):
+            writer.storeTransaction(fact)
+        case .renewalInfo(let info):
+            writer.renewalInfo(info)
         }
     }
 
@@ -161,6 +166,10 @@ enum LogRecordCodec {
             let hasReason = try reader.byte()
             guard hasReason <= 1 else { throw Damage.undecodable("unknown field mask") }
             payload = .revoked(Revoked(transaction: transaction, reason: hasReason == 1 ? try reader.string() : nil))
+        case .storeTransaction:
+            payload = .storeTransaction(try reader.storeTransaction())
+        case .renewalInfo:
+            payload = .renewalInfo(try reader.renewalInfo())
         }
         return Event(id: id, account: account, at: at, payload: payload)
     }

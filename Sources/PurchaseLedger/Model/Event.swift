@@ -1,4 +1,4 @@
-/// One payment-queue event, as the interchange format defines it.
+/// One event of the interchange format: the device's payment queue, or the App Store's reports.
 ///
 /// Build events in Swift with the static factories (`Event.paymentAdded(...)` and friends) or
 /// decode them from a JSON line with `Event(jsonLine:)`. Either way the ledger checks every
@@ -26,6 +26,10 @@ public struct Event: Sendable, Hashable {
         case transactionFinished(TransactionFinished)
         case consumed(Consumed)
         case revoked(Revoked)
+        /// The App Store's view of a transaction (format 1.1 store events, `StoreEvents.swift`).
+        case storeTransaction(StoreTransaction)
+        /// The App Store's view of a subscription's renewal.
+        case renewalInfo(RenewalInfo)
     }
 
     /// The `type` field of the interchange format.
@@ -37,6 +41,8 @@ public struct Event: Sendable, Hashable {
         case .transactionFinished: .transactionFinished
         case .consumed: .consumed
         case .revoked: .revoked
+        case .storeTransaction: .storeTransaction
+        case .renewalInfo: .renewalInfo
         }
     }
 
@@ -47,13 +53,15 @@ public struct Event: Sendable, Hashable {
         case .transactionUpdated(let u): u.payment
         case .downloadUpdated(let d): d.payment
         case .transactionFinished(let f): f.payment
-        case .consumed, .revoked: nil
+        case .consumed, .revoked, .storeTransaction, .renewalInfo: nil
         }
     }
 }
 
 public enum EventType: String, Sendable, Hashable, CaseIterable {
     case paymentAdded, transactionUpdated, downloadUpdated, transactionFinished, consumed, revoked
+    // The store's events; new types go at the end: the log's tag is the position here.
+    case storeTransaction, renewalInfo
 }
 
 /// The app called `addPayment`: opens a queue entry in state `added`.

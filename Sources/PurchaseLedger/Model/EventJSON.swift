@@ -88,6 +88,37 @@ extension Event {
             payload = .revoked(Revoked(
                 transaction: try reader.string("transaction"),
                 reason: try reader.optionalString("reason")))
+        case .storeTransaction:
+            payload = .storeTransaction(StoreTransaction(
+                transaction: try reader.string("transaction"),
+                originalTransaction: try reader.optionalString("originalTransaction"),
+                product: try reader.string("product"),
+                quantity: try reader.optionalInt("quantity"),
+                purchasedAt: try reader.optionalTimestamp("purchasedAt"),
+                expiresAt: try reader.optionalTimestamp("expiresAt"),
+                subscriptionGroup: try reader.optionalString("subscriptionGroup"),
+                ownership: try reader.optionalEnumeration("ownership"),
+                environment: try reader.optionalEnumeration("environment"),
+                price: try reader.optionalInt64("price"),
+                currency: try reader.optionalString("currency"),
+                storefront: try reader.optionalString("storefront"),
+                revokedAt: try reader.optionalTimestamp("revokedAt"),
+                revocationReason: try reader.optionalInt("revocationReason"),
+                revocationType: try reader.optionalEnumeration("revocationType"),
+                revocationPercentage: try reader.optionalInt("revocationPercentage"),
+                upgraded: try reader.optionalBool("upgraded"),
+                source: try reader.optionalString("source")))
+        case .renewalInfo:
+            payload = .renewalInfo(RenewalInfo(
+                originalTransaction: try reader.string("originalTransaction"),
+                product: try reader.optionalString("product"),
+                renewsTo: try reader.optionalString("renewsTo"),
+                willRenew: try reader.optionalBool("willRenew"),
+                billingRetry: try reader.optionalBool("billingRetry"),
+                gracePeriodEndsAt: try reader.optionalTimestamp("gracePeriodEndsAt"),
+                expirationIntent: try reader.optionalInt("expirationIntent"),
+                environment: try reader.optionalEnumeration("environment"),
+                source: try reader.optionalString("source")))
         }
         let event = Event(id: id, account: account, at: at, payload: payload)
         try event.validate()
@@ -135,6 +166,35 @@ extension Event {
         case .revoked(let revoked):
             writer.member("transaction", revoked.transaction)
             writer.member("reason", ifPresent: revoked.reason)
+        case .storeTransaction(let fact):
+            writer.member("transaction", fact.transaction)
+            writer.member("originalTransaction", ifPresent: fact.originalTransaction)
+            writer.member("product", fact.product)
+            writer.member("quantity", ifPresent: fact.quantity)
+            writer.member("purchasedAt", ifPresent: fact.purchasedAt)
+            writer.member("expiresAt", ifPresent: fact.expiresAt)
+            writer.member("subscriptionGroup", ifPresent: fact.subscriptionGroup)
+            writer.member("ownership", ifPresent: fact.ownership?.rawValue)
+            writer.member("environment", ifPresent: fact.environment?.rawValue)
+            writer.member("price", ifPresent: fact.price)
+            writer.member("currency", ifPresent: fact.currency)
+            writer.member("storefront", ifPresent: fact.storefront)
+            writer.member("revokedAt", ifPresent: fact.revokedAt)
+            writer.member("revocationReason", ifPresent: fact.revocationReason)
+            writer.member("revocationType", ifPresent: fact.revocationType?.rawValue)
+            writer.member("revocationPercentage", ifPresent: fact.revocationPercentage)
+            writer.member("upgraded", ifPresent: fact.upgraded)
+            writer.member("source", ifPresent: fact.source)
+        case .renewalInfo(let info):
+            writer.member("originalTransaction", info.originalTransaction)
+            writer.member("product", ifPresent: info.product)
+            writer.member("renewsTo", ifPresent: info.renewsTo)
+            writer.member("willRenew", ifPresent: info.willRenew)
+            writer.member("billingRetry", ifPresent: info.billingRetry)
+            writer.member("gracePeriodEndsAt", ifPresent: info.gracePeriodEndsAt)
+            writer.member("expirationIntent", ifPresent: info.expirationIntent)
+            writer.member("environment", ifPresent: info.environment?.rawValue)
+            writer.member("source", ifPresent: info.source)
         }
         writer.endObject()
     }
@@ -156,6 +216,24 @@ struct FieldReader {
             throw .invalid("`\(name)` must be a string, not \(value.typeName)")
         }
         return text
+    }
+
+    func optionalBool(_ name: String) throws(LedgerError) -> Bool? {
+        guard let value = fields[UTF8Key(name)] else { return nil }
+        guard case .bool(let flag) = value else {
+            throw .invalid("`\(name)` must be true or false, not \(value.typeName)")
+        }
+        return flag
+    }
+
+    /// A string naming one of `Value`'s cases.
+    func optionalEnumeration<Value: RawRepresentable<String> & CaseIterable>(_ name: String) throws(LedgerError) -> Value? {
+        guard let text = try optionalString(name) else { return nil }
+        guard let value = Value(rawValue: text) else {
+            let known = Value.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .invalid("unknown `\(name)` \"\(text)\"; expected one of \(known)")
+        }
+        return value
     }
 
     func timestamp(_ name: String) throws(LedgerError) -> Timestamp {

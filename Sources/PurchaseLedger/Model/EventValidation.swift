@@ -15,6 +15,14 @@ enum EventLimits {
     static let maximumLineBytes = 65_536
 }
 
+/// The ranges of the store events' numbers: Apple's own, with room for values Apple may add
+/// (an unknown reason or intent is kept, not refused).
+public enum StoreLimits {
+    public static let revocationReason: ClosedRange<Int64> = 0...99
+    public static let revocationPercentage: ClosedRange<Int64> = 0...100_000
+    public static let expirationIntent: ClosedRange<Int64> = 1...99
+}
+
 extension Event {
     /// Checks every field against the format; throws `invalidEvent` naming the first problem.
     public func validate() throws(LedgerError) {
@@ -65,7 +73,43 @@ extension Event {
         case .revoked(let revoked):
             try Self.checkName(revoked.transaction, "transaction")
             try Self.checkText(revoked.reason, "reason")
+        case .storeTransaction(let fact):
+            try Self.checkID(fact.transaction, "transaction")
+            try Self.checkName(fact.originalTransaction, "originalTransaction")
+            try Self.checkID(fact.product, "product")
+            try Self.checkQuantity(fact.quantity)
+            for (time, field) in [(fact.purchasedAt, "purchasedAt"), (fact.expiresAt, "expiresAt"), (fact.revokedAt, "revokedAt")] {
+                if let time { try Self.checkTime(time, field) }
+            }
+            try Self.checkName(fact.subscriptionGroup, "subscriptionGroup")
+            try Self.checkName(fact.currency, "currency")
+            try Self.checkName(fact.storefront, "storefront")
+            try Self.checkRange(fact.price, 0...Int64.max, "price")
+            try Self.checkRange(fact.revocationReason.map(Int64.init), StoreLimits.revocationReason, "revocationReason")
+            try Self.checkRange(fact.revocationPercentage.map(Int64.init), StoreLimits.revocationPercentage, "revocationPercentage")
+            try Self.checkText(fact.source, "source")
+        case .renewalInfo(let info):
+            try Self.checkID(info.originalTransaction, "originalTransaction")
+            try Self.checkName(info.product, "product")
+            try Self.checkName(info.renewsTo, "renewsTo")
+            if let time = info.gracePeriodEndsAt { try Self.checkTime(time, "gracePeriodEndsAt") }
+            try Self.checkRange(info.expirationIntent.map(Int64.init), StoreLimits.expirationIntent, "expirationIntent")
+            try Self.checkText(info.source, "source")
         }
+    }
+
+    /// A name the event cannot do without: 1 to 256 bytes.
+    private static func checkID(_ value: String, _ field: String) throws(LedgerError) {
+        let count = value.utf8.count
+        guard count >= 1, EventLimits.nameBytes.contains(count) else {
+            throw .invalid("`\(field)` must be 1 to 256 bytes of UTF-8 (got \(count))")
+        }
+    }
+
+    private static func checkRange(_ value: Int64?, _ range: ClosedRange<Int64>, _ field: String) throws(LedgerError) {
+        guard let value, !range.contains(value) else { return }
+        let bounds = range.upperBound == .max ? "≥ \(range.lowerBound)" : "from \(range.lowerBound) to \(range.upperBound)"
+        throw .invalid("`\(field)` must be an integer \(bounds) (got \(value))")
     }
 
     private static func checkKey(_ value: String, _ field: String) throws(LedgerError) {

@@ -69,6 +69,7 @@ extension AccountProjection {
             writer.member("product", entry.product)
             writer.member("state", entry.state.rawValue)
             writer.member("transaction", ifPresent: entry.transaction)
+            writer.member("environment", ifPresent: entry.environment?.rawValue)
             writer.key("downloads")
             writer.beginArray()
             for download in entry.downloads {
@@ -82,5 +83,64 @@ extension AccountProjection {
             writer.endObject()
         }
         writer.endArray()
+        // The store's side, only where the store reported: an account without store events keeps
+        // the first version's shape.
+        if !subscriptions.isEmpty {
+            writer.key("subscriptions")
+            writer.beginArray()
+            for subscription in subscriptions { subscription.write(to: &writer) }
+            writer.endArray()
+        }
+        if !storeTransactions.isEmpty {
+            writer.key("storeTransactions")
+            writer.beginArray()
+            for purchase in storeTransactions { purchase.write(to: &writer) }
+            writer.endArray()
+        }
+    }
+}
+
+extension SubscriptionStatus {
+    /// `{"group": …, "originalTransaction": …, "transaction": …, "product": …, "status": 1,
+    /// "statusName": "active", "expiresAt": …, "gracePeriodEndsAt": …, "willRenew": …,
+    /// "renewsTo": …, "environment": …}`, the optional members only when known.
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("group", group)
+        writer.member("originalTransaction", originalTransaction)
+        writer.member("transaction", transaction)
+        writer.member("product", product)
+        writer.member("status", Int64(status.rawValue))
+        writer.member("statusName", "\(status)")
+        writer.member("expiresAt", ifPresent: expiresAt)
+        writer.member("gracePeriodEndsAt", ifPresent: gracePeriodEndsAt)
+        writer.member("willRenew", ifPresent: willRenew)
+        writer.member("renewsTo", ifPresent: renewsTo)
+        writer.member("environment", ifPresent: environment?.rawValue)
+        writer.endObject()
+    }
+}
+
+extension StorePurchase {
+    /// The report's fields as in the event (without `source`), and `revoked`.
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("transaction", report.transaction)
+        writer.member("originalTransaction", ifPresent: report.originalTransaction)
+        writer.member("product", report.product)
+        writer.member("quantity", ifPresent: report.quantity)
+        writer.member("purchasedAt", ifPresent: report.purchasedAt)
+        writer.member("expiresAt", ifPresent: report.expiresAt)
+        writer.member("ownership", ifPresent: report.ownership?.rawValue)
+        writer.member("environment", ifPresent: report.environment?.rawValue)
+        writer.member("price", ifPresent: report.price)
+        writer.member("currency", ifPresent: report.currency)
+        writer.member("storefront", ifPresent: report.storefront)
+        writer.member("revoked", isRevoked)
+        writer.member("revokedAt", ifPresent: report.revokedAt)
+        writer.member("revocationType", ifPresent: report.revocationType?.rawValue)
+        writer.member("revocationPercentage", ifPresent: report.revocationPercentage)
+        writer.member("upgraded", ifPresent: report.upgraded)
+        writer.endObject()
     }
 }

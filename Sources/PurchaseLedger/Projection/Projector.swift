@@ -53,9 +53,10 @@ enum Projector {
                 if creditsConsumable {
                     try credit(entry, of: account, catalog: catalog, sign: 1, in: &store)
                     // A transaction revoked before it was credited (through another entry's
-                    // original transaction) takes its credit back at once: projections depend on
-                    // the log, not on the order in which refund and purchase arrived.
-                    if try store.revocation(of: key) != nil {
+                    // original transaction, or by the store's report) takes its credit back at
+                    // once: projections depend on the log, not on the order in which refund and
+                    // purchase arrived.
+                    if try store.isRevoked(key, in: account) {
                         try credit(entry, of: account, catalog: catalog, sign: -1, in: &store)
                     }
                 }
@@ -83,14 +84,46 @@ enum Projector {
         case .revoked(let revoked):
             let key = UTF8Key(revoked.transaction)
             guard try store.revocation(of: key) == nil else { return }
-            try store.setRevocation(position, of: key)
-            // A refund takes back what the purchase credited, in the account that holds it.
+            // A refund takes back what the purchase credited, in the account that holds it,
+            // unless the store's report there had taken it back already.
             // (A store that holds one account only, rebuilding it, has no other account's entries.)
-            if let holder = try store.holder(of: key), holder.creditsConsumable,
-               let entry = try store.entry(UTF8Key(holder.entry.account), UTF8Key(holder.entry.payment)) {
-                try credit(entry, of: UTF8Key(holder.entry.account), catalog: catalog, sign: -1, in: &store)
+            let holder = try store.holder(of: key)
+            let wasRevoked = try holder.map { try store.isRevoked(key, in: UTF8Key($0.entry.account)) } ?? false
+            try store.setRevocation(position, of: key)
+            if !wasRevoked, let holder {
+                try takeBackCredit(of: holder, sign: -1, catalog: catalog, in: &store)
             }
+
+        case .storeTransaction(let fact):
+            let key = UTF8Key(fact.transaction)
+            let record = StoreTransactionRecord(
+                fact: fact, signedAt: event.at, eventID: event.id, product: try product(fact.product, in: catalog))
+            // Only the report Apple signed last is in force, whatever order they came in.
+            if let current = try store.storeTransaction(account, key), !record.supersedes(current) { return }
+            let wasRevoked = try store.isRevoked(key, in: account)
+            try store.change(account, .storeTransaction(record))
+            let isRevoked = try store.isRevoked(key, in: account)
+            // A refund takes back what the purchase credited in this account; a reversed refund
+            // gives it again. (The store's report never credits on its own: a purchase does.)
+            if wasRevoked != isRevoked, let holder = try store.holder(of: key), sameBytes(holder.entry.account, event.account) {
+                try takeBackCredit(of: holder, sign: isRevoked ? -1 : 1, catalog: catalog, in: &store)
+            }
+
+        case .renewalInfo(let info):
+            let record = RenewalRecord(info: info, signedAt: event.at, eventID: event.id)
+            if let current = try store.renewal(account, UTF8Key(info.originalTransaction)), !record.supersedes(current) { return }
+            try store.change(account, .renewal(record))
         }
+    }
+
+    /// Takes back (sign -1) or gives again (+1) what the holder's purchase credited, if it
+    /// credited a consumable.
+    private static func takeBackCredit(
+        of holder: TransactionHolder, sign: Int64, catalog: Catalog, in store: inout some ProjectionStore
+    ) throws {
+        let account = UTF8Key(holder.entry.account)
+        guard holder.creditsConsumable, let entry = try store.entry(account, UTF8Key(holder.entry.payment)) else { return }
+        try credit(entry, of: account, catalog: catalog, sign: sign, in: &store)
     }
 
     /// Adds (or, with sign -1, takes back) what a purchased consumable entry credits.

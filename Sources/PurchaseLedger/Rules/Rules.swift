@@ -23,7 +23,7 @@ enum Decision: Sendable, Equatable {
 /// 3. for events about a queue entry: `unknownPayment` (or, when a `transactionUpdated` opens a
 ///    new entry, `unknownProduct` then quantity-must-be-1); then, on a finished entry, a
 ///    redelivery or repeated finish is `duplicate`, anything else `entryFinished`;
-/// 4. the type's own rules in the spec's order.
+/// 4. the type's own rules in the spec's order (the store's events: `unknownProduct` only).
 enum Rules {
     /// The version of what the rules build: part of the snapshot schema (`SnapshotFormat`).
     /// Raise it when a log's projections would change under new rules. Spec 1.1 only appends
@@ -42,6 +42,8 @@ enum Rules {
             if let original = update.originalTransaction { lookups.transactions.append(original) }
         case .revoked(let revoked):
             lookups.transactions.append(revoked.transaction)
+        case .storeTransaction(let fact):
+            lookups.transactions.append(fact.transaction)
         default:
             break
         }
@@ -70,6 +72,12 @@ enum Rules {
             return self.consumed(consumed, balance: try context.balance(account, UTF8Key(consumed.item)) ?? 0)
         case .revoked(let revoked):
             return try self.revoked(revoked, account: account, in: context)
+        case .storeTransaction(let fact):
+            return storeTransaction(fact, catalog: context.catalog)
+        case .renewalInfo:
+            // Informational products (`product`, `renewsTo`) need not be in the catalog: the
+            // report is kept whatever Apple renews to.
+            return .append
         }
     }
 
@@ -228,6 +236,22 @@ enum Rules {
         }
         if let first = try context.revocation(of: transaction) {
             return .duplicate(of: first)
+        }
+        return .append
+    }
+
+    // MARK: storeTransaction
+
+    /// The store's report is kept whatever arrived before it (a refund before its purchase
+    /// waits for it; a report older than the one in force changes nothing): only its product
+    /// must be known, since what it grants depends on the product's type. Quantity must be 1
+    /// where the product requires it.
+    private static func storeTransaction(_ fact: StoreTransaction, catalog: Catalog) -> Decision {
+        guard let product = catalog[fact.product] else {
+            return .reject(unknownProduct(fact.product))
+        }
+        if let rejection = singleQuantity(fact.quantity, product: product) {
+            return .reject(rejection)
         }
         return .append
     }

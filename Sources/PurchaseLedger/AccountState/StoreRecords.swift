@@ -1,0 +1,51 @@
+/// A store report in force: Apple's object, when Apple signed it, and the event that carried it.
+protocol SignedReport {
+    var signedAt: Timestamp { get }
+    var eventID: String { get }
+}
+
+extension SignedReport {
+    /// Whether this report replaces `other` about the same transaction: the one Apple signed
+    /// later does; of two signed at the same instant, the one with the greater event id (by
+    /// bytes). A total order over the reports, so the one in force never depends on the order
+    /// they were appended in.
+    func supersedes(_ other: some SignedReport) -> Bool {
+        if signedAt != other.signedAt { return signedAt > other.signedAt }
+        return other.eventID.utf8.lexicographicallyPrecedes(eventID.utf8)
+    }
+}
+
+/// The `storeTransaction` in force for one transaction of an account, with what the catalog
+/// said of its product when it was applied (products never change).
+struct StoreTransactionRecord: SignedReport, Sendable, Hashable {
+    var fact: StoreTransaction
+    var signedAt: Timestamp
+    var eventID: String
+    var productType: Catalog.ProductType
+    /// The subscription group it is counted in: the catalog's group of the product, else Apple's
+    /// `subscriptionGroup`, else its original transaction.
+    var group: String
+
+    init(fact: StoreTransaction, signedAt: Timestamp, eventID: String, product: Catalog.Product) {
+        self.init(fact: fact, signedAt: signedAt, eventID: eventID, productType: product.type,
+                  group: product.group ?? fact.subscriptionGroup ?? fact.originalTransaction ?? fact.transaction)
+    }
+
+    init(fact: StoreTransaction, signedAt: Timestamp, eventID: String, productType: Catalog.ProductType, group: String) {
+        self.fact = fact
+        self.signedAt = signedAt
+        self.eventID = eventID
+        self.productType = productType
+        self.group = group
+    }
+
+    /// What the store says; `revoked` events of the format's first version are checked apart.
+    var isRevokedByStore: Bool { fact.revokedAt != nil }
+}
+
+/// The `renewalInfo` in force for one subscription (by original transaction) of an account.
+struct RenewalRecord: SignedReport, Sendable, Hashable {
+    var info: RenewalInfo
+    var signedAt: Timestamp
+    var eventID: String
+}

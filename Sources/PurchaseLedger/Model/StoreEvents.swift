@@ -1,0 +1,141 @@
+/// The App Store's own reports, as opposed to the device's payment queue: one event per signed
+/// object Apple sends (a transaction, a subscription's renewal info), carrying Apple's *current*
+/// view of it as signed at the event's `at`.
+///
+/// Apple sends these late, twice and in any order, and a later one replaces an earlier one
+/// (a refund adds a revocation date, a reversal takes it away, an extension moves the expiry).
+/// So the ledger keeps, per account and per transaction (or original transaction), the one
+/// signed last: which one that is depends on the events, not on the order they arrived in.
+
+/// What Apple says about one transaction (`JWSTransactionDecodedPayload`).
+public struct StoreTransaction: Sendable, Hashable {
+    /// Apple's `transactionId`.
+    public var transaction: String
+    public var originalTransaction: String?
+    /// A product id of the catalog.
+    public var product: String
+    /// 1…10; nil means 1.
+    public var quantity: Int?
+    public var purchasedAt: Timestamp?
+    /// Subscriptions: when the period paid for ends (an extension moves it).
+    public var expiresAt: Timestamp?
+    /// Apple's `subscriptionGroupIdentifier`.
+    public var subscriptionGroup: String?
+    public var ownership: StoreOwnership?
+    public var environment: StoreEnvironment?
+    /// In milliunits of `currency`, as Apple reports it (a $0.99 purchase is 990).
+    public var price: Int64?
+    /// ISO 4217 code.
+    public var currency: String?
+    /// Apple's three-letter storefront code.
+    public var storefront: String?
+    /// Present while Apple holds the transaction refunded or revoked; a later report without it
+    /// (a reversed refund) restores the transaction.
+    public var revokedAt: Timestamp?
+    /// Apple's `revocationReason`: 0 for another reason, 1 for an issue in the app.
+    public var revocationReason: Int?
+    public var revocationType: StoreRevocationType?
+    /// Apple's `revocationPercentage`: the share refunded, in thousandths of a percent (0…100000).
+    public var revocationPercentage: Int?
+    /// Apple's `isUpgraded`: the user moved to a higher level of the group; this transaction no
+    /// longer grants anything.
+    public var upgraded: Bool?
+    /// Where the report came from (for example `notification DID_RENEW`), for people auditing.
+    public var source: String?
+
+    public init(
+        transaction: String, originalTransaction: String? = nil, product: String, quantity: Int? = nil,
+        purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil, subscriptionGroup: String? = nil,
+        ownership: StoreOwnership? = nil, environment: StoreEnvironment? = nil, price: Int64? = nil,
+        currency: String? = nil, storefront: String? = nil, revokedAt: Timestamp? = nil,
+        revocationReason: Int? = nil, revocationType: StoreRevocationType? = nil,
+        revocationPercentage: Int? = nil, upgraded: Bool? = nil, source: String? = nil
+    ) {
+        self.transaction = transaction
+        self.originalTransaction = originalTransaction
+        self.product = product
+        self.quantity = quantity
+        self.purchasedAt = purchasedAt
+        self.expiresAt = expiresAt
+        self.subscriptionGroup = subscriptionGroup
+        self.ownership = ownership
+        self.environment = environment
+        self.price = price
+        self.currency = currency
+        self.storefront = storefront
+        self.revokedAt = revokedAt
+        self.revocationReason = revocationReason
+        self.revocationType = revocationType
+        self.revocationPercentage = revocationPercentage
+        self.upgraded = upgraded
+        self.source = source
+    }
+}
+
+/// What Apple says about a subscription's next renewal (`JWSRenewalInfoDecodedPayload`).
+public struct RenewalInfo: Sendable, Hashable {
+    /// The subscription's `originalTransactionId`: what the renewal info is about.
+    public var originalTransaction: String
+    /// The product the subscription is in now (`productId`).
+    public var product: String?
+    /// `autoRenewProductId`: the product the next period renews to.
+    public var renewsTo: String?
+    /// `autoRenewStatus`: 1 is true.
+    public var willRenew: Bool?
+    /// `isInBillingRetryPeriod`.
+    public var billingRetry: Bool?
+    /// `gracePeriodExpiresDate`: access continues until then while Apple retries billing.
+    public var gracePeriodEndsAt: Timestamp?
+    /// `expirationIntent`: 1 cancelled, 2 billing error, 3 declined a price increase, 4 product
+    /// not for sale, 5 other.
+    public var expirationIntent: Int?
+    public var environment: StoreEnvironment?
+    public var source: String?
+
+    public init(
+        originalTransaction: String, product: String? = nil, renewsTo: String? = nil, willRenew: Bool? = nil,
+        billingRetry: Bool? = nil, gracePeriodEndsAt: Timestamp? = nil, expirationIntent: Int? = nil,
+        environment: StoreEnvironment? = nil, source: String? = nil
+    ) {
+        self.originalTransaction = originalTransaction
+        self.product = product
+        self.renewsTo = renewsTo
+        self.willRenew = willRenew
+        self.billingRetry = billingRetry
+        self.gracePeriodEndsAt = gracePeriodEndsAt
+        self.expirationIntent = expirationIntent
+        self.environment = environment
+        self.source = source
+    }
+}
+
+/// Apple's `inAppOwnershipType`, spelled as Apple spells it.
+public enum StoreOwnership: String, Sendable, Hashable, CaseIterable {
+    case purchased = "PURCHASED"
+    case familyShared = "FAMILY_SHARED"
+}
+
+/// Apple's `environment`, spelled as Apple spells it.
+public enum StoreEnvironment: String, Sendable, Hashable, CaseIterable {
+    case production = "Production"
+    case sandbox = "Sandbox"
+    case xcode = "Xcode"
+    case localTesting = "LocalTesting"
+}
+
+/// Apple's `revocationType`, spelled as Apple spells it.
+public enum StoreRevocationType: String, Sendable, Hashable, CaseIterable {
+    case refundFull = "REFUND_FULL"
+    case refundProrated = "REFUND_PRORATED"
+    case familyRevoke = "FAMILY_REVOKE"
+}
+
+extension Event {
+    public static func storeTransaction(id: String, account: String, signedAt: Timestamp, _ fact: StoreTransaction) -> Event {
+        Event(id: id, account: account, at: signedAt, payload: .storeTransaction(fact))
+    }
+
+    public static func renewalInfo(id: String, account: String, signedAt: Timestamp, _ info: RenewalInfo) -> Event {
+        Event(id: id, account: account, at: signedAt, payload: .renewalInfo(info))
+    }
+}
