@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import LMDB
 import PurchaseLedger
 
@@ -35,11 +40,15 @@ enum LedgerDirectory {
         }
     }
 
+    /// Waits up to a second for the lock: a process this one forks holds a copy of the lock's
+    /// descriptor (and so the lock) from its fork until its exec closes it, so a ledger just
+    /// closed may seem in use for that long.
     static func lockForWriting(_ directory: String) throws -> ExclusiveFileLock {
-        guard let lock = try ExclusiveFileLock(path: directory + "/" + writerLockName) else {
-            throw StorageError(.ledgerInUse, "another process is writing the ledger at \(directory)")
+        for attempt in 0..<20 {
+            if let lock = try ExclusiveFileLock(path: directory + "/" + writerLockName) { return lock }
+            if attempt < 19 { usleep(50_000) }
         }
-        return lock
+        throw StorageError(.ledgerInUse, "another process is writing the ledger at \(directory)")
     }
 
     static func openStorage(_ directory: String, configuration: Ledger.Configuration, options: LMDBOptions) throws -> LMDBLedgerStorage {

@@ -25,10 +25,12 @@ struct AppStoreNotificationTests {
         }, body)
     }
 
-    /// Apple's `signedTransaction.json`, for the sandbox, without its revocation unless asked.
+    /// Apple's `signedTransaction.json`, for the sandbox, without its revocation unless asked
+    /// and not upgraded (the fixture is both).
     static func transaction(_ changes: [String: Any] = [:], revoked: Bool = false) throws -> [String: Any] {
         var transaction = try AppleFixtures.model(revoked ? "signedTransactionWithRevocation" : "signedTransaction")
         transaction["environment"] = "Sandbox"
+        transaction["isUpgraded"] = nil
         if !revoked {
             transaction["revocationReason"] = nil
             transaction["revocationDate"] = nil
@@ -37,15 +39,27 @@ struct AppStoreNotificationTests {
         return transaction
     }
 
-    /// Apple's `signedNotification.json` as `type`, for the sandbox, carrying `transaction`.
-    static func notification(_ type: String, uuid: String, transaction: [String: Any]?, signer: TestAppStoreSigner) throws -> String {
+    /// Apple's `signedRenewalInfo.json`, for the sandbox, with `changes`.
+    static func renewal(_ changes: [String: Any] = [:]) throws -> [String: Any] {
+        var renewal = try AppleFixtures.model("signedRenewalInfo")
+        renewal["environment"] = "Sandbox"
+        for (key, value) in changes { renewal[key] = value is NSNull ? nil : value }
+        return renewal
+    }
+
+    /// Apple's `signedNotification.json` as `type` (and `subtype`), for the sandbox, carrying
+    /// `transaction` and `renewal`.
+    static func notification(
+        _ type: String, subtype: String? = nil, uuid: String, transaction: [String: Any]?, renewal: [String: Any]? = nil,
+        signer: TestAppStoreSigner
+    ) throws -> String {
         var notification = try AppleFixtures.model("signedNotification")
         notification["notificationType"] = type
-        notification["subtype"] = nil
+        notification["subtype"] = subtype
         notification["notificationUUID"] = uuid
         var data = try #require(notification["data"] as? [String: Any])
         data["environment"] = "Sandbox"
-        data["signedRenewalInfo"] = nil
+        data["signedRenewalInfo"] = try renewal.map { try signer.sign($0) }
         data["signedTransactionInfo"] = try transaction.map { try signer.sign($0) }
         notification["data"] = data
         let payload = try signer.sign(notification)
@@ -65,10 +79,10 @@ struct AppStoreNotificationTests {
             let handled = try answer.object
             #expect(handled["action"] as? String == "purchase")
             let outcomes = try #require(handled["outcomes"] as? [[String: Any]])
-            #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "appended"])
+            #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "appended", "appended"])
 
             let records = try harness.ledger.history(account: Self.account)
-            #expect(records.map(\.event.id) == ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000001/finish"])
+            #expect(records.map(\.event.id) == ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000001/finish", "00000000-0000-0000-0000-000000000001/transaction"])
             guard case .transactionUpdated(let update) = records[0].event.payload else { throw TestFailure("not an update: \(records[0])") }
             #expect(update == TransactionUpdated(
                 payment: "appstore:23456", state: .purchased, transaction: "23456", originalTransaction: "12345",
@@ -90,7 +104,7 @@ struct AppStoreNotificationTests {
             _ = try await Self.post(body, client)
             let position = harness.ledger.position
             let retry = try await Self.post(body, client).object
-            #expect((retry["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["duplicate", "duplicate"])
+            #expect((retry["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["duplicate", "duplicate", "duplicate"])
             #expect(harness.ledger.position == position)
         }
     }
@@ -104,7 +118,10 @@ struct AppStoreNotificationTests {
             let projection2 = try await client.account(Self.account, asOf: Self.afterSubscription)
             #expect(projection2["entitlements"] as? [String] == ["com.example.product"])
 
-            let refund = try Self.transaction(["transactionId": "23457"], revoked: true)
+            let refund = try Self.transaction([
+                "transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000,
+                "signedDate": 1_698_149_500_000,
+            ], revoked: true)
             let answer = try await Self.post(try Self.notification("REFUND", uuid: "u3", transaction: refund, signer: signer), client).object
             #expect(answer["action"] as? String == "revoke")
             #expect((answer["outcomes"] as? [[String: Any]])?.first?["outcome"] as? String == "appended")
@@ -116,16 +133,24 @@ struct AppStoreNotificationTests {
         }
     }
 
-    @Test func aRevokeOfTheOriginalTransactionEndsTheWholeSubscription() async throws {
+    /// REVOKE names the transaction that stops granting (Family Sharing withdrawn): its report,
+    /// with Apple's revocation, ends the subscription at once.
+    @Test func aRevokeEndsTheSubscriptionAtOnce() async throws {
         let signer = try TestAppStoreSigner()
         try await Self.run(signer: signer) { harness, client in
             _ = try await Self.post(try Self.notification("SUBSCRIBED", uuid: "u1", transaction: Self.transaction(), signer: signer), client)
-            let revoke = try Self.transaction(["transactionId": "12345"], revoked: true)
+            let revoke = try Self.transaction(["signedDate": 1_698_148_950_000], revoked: true)
             _ = try await Self.post(try Self.notification("REVOKE", uuid: "u2", transaction: revoke, signer: signer), client)
             let last = try #require(try harness.ledger.history(account: Self.account).last)
-            #expect(last.event.payload == .revoked(Revoked(transaction: "12345", reason: "REVOKE (revocationReason 1)")))
-            let projection5 = try await client.account(Self.account, asOf: Self.duringSubscription)
-            #expect(projection5["entitlements"] as? [String] == [])
+            guard case .storeTransaction(let report) = last.event.payload else { throw TestFailure("not a store report: \(last)") }
+            #expect(report.transaction == "23456")
+            #expect(report.revokedAt == AppStoreNotificationEvents.timestamp(1_698_148_950_000))
+            #expect(report.revocationReason == 1)
+            #expect(report.source == "notification REVOKE")
+            let projection = try await client.account(Self.account, asOf: Self.duringSubscription)
+            #expect(projection["entitlements"] as? [String] == [])
+            let subscriptions = try #require(projection["subscriptions"] as? [[String: Any]])
+            #expect(subscriptions.map { $0["status"] as? Int } == [5])
         }
     }
 
@@ -145,7 +170,7 @@ struct AppStoreNotificationTests {
             // The store's entry takes the transaction without a second credit, and the server
             // finishes it (1.1); the app's entry is the app's to finish.
             let outcomes = try #require(answer["outcomes"] as? [[String: Any]])
-            #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "appended"])
+            #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "appended", "appended"])
             let projection6 = try await client.account(account)
             #expect(projection6["balances"] as? [String: Int] == ["coins": 100])
             #expect((projection6["unfinished"] as? [[String: Any]])?.map { $0["payment"] as? String } == ["P1"])
@@ -205,7 +230,7 @@ struct AppStoreNotificationTests {
             let renewed = try await Self.post(try Self.notification("DID_RENEW", uuid: "s2", transaction: renewal, signer: signer), client).object
             #expect(renewed["action"] as? String == "purchase")
             let last = try #require(try harness.ledger.history(account: Self.account).last)
-            #expect(last.event.id == "s2/finish")
+            #expect(last.event.id == "s2/transaction")
             #expect(FileManager.default.fileExists(atPath: harness.directory + "/unattributed.jsonl") == false)
 
             // An id no event could carry (4,000 bytes) is held by no one: answered, not a failure.
@@ -217,32 +242,29 @@ struct AppStoreNotificationTests {
         }
     }
 
-    /// A refund whose transaction the account does not hold is `unknownTransaction`, and is
-    /// kept in the audit file: Apple does not send it again.
-    @Test func aRefundOfATransactionTheAccountDoesNotHoldIsKeptForAudit() async throws {
+    /// A refund that arrives before its purchase is kept, and takes the purchase's credit back
+    /// as soon as the purchase arrives: the balance is what it would be in Apple's order.
+    @Test func aRefundBeforeItsPurchaseIsKeptAndAppliedWhenThePurchaseArrives() async throws {
         let signer = try TestAppStoreSigner()
         try await Self.run(signer: signer) { harness, client in
-            let refund = try Self.transaction(["transactionId": "777", "originalTransactionId": "777"], revoked: true)
+            let coins: [String: Any] = [
+                "transactionId": "777", "originalTransactionId": "777", "productId": "com.example.coins",
+                "type": "Consumable", "expiresDate": NSNull(), "subscriptionGroupIdentifier": NSNull(),
+            ]
+            let refund = try Self.transaction(coins, revoked: true)
             let answer = try await Self.post(try Self.notification("REFUND", uuid: "r-early", transaction: refund, signer: signer), client)
             #expect(answer.status == .ok)
-            #expect((try answer.object["outcomes"] as? [[String: Any]])?.map { $0["error"] as? String } == ["unknownTransaction"])
-            #expect(harness.ledger.position == 0)
-            let audit = try String(contentsOfFile: harness.directory + "/unattributed.jsonl", encoding: .utf8)
-            let line = try #require(try JSONSerialization.jsonObject(with: Data(audit.utf8)) as? [String: Any])
-            #expect(line["notificationUUID"] as? String == "r-early")
-            #expect(line["transactionId"] as? String == "777")
-            #expect((line["reason"] as? String)?.contains("777") == true)
-        }
-    }
+            #expect(try answer.object["action"] as? String == "revoke")
+            #expect(harness.ledger.position == 1)
+            #expect(try await client.account(Self.account)["balances"] as? [String: Int] == [:])
 
-    @Test(arguments: ["TEST", "CONSUMPTION_REQUEST", "EXPIRED", "DID_CHANGE_RENEWAL_PREF", "SOMETHING_NEW"])
-    func otherTypesAreAcknowledgedAndChangeNothing(_ type: String) async throws {
-        let signer = try TestAppStoreSigner()
-        try await Self.run(signer: signer) { harness, client in
-            let answer = try await Self.post(try Self.notification(type, uuid: "u-\(type)", transaction: Self.transaction(), signer: signer), client)
-            #expect(answer.status == .ok)
-            #expect(try answer.object["action"] as? String == "ignored")
-            #expect(harness.ledger.position == 0)
+            let purchase = try Self.transaction(coins.merging(["signedDate": 1_698_148_800_000]) { $1 })
+            _ = try await Self.post(try Self.notification("ONE_TIME_CHARGE", uuid: "p-late", transaction: purchase, signer: signer), client)
+            let projection = try await client.account(Self.account)
+            #expect(projection["balances"] as? [String: Int] == ["coins": 0])
+            // The refund was signed after the purchase: it stays in force.
+            let purchases = try #require(projection["storeTransactions"] as? [[String: Any]])
+            #expect(purchases.map { $0["revoked"] as? Bool } == [true])
         }
     }
 
@@ -252,8 +274,11 @@ struct AppStoreNotificationTests {
             let body = try Self.notification("SUBSCRIBED", uuid: "u1", transaction: Self.transaction(["productId": "com.example.unknown"]), signer: signer)
             let answer = try await Self.post(body, client)
             #expect(answer.status == .ok)
-            #expect((try answer.object["outcomes"] as? [[String: Any]])?.map { $0["error"] as? String } == ["unknownProduct"])
+            #expect((try answer.object["outcomes"] as? [[String: Any]])?.map { $0["error"] as? String } == ["unknownProduct", "unknownProduct"])
             #expect(harness.ledger.position == 0)
+            // Apple will not send it again: it is kept for audit.
+            let audit = try String(contentsOfFile: harness.directory + "/unattributed.jsonl", encoding: .utf8)
+            #expect(audit.contains("com.example.unknown"))
         }
     }
 

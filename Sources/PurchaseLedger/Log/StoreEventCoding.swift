@@ -13,7 +13,7 @@ extension ByteWriter {
         ]
         varint(Self.mask(present))
         if let value = fact.originalTransaction { string(value) }
-        if let value = fact.quantity { varint(UInt64(value)) }
+        if let value = fact.quantity { signed(Int64(value)) }
         if let value = fact.purchasedAt { timestamp(value) }
         if let value = fact.expiresAt { timestamp(value) }
         if let value = fact.subscriptionGroup { string(value) }

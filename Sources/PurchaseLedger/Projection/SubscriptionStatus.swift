@@ -26,12 +26,15 @@ public struct SubscriptionStatus: Sendable, Hashable {
 
 extension SubscriptionStatus {
     /// The status of every subscription group the account's store reports name, as of `time`,
-    /// by group. `isRevoked` says which transactions `revoked` events revoked (those are final).
+    /// by group: from the group's latest transaction purchased by then. `isRevoked` says which transactions `revoked` events revoked (those are final).
     static func groups(
         of state: AccountState, asOf time: Timestamp, isRevoked: (UTF8Key) throws -> Bool
     ) rethrows -> [SubscriptionStatus] {
         var latest: [String: StoreTransactionRecord] = [:]
-        for record in state.storeTransactions.values where record.productType == .autoRenewable {
+        // As of `time`: the transactions purchased by then (a renewal bought later was not yet
+        // in force).
+        for record in state.storeTransactions.values
+        where record.productType == .autoRenewable && record.fact.purchasedAt.map({ $0 <= time }) ?? true {
             if let current = latest[record.group], !record.isLater(than: current) { continue }
             latest[record.group] = record
         }

@@ -1,75 +1,170 @@
+import Foundation
 import PurchaseLedger
 
 /// What a verified notification means for the ledger.
 enum AppStoreNotificationAction: Sendable, Equatable {
-    /// Append `purchase` (opening or updating the transaction's entry), then, once it is in the
-    /// log, `finish`: the server has recorded the content, and an entry opened by the store must
-    /// not wait forever among the account's unfinished transactions.
-    case purchase(Event, finish: Event)
-    /// Append a `revoked` event.
-    case revoke(Event)
-    /// A purchase or revocation without an `appAccountToken` whose transaction (or original
-    /// transaction) no account of the ledger holds: no account to give it to.
+    /// Append what the notification reports, for one account.
+    case record(AppStoreRecording)
+    /// A notification about a transaction without an `appAccountToken`, whose transaction (or
+    /// original transaction) no account of the ledger holds: no account to give it to.
     case unattributed(String)
-    /// A type the ledger has nothing to record for (TEST, EXPIRED, DID_CHANGE_RENEWAL_PREF…).
+    /// A notification that carries no signed transaction or renewal info (TEST, a
+    /// RENEWAL_EXTENSION summary, RESCIND_CONSENT, EXTERNAL_PURCHASE_TOKEN…).
     case ignored(String)
 }
 
+/// The events one notification appends, in order.
+struct AppStoreRecording: Sendable, Equatable {
+    /// For a purchase (a new transaction, paid): the device-side purchase, opening or updating
+    /// the transaction's entry, so that the purchase credits and entitles as the app's own
+    /// report does; then, once it is in the log, its finish: the server has recorded the
+    /// content, and an entry the store opened must not wait among the unfinished ones forever.
+    var purchase: (event: Event, finish: Event)?
+    /// The store's reports: `storeTransaction`, then `renewalInfo`, as Apple signed them.
+    var reports: [Event]
+    /// "purchase", "revoke", "restore" or "record": what the notification did, for the answer.
+    var summary: String
+
+    static func == (lhs: AppStoreRecording, rhs: AppStoreRecording) -> Bool {
+        lhs.purchase?.event == rhs.purchase?.event && lhs.purchase?.finish == rhs.purchase?.finish
+            && lhs.reports == rhs.reports && lhs.summary == rhs.summary
+    }
+}
+
+/// The mapping from App Store Server Notifications V2 to events (docs/SERVER.md has the table).
+///
+/// Every notification that carries a signed transaction records it as a `storeTransaction`,
+/// and a signed renewal info as a `renewalInfo`: Apple's current view, which the ledger keeps
+/// per transaction by signing time, so that refunds, reversals, extensions, upgrades and grace
+/// periods all follow from what Apple signed last, in whatever order it arrives. The type adds
+/// what the signed objects do not say: a purchase for the types that sell a new transaction, a
+/// revocation for REFUND and REVOKE, its removal for REFUND_REVERSED.
 enum AppStoreNotificationEvents {
-    static let purchaseTypes: Set<String> = ["ONE_TIME_CHARGE", "SUBSCRIBED", "DID_RENEW", "OFFER_REDEEMED"]
+    /// The types (and subtypes) that report a new, paid transaction.
+    static func isPurchase(_ type: String, subtype: String?) -> Bool {
+        switch type {
+        case "ONE_TIME_CHARGE", "SUBSCRIBED", "DID_RENEW", "OFFER_REDEEMED": true
+        // An upgrade takes effect at once, with a new transaction paid now.
+        case "DID_CHANGE_RENEWAL_PREF": subtype == "UPGRADE"
+        default: false
+        }
+    }
+
     static let revocationTypes: Set<String> = ["REFUND", "REVOKE"]
+    static let reversalTypes: Set<String> = ["REFUND_REVERSED"]
 
     /// The entry a store transaction opens in its account: `appstore:<transactionId>`.
     static func payment(forTransaction transaction: String) -> String {
         "appstore:" + transaction
     }
 
-    /// The ledger's reading of a notification and its decoded `signedTransactionInfo`.
+    /// The ledger's reading of a notification and its decoded signed objects.
     ///
-    /// The notification UUID is the event id, so that Apple's retries are duplicates. The
-    /// account is the transaction's `appAccountToken`; without one, the account that holds the
-    /// transaction, or its original transaction (a renewal or a refund of a purchase the app
-    /// reported without a token), as `accountHolding` answers.
+    /// The notification UUID makes the event ids, so that Apple's retries are duplicates. The
+    /// account is the `appAccountToken` (normalized, `account(fromToken:)`); without one, the
+    /// account that holds the transaction, or its original transaction (a renewal or a refund
+    /// of a purchase the app reported without a token), as `accountHolding` answers.
     static func action(
         for notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?,
-        accountHolding: (String) throws -> String? = { _ in nil }
+        renewal: AppStoreRenewalPayload? = nil, accountHolding: (String) throws -> String? = { _ in nil }
     ) rethrows -> AppStoreNotificationAction {
         let type = notification.notificationType
-        let isPurchase = purchaseTypes.contains(type)
-        guard isPurchase || revocationTypes.contains(type) else {
-            return .ignored("\(type) changes nothing the ledger records")
+        guard transaction != nil || renewal != nil else {
+            return .ignored("\(type) carries no signed transaction or renewal info")
         }
-        guard let transaction, let transactionId = transaction.transactionId else {
-            return .unattributed("\(type) carries no signedTransactionInfo with a transactionId")
-        }
-        let token = transaction.appAccountToken.flatMap { $0.isEmpty ? nil : $0 }
+        let transactionId = transaction?.transactionId
+        let originalId = transaction?.originalTransactionId ?? renewal?.originalTransactionId
+        let token = (transaction?.appAccountToken ?? renewal?.appAccountToken).flatMap(account(fromToken:))
         guard let account = try token
-            ?? accountHolding(transactionId)
-            ?? transaction.originalTransactionId.flatMap(accountHolding)
+            ?? transactionId.flatMap(accountHolding)
+            ?? originalId.flatMap(accountHolding)
         else {
-            return .unattributed("\(type) for transaction \(transactionId) has no appAccountToken, and no account holds the transaction")
+            let about = transactionId.map { "transaction \($0)" } ?? originalId.map { "original transaction \($0)" } ?? "a transaction"
+            return .unattributed("\(type) for \(about) has no appAccountToken, and no account holds the transaction")
         }
-        let signed = notification.signedDate.map(timestamp) ?? .now()
-        if isPurchase {
-            let payment = payment(forTransaction: transactionId)
-            let purchase = Event.transactionUpdated(
-                id: notification.notificationUUID, account: account,
-                at: transaction.purchaseDate.map(timestamp) ?? signed,
-                TransactionUpdated(
-                    payment: payment, state: .purchased, transaction: transactionId,
-                    originalTransaction: transaction.originalTransactionId,
-                    expiresAt: transaction.expiresDate.map(timestamp),
-                    product: transaction.productId, quantity: transaction.quantity))
-            let finish = Event.transactionFinished(
-                id: notification.notificationUUID + "/finish", account: account, at: signed, payment: payment)
-            return .purchase(purchase, finish: finish)
+        let uuid = notification.notificationUUID
+        let notified = notification.signedDate.map(timestamp) ?? .now()
+        var source = "notification \(type)"
+        if let subtype = notification.subtype { source += " \(subtype)" }
+        var recording = AppStoreRecording(purchase: nil, reports: [], summary: "record")
+
+        if let transaction, let transactionId {
+            var fact = storeTransaction(transaction, id: transactionId, source: source)
+            if revocationTypes.contains(type) {
+                fact.revokedAt = fact.revokedAt ?? notified
+                recording.summary = "revoke"
+            } else if reversalTypes.contains(type) {
+                // Apple reversed the refund: the transaction stands, whatever the payload kept.
+                (fact.revokedAt, fact.revocationReason, fact.revocationType, fact.revocationPercentage) = (nil, nil, nil, nil)
+                recording.summary = "restore"
+            }
+            if isPurchase(type, subtype: notification.subtype) {
+                recording.purchase = purchase(transaction, id: transactionId, account: account, uuid: uuid, at: notified)
+                recording.summary = "purchase"
+            }
+            recording.reports.append(.storeTransaction(
+                id: uuid + "/transaction", account: account,
+                signedAt: transaction.signedDate.map(timestamp) ?? notified, fact))
         }
-        var reason = type
-        if let code = transaction.revocationReason { reason += " (revocationReason \(code))" }
-        return .revoke(.revoked(
-            id: notification.notificationUUID, account: account,
-            at: transaction.revocationDate.map(timestamp) ?? signed,
-            transaction: transactionId, reason: reason))
+        if let renewal, let original = renewal.originalTransactionId {
+            recording.reports.append(.renewalInfo(
+                id: uuid + "/renewal", account: account,
+                signedAt: renewal.signedDate.map(timestamp) ?? notified, renewalInfo(renewal, original: original, source: source)))
+        }
+        guard recording.purchase != nil || !recording.reports.isEmpty else {
+            return .unattributed("\(type) carries a signed transaction without a transactionId")
+        }
+        return .record(recording)
+    }
+
+    /// The device-side purchase of a store transaction, and its finish.
+    private static func purchase(
+        _ transaction: AppStoreTransactionPayload, id transactionId: String, account: String, uuid: String, at notified: Timestamp
+    ) -> (event: Event, finish: Event) {
+        let payment = payment(forTransaction: transactionId)
+        let purchase = Event.transactionUpdated(
+            id: uuid, account: account, at: transaction.purchaseDate.map(timestamp) ?? notified,
+            TransactionUpdated(
+                payment: payment, state: .purchased, transaction: transactionId,
+                originalTransaction: transaction.originalTransactionId,
+                expiresAt: transaction.expiresDate.map(timestamp),
+                product: transaction.productId, quantity: transaction.quantity))
+        let finish = Event.transactionFinished(id: uuid + "/finish", account: account, at: notified, payment: payment)
+        return (purchase, finish)
+    }
+
+    /// Apple's transaction as the ledger's `storeTransaction`. Values the format does not know
+    /// (an enumeration Apple adds later) are left out rather than refused: the rest still counts.
+    static func storeTransaction(_ transaction: AppStoreTransactionPayload, id: String, source: String) -> StoreTransaction {
+        StoreTransaction(
+            transaction: id, originalTransaction: transaction.originalTransactionId,
+            product: transaction.productId ?? "", quantity: transaction.quantity,
+            purchasedAt: transaction.purchaseDate.map(timestamp), expiresAt: transaction.expiresDate.map(timestamp),
+            subscriptionGroup: transaction.subscriptionGroupIdentifier,
+            ownership: transaction.inAppOwnershipType.flatMap(StoreOwnership.init(rawValue:)),
+            environment: transaction.environment.flatMap(StoreEnvironment.init(rawValue:)),
+            price: transaction.price, currency: transaction.currency, storefront: transaction.storefront,
+            revokedAt: transaction.revocationDate.map(timestamp),
+            revocationReason: transaction.revocationReason?.filter(StoreLimits.revocationReason),
+            revocationType: transaction.revocationType.flatMap(StoreRevocationType.init(rawValue:)),
+            revocationPercentage: transaction.revocationPercentage?.filter(StoreLimits.revocationPercentage), upgraded: transaction.isUpgraded, source: source)
+    }
+
+    static func renewalInfo(_ renewal: AppStoreRenewalPayload, original: String, source: String) -> RenewalInfo {
+        RenewalInfo(
+            originalTransaction: original, product: renewal.productId, renewsTo: renewal.autoRenewProductId,
+            willRenew: renewal.autoRenewStatus.map { $0 == 1 }, billingRetry: renewal.isInBillingRetryPeriod,
+            gracePeriodEndsAt: renewal.gracePeriodExpiresDate.map(timestamp), expirationIntent: renewal.expirationIntent?.filter(StoreLimits.expirationIntent),
+            environment: renewal.environment.flatMap(StoreEnvironment.init(rawValue:)), source: source)
+    }
+
+    /// The account an `appAccountToken` names. Apple sends the token as a lowercase UUID, while
+    /// Swift's `UUID().uuidString` is uppercase: a UUID is taken in its lowercase form, so that
+    /// one customer is one account whichever way the app wrote it. A token that is not a UUID
+    /// (Apple only accepts UUIDs, so it never sends one) is taken as it is; an empty one is none.
+    static func account(fromToken token: String) -> String? {
+        guard !token.isEmpty else { return nil }
+        return UUID(uuidString: token).map { $0.uuidString.lowercased() } ?? token
     }
 
     /// Apple's milliseconds since 1970 (fractional in Xcode's data) as a timestamp.
@@ -82,5 +177,12 @@ enum AppStoreNotificationEvents {
         let whole = seconds.rounded(.down)
         let nanoseconds = ((seconds - whole) * 1e9).rounded(.down)
         return Timestamp(seconds: Int64(whole), nanoseconds: UInt32(max(0, min(nanoseconds, 999_999_999))))
+    }
+}
+
+private extension Int {
+    /// Self when within `range`.
+    func filter(_ range: ClosedRange<Int64>) -> Int? {
+        range.contains(Int64(self)) ? self : nil
     }
 }

@@ -39,32 +39,39 @@ public struct AppStoreNotificationHandler: Sendable {
         if let signed = notification.data?.signedTransactionInfo {
             transaction = try await verifier.verifyTransaction(signed)
         }
+        var renewal: AppStoreRenewalPayload?
+        if let signed = notification.data?.signedRenewalInfo {
+            renewal = try await verifier.verifyRenewalInfo(signed)
+        }
         var logger = logger
         logger[metadataKey: "notificationUUID"] = LogSafe.metadata(notification.notificationUUID)
         logger[metadataKey: "notificationType"] = LogSafe.metadata(notification.notificationType)
 
-        let action = try AppStoreNotificationEvents.action(for: notification, transaction: transaction) {
+        let action = try AppStoreNotificationEvents.action(for: notification, transaction: transaction, renewal: renewal) {
             try ledger.account(holdingTransaction: $0)
         }
         switch action {
-        case .purchase(let purchase, let finish):
-            var outcomes = try await ledger.append(contentsOf: [purchase])
-            if case .success = outcomes[0] {
-                // Also on a duplicate: a retry after a crash between the two finishes the entry.
-                outcomes += try await ledger.append(contentsOf: [finish])
+        case .record(let recording):
+            var outcomes: [AppendResult] = []
+            if let (purchase, finish) = recording.purchase {
+                outcomes += try await ledger.append(contentsOf: [purchase])
+                if case .success = outcomes[0] {
+                    // Also on a duplicate: a retry after a crash between the two finishes the entry.
+                    outcomes += try await ledger.append(contentsOf: [finish])
+                }
             }
-            log(outcomes, of: purchase, logger: logger)
-            return Handled(notification: notification, action: "purchase", outcomes: outcomes)
-        case .revoke(let revocation):
-            let outcomes = try await ledger.append(contentsOf: [revocation])
-            log(outcomes, of: revocation, logger: logger)
-            if case .failure(let error) = outcomes[0], error.code == .unknownTransaction {
-                // A refund of a purchase the ledger does not hold (yet, or under that account):
-                // Apple does not send it again, so it is kept for audit rather than lost.
-                try unattributed.record(notification, transaction: transaction, reason: error.message, signedPayload: signedPayload)
-                logger.warning("refund of a transaction the account does not hold recorded for audit", metadata: ["file": "\(unattributed.path)"])
+            outcomes += try await ledger.append(contentsOf: recording.reports)
+            log(outcomes, logger: logger)
+            // The store's reports are refused only when they break the format or name a product
+            // the catalog lacks: Apple does not send them again, so they are kept for audit.
+            let refused = outcomes.suffix(recording.reports.count).compactMap { outcome -> LedgerError? in
+                if case .failure(let error) = outcome { error } else { nil }
             }
-            return Handled(notification: notification, action: "revoke", outcomes: outcomes)
+            if let first = refused.first {
+                try unattributed.record(notification, transaction: transaction, reason: first.message, signedPayload: signedPayload)
+                logger.warning("a store report the ledger refused recorded for audit", metadata: ["file": "\(unattributed.path)"])
+            }
+            return Handled(notification: notification, action: recording.summary, outcomes: outcomes)
         case .unattributed(let reason):
             try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
             logger.warning("notification recorded without an account", metadata: ["reason": LogSafe.metadata(reason), "file": "\(unattributed.path)"])
@@ -75,14 +82,14 @@ public struct AppStoreNotificationHandler: Sendable {
         }
     }
 
-    private func log(_ outcomes: [AppendResult], of event: Event, logger: Logger) {
+    private func log(_ outcomes: [AppendResult], logger: Logger) {
         for outcome in outcomes {
             switch outcome {
             case .success(let result):
-                logger.info("notification applied", metadata: ["account": LogSafe.metadata(event.account), "outcome": "\(result)"])
+                logger.info("notification applied", metadata: ["outcome": "\(result)"])
             case .failure(let error):
                 // transactionAlreadyCredited: another account holds the transaction.
-                logger.notice("notification not applied", metadata: ["account": LogSafe.metadata(event.account), "error": LogSafe.metadata("\(error)")])
+                logger.notice("notification not applied", metadata: ["error": LogSafe.metadata("\(error)")])
             }
         }
     }

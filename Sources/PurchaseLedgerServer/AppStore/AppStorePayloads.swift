@@ -80,6 +80,33 @@ public struct AppStoreTransactionPayload: Decodable, Sendable, Hashable {
     /// 0: refunded for another reason, 1: for an issue in the app.
     public var revocationReason: Int?
     public var revocationDate: Double?
+    /// "REFUND_FULL", "REFUND_PRORATED", "FAMILY_REVOKE".
+    public var revocationType: String?
+    /// Thousandths of a percent refunded.
+    public var revocationPercentage: Int?
+    public var isUpgraded: Bool?
+    public var subscriptionGroupIdentifier: String?
+    /// "PURCHASED" or "FAMILY_SHARED".
+    public var inAppOwnershipType: String?
+    public var storefront: String?
+    /// Milliunits of `currency`.
+    public var price: Int64?
+    public var currency: String?
+    public var environment: String?
+    public var signedDate: Double?
+}
+
+/// The decoded `signedRenewalInfo` (`JWSRenewalInfoDecodedPayload`): the fields the ledger uses.
+public struct AppStoreRenewalPayload: Decodable, Sendable, Hashable {
+    public var originalTransactionId: String?
+    public var productId: String?
+    public var autoRenewProductId: String?
+    /// 1: will renew, 0: will not.
+    public var autoRenewStatus: Int?
+    public var isInBillingRetryPeriod: Bool?
+    public var gracePeriodExpiresDate: Double?
+    public var expirationIntent: Int?
+    public var appAccountToken: String?
     public var environment: String?
     public var signedDate: Double?
 }
@@ -91,3 +118,4 @@ protocol AppStoreSignedPayload: Decodable {
 
 extension AppStoreNotificationPayload: AppStoreSignedPayload {}
 extension AppStoreTransactionPayload: AppStoreSignedPayload {}
+extension AppStoreRenewalPayload: AppStoreSignedPayload {}

@@ -82,6 +82,15 @@ public struct AppStoreSignedDataVerifier: Sendable {
         return transaction
     }
 
+    /// A `signedRenewalInfo`, verified and decoded (it names no app: its environment is checked).
+    public func verifyRenewalInfo(_ signedRenewalInfo: String) async throws(AppStoreVerificationError) -> AppStoreRenewalPayload {
+        let renewal = try await verify(signedRenewalInfo, as: AppStoreRenewalPayload.self)
+        if renewal.environment != environment.rawValue {
+            throw AppStoreVerificationError(.invalidEnvironment, "the renewal info is from \(renewal.environment ?? "no environment"), this server takes \(environment.rawValue)")
+        }
+        return renewal
+    }
+
     private struct Header: Decodable {
         var alg: String?
         var x5c: [String]?

@@ -18,6 +18,8 @@ let serverTestCatalog: Catalog = {
         .init(id: "com.example.hardwords", type: .nonConsumable),
         .init(id: "com.example.pro.month", type: .autoRenewable, group: "pro"),
         .init(id: "com.example.product", type: .autoRenewable, group: "55555"),
+        .init(id: "com.example.product.2", type: .autoRenewable, group: "55555"),
+        .init(id: "com.example.lifetime", type: .nonConsumable),
         .init(id: "com.example.coins", type: .consumable, grants: ["coins": 100]),
     ])
 }()

@@ -48,6 +48,12 @@ struct EventStreamGenerator {
         let payment = "p\(Int.random(in: 1...8, using: &random))"
         let transaction = "\(1_000_000 + Int.random(in: 1...16, using: &random))"
         let id = "e\(counter)"
+        // The store's reports, signed up to two days before they arrive (Apple's order is not
+        // the log's).
+        if chance(12) {
+            let signedAt = Timestamp(seconds: clock.seconds - Int64.random(in: 0...172_800, using: &random))
+            return Event(id: id, account: account, at: signedAt, payload: storeReport(transaction: transaction))
+        }
         let payload: Event.Payload
         switch Int.random(in: 0..<100, using: &random) {
         case 0..<18:
@@ -77,5 +83,34 @@ struct EventStreamGenerator {
             payload = .revoked(Revoked(transaction: transaction, reason: chance(50) ? "refund" : nil))
         }
         return Event(id: id, account: account, at: clock, payload: payload)
+    }
+
+    private mutating func storeReport(transaction: String) -> Event.Payload {
+        let original = chance(50) ? transaction : "\(1_000_000 + Int.random(in: 1...16, using: &random))"
+        let day = { (generator: inout Self) in
+            Timestamp(seconds: newYear.seconds + Int64.random(in: -3...3, using: &generator.random) * 86_400)
+        }
+        if chance(25) {
+            return .renewalInfo(RenewalInfo(
+                originalTransaction: original, product: chance(50) ? pick(products) : nil,
+                renewsTo: chance(50) ? pick(products) : nil, willRenew: chance(70) ? chance(50) : nil,
+                billingRetry: chance(60) ? chance(50) : nil, gracePeriodEndsAt: chance(40) ? day(&self) : nil,
+                expirationIntent: chance(30) ? Int.random(in: 1...5, using: &random) : nil,
+                environment: chance(70) ? pick(StoreEnvironment.allCases) : nil))
+        }
+        let revoked = chance(25)
+        return .storeTransaction(StoreTransaction(
+            transaction: transaction, originalTransaction: chance(80) ? original : nil,
+            product: chance(5) ? "com.example.unknown" : pick(products),
+            purchasedAt: chance(80) ? day(&self) : nil, expiresAt: chance(50) ? day(&self) : nil,
+            subscriptionGroup: chance(30) ? "g\(Int.random(in: 1...2, using: &random))" : nil,
+            ownership: chance(70) ? pick(StoreOwnership.allCases) : nil,
+            environment: chance(70) ? pick(StoreEnvironment.allCases) : nil,
+            price: chance(50) ? Int64.random(in: 0...99_990, using: &random) : nil,
+            currency: chance(50) ? pick(["USD", "EUR"]) : nil, storefront: chance(30) ? "USA" : nil,
+            revokedAt: revoked ? day(&self) : nil, revocationReason: revoked && chance(50) ? Int.random(in: 0...1, using: &random) : nil,
+            revocationType: revoked && chance(50) ? pick(StoreRevocationType.allCases) : nil,
+            revocationPercentage: revoked && chance(30) ? Int.random(in: 0...100_000, using: &random) : nil,
+            upgraded: chance(10) ? true : nil, source: chance(30) ? "notification TEST" : nil))
     }
 }
