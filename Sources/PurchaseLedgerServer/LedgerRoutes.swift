@@ -17,7 +17,7 @@ import PurchaseLedger
 ///
 /// | route | scope |
 /// |---|---|
-/// | `POST /v1/events` | `events:write` (and `events:revoke` for `revoked` events) |
+/// | `POST /v1/events` | `events:write` (and `events:revoke` for `revoked` events, `events:store` for the store's) |
 /// | `GET /v1/accounts/{account}` | `accounts:read` |
 /// | `GET /v1/accounts/{account}/history` | `accounts:read` |
 /// | `GET /v1/health` | none |
@@ -78,9 +78,10 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         let body = try await collectBody(request)
         let decoded = try EventBodyDecoder.decode(body, contentType: request.headers[.contentType], limit: limits.eventsPerRequest)
         guard !decoded.isEmpty else { throw LedgerHTTPError.invalidEvent("the body holds no events") }
-        if decoded.contains(where: { (try? $0.get().type) == .revoked }) {
-            guard context.identity?.scopes.contains(.eventsRevoke) == true else {
-                throw LedgerHTTPError.forbidden("revoked events need the scope \(Scope.eventsRevoke.rawValue); nothing of this request was appended")
+        for (types, scope) in Scope.beyondWriting where decoded.contains(where: { (try? types.contains($0.get().type)) == true }) {
+            guard context.identity?.scopes.contains(scope) == true else {
+                let names = types.map(\.rawValue).sorted().joined(separator: " and ")
+                throw LedgerHTTPError.forbidden("\(names) events need the scope \(scope.rawValue); nothing of this request was appended")
             }
         }
         let results: [AppendResult]
@@ -234,7 +235,7 @@ extension Response {
 struct RequestMetrics: Sendable {
     /// What `POST /v1/appstore/notifications` did: `AppStoreNotificationHandler.Handled.action`,
     /// or `refused`.
-    static let notificationActions = ["purchase", "revoke", "unattributed", "ignored", "refused"]
+    static let notificationActions = ["purchase", "revoke", "restore", "record", "unattributed", "ignored", "refused"]
 
     private let undecodableRejections: CoreMetrics.Counter
     private let undecodableOutcomes: CoreMetrics.Counter

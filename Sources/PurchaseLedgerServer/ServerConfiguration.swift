@@ -255,10 +255,20 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     /// Post `revoked` events too. Refunds normally come from App Store notifications; a client
     /// that may revoke can take back purchases of any account that shares a transaction id.
     case eventsRevoke = "events:revoke"
+    /// Post the store's events too (`storeTransaction`, `renewalInfo`): what the App Store says,
+    /// which grants, revokes and restores. Verified notifications write them; give this only to
+    /// a trusted back office (one that replays Apple's signed data, for example).
+    case eventsStore = "events:store"
     /// Read accounts and their history.
     case accountsRead = "accounts:read"
     /// Scrape `/metrics`.
     case metricsRead = "metrics:read"
+
+    /// The event types a key needs more than `events:write` for, and the scope each needs.
+    static let beyondWriting: [(types: Set<EventType>, scope: Scope)] = [
+        ([.revoked], .eventsRevoke),
+        ([.storeTransaction, .renewalInfo], .eventsStore),
+    ]
 }
 
 /// The App Store environments, as notifications spell them.

@@ -100,6 +100,25 @@ struct SecurityTests {
         }
     }
 
+    /// A store report grants what Apple says: a key that may only write the device's events
+    /// cannot give an account a purchase by posting one.
+    @Test func theStoresEventsNeedTheirOwnScope() async throws {
+        try await ServerHarness.run { harness, client in
+            let report = Event.storeTransaction(
+                id: "s1", account: "ana", signedAt: Timestamp(seconds: 1_767_225_600),
+                StoreTransaction(transaction: "t9", product: "com.example.hardwords")).jsonLine
+            for key in [TestKeys.writer, TestKeys.revoker] {
+                let refused = try await client.send(.post, "/v1/events", key: key, contentType: "application/x-ndjson", body: report)
+                #expect(refused.status == .forbidden)
+                #expect(try refused.object["error"] as? String == "forbidden")
+            }
+            #expect(harness.ledger.position == 0)
+            let outcomes = try await client.post(events: [report], key: TestKeys.backOffice)
+            #expect(outcomes.map { $0["outcome"] as? String } == ["appended"])
+            #expect(try await client.account("ana")["entitlements"] as? [String] == ["com.example.hardwords"])
+        }
+    }
+
     @Test func keysAreIdentifiedOnlyByTheirExactBytes() {
         let keys = APIKeys(TestKeys.configured)
         #expect(keys.identify(TestKeys.writer)?.name == "writer")

@@ -30,10 +30,12 @@ enum TestKeys {
     static let revoker = "revoker-key-0123456789abcdef012345678"
     static let reader = "reader-key-0123456789abcdef0123456789"
     static let metrics = "metrics-key-0123456789abcdef012345678"
+    static let backOffice = "backoffice-key-0123456789abcdef01234"
 
     static let configured: [ServerConfiguration.Key] = [
         .init(name: "writer", key: writer, scopes: [.eventsWrite, .accountsRead]),
         .init(name: "revoker", key: revoker, scopes: [.eventsWrite, .eventsRevoke, .accountsRead]),
+        .init(name: "back office", key: backOffice, scopes: [.eventsWrite, .eventsStore, .accountsRead]),
         .init(name: "reader", key: reader, scopes: [.accountsRead]),
         .init(name: "metrics", key: metrics, scopes: [.metricsRead]),
     ]
