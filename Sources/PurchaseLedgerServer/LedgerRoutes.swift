@@ -23,6 +23,7 @@ import PurchaseLedger
 /// | `GET /v1/health` | none |
 /// | `GET /metrics` | `metrics:read` (when a registry is given) |
 /// | `POST /v1/appstore/notifications` | none: the payload is signed by Apple (when configured) |
+/// | `POST /v1/transactions` | `events:write` (when notifications are configured: it verifies alike) |
 public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let ledger: Ledger
     public let keys: APIKeys
@@ -61,8 +62,12 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         if metricsRegistry != nil {
             routes.get("/metrics") { _, context in try metrics(context: context) }
         }
-        if notifications != nil {
+        if let notifications {
             routes.post("/v1/appstore/notifications") { request, context in try await appStoreNotification(request, context: context) }
+            let transactions = SignedTransactionHandler(verifier: notifications.verifier, ledger: ledger)
+            routes.post("/v1/transactions") { request, context in
+                try await signedTransaction(request, context: context, handler: transactions)
+            }
         }
         return routes
     }
@@ -161,6 +166,36 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         }
     }
 
+    /// A StoreKit 2 transaction from the app: `{"signedTransaction": "<JWS>", "account": "u1"}`
+    /// (`account` optional when the transaction carries an `appAccountToken`).
+    func signedTransaction(_ request: Request, context: Context, handler: SignedTransactionHandler) async throws -> Response {
+        try context.require(.eventsWrite)
+        let body = try await collectBody(request)
+        let decoded: TransactionBody
+        do {
+            decoded = try JSONDecoder().decode(TransactionBody.self, from: Data(body.readableBytesView))
+        } catch {
+            throw LedgerHTTPError.invalidEvent("the body must be {\"signedTransaction\": \"<JWS>\", \"account\": \"<optional>\"}")
+        }
+        if let account = decoded.account, !(1...128).contains(account.utf8.count) {
+            throw LedgerHTTPError.invalidEvent("`account` must be 1 to 128 bytes of UTF-8")
+        }
+        do {
+            let handled = try await handler.handle(signedTransaction: decoded.signedTransaction, account: decoded.account)
+            return .json(handled.json)
+        } catch let error as AppStoreVerificationError {
+            refusals.warning(
+                "signed transaction refused", metadata: ["code": "\(error.code)", "reason": LogSafe.metadata(error.message)], logger: context.logger)
+            throw LedgerHTTPError(status: .badRequest, code: error.code.rawValue, message: error.code.publicMessage)
+        } catch SignedTransactionHandler.Refusal.noAccount {
+            throw LedgerHTTPError.invalidEvent("the transaction has no appAccountToken: give `account`")
+        } catch SignedTransactionHandler.Refusal.noTransactionID {
+            throw LedgerHTTPError.invalidEvent("the transaction has no transactionId")
+        } catch {
+            throw Self.httpError(storage: error, logger: context.logger)
+        }
+    }
+
     // MARK: Helpers
 
     /// The body, at most `limits.bodyBytes` (413 beyond).
@@ -221,6 +256,12 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
 /// Apple's notification body.
 private struct NotificationBody: Decodable {
     var signedPayload: String
+}
+
+/// The app's body for `POST /v1/transactions`.
+private struct TransactionBody: Decodable {
+    var signedTransaction: String
+    var account: String?
 }
 
 extension Response {

@@ -118,7 +118,7 @@ enum AppStoreNotificationEvents {
     }
 
     /// The device-side purchase of a store transaction, and its finish.
-    private static func purchase(
+    static func purchase(
         _ transaction: AppStoreTransactionPayload, id transactionId: String, account: String, uuid: String, at notified: Timestamp
     ) -> (event: Event, finish: Event) {
         let payment = payment(forTransaction: transactionId)

@@ -1,0 +1,64 @@
+import Foundation
+import Logging
+import PurchaseLedger
+
+/// Takes a StoreKit 2 transaction the app sends (`Transaction.jwsRepresentation`) to the
+/// ledger: verifies it exactly like a notification's `signedTransactionInfo`, then records it
+/// as a purchase notification would be (the purchase, its finish, and Apple's report), so that
+/// the device's report and Apple's notification of the same transaction meet on one entry,
+/// `appstore:<transactionId>`, and whichever comes second is a duplicate.
+public struct SignedTransactionHandler: Sendable {
+    public let verifier: AppStoreSignedDataVerifier
+    let ledger: Ledger
+
+    public init(verifier: AppStoreSignedDataVerifier, ledger: Ledger) {
+        self.verifier = verifier
+        self.ledger = ledger
+    }
+
+    /// What recording one transaction did, as the JSON answered to the app.
+    struct Handled: Sendable {
+        var account: String
+        var transaction: String
+        var outcomes: [AppendResult]
+
+        var json: String {
+            var text = "{\"account\": \(JSONString.quoted(account)), \"transaction\": \(JSONString.quoted(transaction)), \"outcomes\": ["
+            text += outcomes.enumerated().map { $0.element.reportLine($0.offset + 1) }.joined(separator: ", ")
+            return text + "]}\n"
+        }
+    }
+
+    enum Refusal: Error, Equatable {
+        /// Neither an `account` nor an `appAccountToken` says whose it is.
+        case noAccount
+        /// The verified transaction has no `transactionId`.
+        case noTransactionID
+    }
+
+    /// Throws `AppStoreVerificationError` for a transaction that does not verify, `Refusal`
+    /// when it names no account or transaction, and storage errors; nothing is recorded then.
+    ///
+    /// The event ids come from Apple's transaction id (`storekit:<id>`), and the report's from
+    /// its signing time too, so the app sending the same transaction again appends nothing.
+    func handle(signedTransaction: String, account given: String?) async throws -> Handled {
+        let transaction = try await verifier.verifyTransaction(signedTransaction)
+        guard let transactionId = transaction.transactionId else { throw Refusal.noTransactionID }
+        guard let account = given ?? transaction.appAccountToken.flatMap(AppStoreNotificationEvents.account(fromToken:)) else {
+            throw Refusal.noAccount
+        }
+        let signed = transaction.signedDate.map(AppStoreNotificationEvents.timestamp) ?? .now()
+        let prefix = "storekit:" + transactionId
+        let purchase = AppStoreNotificationEvents.purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signed)
+        let report = Event.storeTransaction(
+            id: prefix + "/" + signed.description,
+            account: account, signedAt: signed,
+            AppStoreNotificationEvents.storeTransaction(transaction, id: transactionId, source: "device StoreKit 2"))
+        var outcomes = try await ledger.append(contentsOf: [purchase.event])
+        if case .success = outcomes[0] {
+            outcomes += try await ledger.append(contentsOf: [purchase.finish])
+        }
+        outcomes += try await ledger.append(contentsOf: [report])
+        return Handled(account: account, transaction: transactionId, outcomes: outcomes)
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PurchaseLedger
+@testable import PurchaseLedgerServer
+import Testing
+import LedgerTestSupport
+
+/// `POST /v1/transactions`: the app sends StoreKit 2's `Transaction.jwsRepresentation`; the
+/// server verifies it like a notification's and records it on the same entry a notification
+/// of the same transaction uses.
+struct SignedTransactionRouteTests {
+    typealias Notifications = AppStoreNotificationTests
+
+    static func post(_ body: [String: Any], key: String = TestKeys.writer, _ client: any TestClientProtocol) async throws -> Answer {
+        let data = try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])
+        return try await client.send(.post, "/v1/transactions", key: key, body: String(decoding: data, as: UTF8.self))
+    }
+
+    @Test func theDevicesTransactionIsRecordedOnceAndMeetsTheNotification() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Notifications.run(signer: signer) { harness, client in
+            let signed = try signer.sign(Notifications.transaction())
+            let first = try await Self.post(["signedTransaction": signed], client)
+            #expect(first.status == .ok)
+            let answer = try first.object
+            #expect(answer["account"] as? String == Notifications.account)
+            #expect((answer["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["appended", "appended", "appended"])
+            let projection = try await client.account(Notifications.account, asOf: Notifications.duringSubscription)
+            #expect(projection["entitlements"] as? [String] == ["com.example.product"])
+            #expect((projection["unfinished"] as? [[String: Any]])?.isEmpty == true)
+
+            let again = try await Self.post(["signedTransaction": signed], client).object
+            #expect((again["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["duplicate", "duplicate", "duplicate"])
+            // Apple's notification of the same transaction: the same entry, a redelivery.
+            let notified = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "n1", transaction: Notifications.transaction(), signer: signer), client).object
+            let outcomes = try #require(notified["outcomes"] as? [[String: Any]])
+            #expect(outcomes.map { $0["outcome"] as? String } == ["duplicate", "duplicate", "appended"])
+            let entries = try harness.ledger.history(account: Notifications.account).filter { $0.event.type == .transactionUpdated }
+            #expect(entries.count == 1)
+        }
+    }
+
+    @Test func anAccountGivenTakesTheTransactionWithoutAToken() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Notifications.run(signer: signer) { _, client in
+            let signed = try signer.sign(Notifications.transaction(["appAccountToken": NSNull()]))
+            let refused = try await Self.post(["signedTransaction": signed], client)
+            #expect(refused.status == .badRequest)
+            #expect(try refused.object["error"] as? String == "invalidEvent")
+            let taken = try await Self.post(["signedTransaction": signed, "account": "player-1"], client)
+            #expect(taken.status == .ok)
+            #expect(try await client.account("player-1", asOf: Notifications.duringSubscription)["entitlements"] as? [String] == ["com.example.product"])
+        }
+    }
+
+    @Test func aForgedOrUnauthorizedTransactionChangesNothing() async throws {
+        let signer = try TestAppStoreSigner()
+        let stranger = try TestAppStoreSigner()
+        try await Notifications.run(signer: signer) { harness, client in
+            let forged = try await Self.post(["signedTransaction": try stranger.sign(Notifications.transaction())], client)
+            #expect(forged.status == .badRequest)
+            #expect(try forged.object["error"] as? String == "VERIFICATION_FAILURE")
+            let reader = try await Self.post(["signedTransaction": try signer.sign(Notifications.transaction())], key: TestKeys.reader, client)
+            #expect(reader.status == .forbidden)
+            let garbage = try await client.send(.post, "/v1/transactions", key: TestKeys.writer, body: "{\"signedTransaction\": 7}")
+            #expect(garbage.status == .badRequest)
+            #expect(harness.ledger.position == 0)
+        }
+    }
+}
