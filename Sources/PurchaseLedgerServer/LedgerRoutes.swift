@@ -110,7 +110,23 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             }
             asOf = time
         }
-        let (projection, position) = try readLedger(context) { try ledger.projectionAndPosition(of: account, asOf: asOf) }
+        // `environment=Production` (repeatable): count only the store's reports from those.
+        var excluded: Set<StoreEnvironment> = []
+        let environments = request.uri.queryParameters.getAll("environment")
+        if !environments.isEmpty {
+            var kept: Set<StoreEnvironment> = []
+            for name in environments {
+                guard let environment = StoreEnvironment(rawValue: name) else {
+                    let known = StoreEnvironment.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw LedgerHTTPError.badRequest("environment must be one of \(known), not \"\(name)\"")
+                }
+                kept.insert(environment)
+            }
+            excluded = Set(StoreEnvironment.allCases).subtracting(kept)
+        }
+        let (projection, position) = try readLedger(context) {
+            try ledger.projectionAndPosition(of: account, asOf: asOf, excluding: excluded)
+        }
         return .json((projection ?? .empty(account: account)).json(position: position) + "\n")
     }
 

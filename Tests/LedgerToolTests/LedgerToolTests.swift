@@ -179,6 +179,51 @@ struct LedgerToolTests {
 
     // MARK: Exit codes and messages
 
+    /// The store's events import, export and verify like the others; `replay --environment`
+    /// counts only the store's reports from the environments given.
+    @Test func storeEventsAndTheEnvironmentFilter() throws {
+        try withDirectory { directory in
+            let catalog = directory.appendingPathComponent("catalog.json")
+            try Data(#"{"products": [{"id": "pro", "type": "autoRenewable", "group": "g"}, {"id": "pack", "type": "nonConsumable"}]}"#.utf8).write(to: catalog)
+            let lines = """
+                {"id":"s1","type":"storeTransaction","account":"u1","at":"2026-01-01T00:00:00Z","transaction":"10","originalTransaction":"10","product":"pro","purchasedAt":"2026-01-01T00:00:00Z","expiresAt":"2026-02-01T00:00:00Z","environment":"Production","price":9990,"currency":"USD"}
+                {"id":"s2","type":"storeTransaction","account":"u1","at":"2026-01-01T00:00:00Z","transaction":"11","product":"pack","environment":"Sandbox","ownership":"FAMILY_SHARED"}
+                {"id":"s3","type":"renewalInfo","account":"u1","at":"2026-01-01T00:00:00Z","originalTransaction":"10","willRenew":false}
+                {"id":"s4","type":"storeTransaction","account":"u1","at":"2026-01-01T00:00:00Z","transaction":"12","product":"pack","environment":"Moon"}
+
+                """
+            let events = directory.appendingPathComponent("events.jsonl")
+            try Data(lines.utf8).write(to: events)
+            let ledgerDir = directory.appendingPathComponent("ledger").path
+            let report = directory.appendingPathComponent("report.jsonl").path
+            #expect(try ledger("import", "--catalog", catalog.path, "--report", report, ledgerDir, events.path).status == 0)
+            #expect(try String(contentsOfFile: report, encoding: .utf8).contains(#"{"line": 4, "outcome": "rejected", "error": "invalidEvent"}"#))
+
+            let all = try ledger("replay", "--json", "--as-of", "2026-01-15T00:00:00Z", ledgerDir)
+            let accounts = try #require(try JSONSerialization.jsonObject(with: all.output) as? [String: Any])["accounts"] as? [String: Any]
+            let u1 = try #require(accounts?["u1"] as? [String: Any])
+            #expect(u1["entitlements"] as? [String] == ["pack", "pro"])
+            let subscriptions = try #require(u1["subscriptions"] as? [[String: Any]])
+            #expect(subscriptions.first?["status"] as? Int == 1)
+            #expect(subscriptions.first?["willRenew"] as? Bool == false)
+            #expect((u1["storeTransactions"] as? [[String: Any]])?.map { $0["environment"] as? String } == ["Production", "Sandbox"])
+
+            let production = try ledger("replay", "--json", "--as-of", "2026-01-15T00:00:00Z", "--environment", "Production", ledgerDir)
+            #expect(production.text.contains(#""entitlements": ["pro"]"#))
+            #expect(!production.text.contains("Sandbox"))
+            let text = try ledger("replay", "--as-of", "2026-01-15T00:00:00Z", ledgerDir)
+            #expect(text.text.contains("store: transaction 11  pack  family shared  (Sandbox)"))
+            #expect(try ledger("replay", "--environment", "Moon", ledgerDir).status == 64)
+
+            // Export, import elsewhere, export again: the same bytes; and the ledger verifies.
+            let exported = try ledger("export", ledgerDir)
+            let copy = directory.appendingPathComponent("copy").path
+            #expect(try ledger("import", "--catalog", catalog.path, copy, "-", input: exported.output).status == 0)
+            #expect(try ledger("export", copy).output == exported.output)
+            #expect(try ledger("verify", ledgerDir).status == 0)
+        }
+    }
+
     @Test func createsOnlyWithACatalog() throws {
         try withDirectory { directory in
             let events = directory.appendingPathComponent("events.jsonl")

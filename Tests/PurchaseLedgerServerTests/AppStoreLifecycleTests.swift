@@ -285,6 +285,15 @@ struct AppStoreLifecycleTests {
             let projection = try await client.account(Self.account, asOf: Notifications.duringSubscription)
             #expect((projection["storeTransactions"] as? [[String: Any]])?.first?["environment"] as? String == "Sandbox")
             #expect(try Self.subscription(projection)["environment"] as? String == "Sandbox")
+            // Counting production only, the sandbox purchase grants nothing and is not listed.
+            let path = "/v1/accounts/\(Self.account)?asOf=\(Notifications.duringSubscription)"
+            let production = try await client.send(.get, path + "&environment=Production", key: TestKeys.reader).object
+            #expect(production["entitlements"] as? [String] == [])
+            #expect(production["storeTransactions"] == nil)
+            let both = try await client.send(.get, path + "&environment=Production&environment=Sandbox", key: TestKeys.reader).object
+            #expect(both["entitlements"] as? [String] == ["com.example.product"])
+            let unknown = try await client.send(.get, path + "&environment=Moon", key: TestKeys.reader)
+            #expect(unknown.status == .badRequest)
         }
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PurchaseLedger
 import PurchaseLedgerLocation
 
 extension LedgerCommand {
@@ -23,6 +24,11 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("Print only this account.", valueName: "A"))
         var account: String?
 
+        @Option(name: .customLong("environment"), help: ArgumentHelp(
+            "Count only the store's reports from this environment (Production, Sandbox, Xcode, LocalTesting); repeatable. Default: all.",
+            valueName: "E"))
+        var environments: [String] = []
+
         @Flag(help: "Replay the whole log instead of starting from the newest snapshot (the audit path).")
         var noSnapshot = false
 
@@ -30,10 +36,26 @@ extension LedgerCommand {
 
         func validate() throws {
             if let asOf { _ = try parseTimestamp(asOf) }
+            _ = try excluded()
+        }
+
+        /// The environments whose store reports are left out: all but those given.
+        func excluded() throws -> Set<StoreEnvironment> {
+            guard !environments.isEmpty else { return [] }
+            var kept: Set<StoreEnvironment> = []
+            for name in environments {
+                guard let environment = StoreEnvironment(rawValue: name) else {
+                    let known = StoreEnvironment.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw ValidationError("--environment must be one of \(known), not \"\(name)\"")
+                }
+                kept.insert(environment)
+            }
+            return Set(StoreEnvironment.allCases).subtracting(kept)
         }
 
         func run() async throws {
             let time = try asOf.map(parseTimestamp) ?? .now()
+            let excluded = try excluded()
             try await runOrFail {
                 let log = try location.openLog()
                 defer { log.close() }
@@ -43,18 +65,18 @@ extension LedgerCommand {
                 }
                 let state = try log.state(at: position ?? last, useSnapshots: !noSnapshot)
                 if json {
-                    try Console.output(state.replayJSON(asOf: time, account: account) + "\n")
+                    try Console.output(state.replayJSON(asOf: time, account: account, excluding: excluded) + "\n")
                 } else {
-                    try Console.output(Self.text(state, asOf: time, account: account))
+                    try Console.output(Self.text(state, asOf: time, account: account, excluding: excluded))
                 }
             }
         }
 
         /// A readable account-by-account listing.
-        static func text(_ state: LedgerState, asOf time: Timestamp, account: String?) -> String {
+        static func text(_ state: LedgerState, asOf time: Timestamp, account: String?, excluding excluded: Set<StoreEnvironment>) -> String {
             var out = "position \(state.position), as of \(time)\n"
-            let projections = account.map { state.projection(of: $0, asOf: time).map { [$0] } ?? [] }
-                ?? state.projections(asOf: time)
+            let projections = account.map { state.projection(of: $0, asOf: time, excluding: excluded).map { [$0] } ?? [] }
+                ?? state.projections(asOf: time, excluding: excluded)
             if projections.isEmpty { out += "(no accounts)\n" }
             for projection in projections {
                 out += "\n\(projection.account)\n"
@@ -71,8 +93,26 @@ extension LedgerCommand {
                         for download in entry.downloads {
                             line += "  [download \(download.id) \(download.state.rawValue) \(Int((download.progress * 100).rounded()))%]"
                         }
+                        if let environment = entry.environment, environment != .production { line += "  (\(environment.rawValue))" }
                         out += line + "\n"
                     }
+                }
+                for subscription in projection.subscriptions {
+                    var line = "  subscription: \(subscription.group)  \(subscription.product)  \(subscription.status) (\(subscription.status.rawValue))"
+                    if let expiresAt = subscription.expiresAt { line += "  expires \(expiresAt)" }
+                    if let grace = subscription.gracePeriodEndsAt { line += "  grace until \(grace)" }
+                    if let renewsTo = subscription.renewsTo, subscription.willRenew == true { line += "  renews to \(renewsTo)" }
+                    if subscription.willRenew == false { line += "  will not renew" }
+                    if let environment = subscription.environment, environment != .production { line += "  (\(environment.rawValue))" }
+                    out += line + "\n"
+                }
+                for purchase in projection.storeTransactions {
+                    let report = purchase.report
+                    var line = "  store: transaction \(report.transaction)  \(report.product)"
+                    if purchase.isRevoked { line += "  revoked" }
+                    if report.ownership == .familyShared { line += "  family shared" }
+                    if let environment = report.environment, environment != .production { line += "  (\(environment.rawValue))" }
+                    out += line + "\n"
                 }
             }
             return out

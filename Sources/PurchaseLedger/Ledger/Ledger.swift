@@ -200,9 +200,12 @@ public final class Ledger: Sendable {
     }
 
     /// What `account` owns as of `time` (nil when the ledger has no event of it), with the log
-    /// position the answer reflects: both read from one consistent view.
-    public func projectionAndPosition(of account: String, asOf time: Timestamp = .now()) throws -> (projection: AccountProjection?, position: UInt64) {
-        try live.projection(of: UTF8Key(account), asOf: time)
+    /// position the answer reflects: both read from one consistent view. `excluding` leaves out
+    /// the store's reports from those environments (sandbox purchases, say).
+    public func projectionAndPosition(
+        of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = []
+    ) throws -> (projection: AccountProjection?, position: UInt64) {
+        try live.projection(of: UTF8Key(account), asOf: time, excluding: environments)
     }
 
     /// The sorted product ids `account` is entitled to as of `time`.

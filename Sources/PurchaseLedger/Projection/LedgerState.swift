@@ -23,18 +23,21 @@ public struct LedgerState: Sendable, Equatable {
     }
 
     /// What `account` owns as of `time`; nil when the log has no event of that account.
-    public func projection(of account: String, asOf time: Timestamp = .now()) -> AccountProjection? {
-        projection(of: UTF8Key(account), asOf: time)
+    /// `excluding` leaves out the store's reports from those environments (`AccountProjection`).
+    public func projection(
+        of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = []
+    ) -> AccountProjection? {
+        projection(of: UTF8Key(account), asOf: time, excluding: environments)
     }
 
     /// Every account's projection, in account order.
-    public func projections(asOf time: Timestamp = .now()) -> [AccountProjection] {
-        accounts.keys.sorted().compactMap { projection(of: $0, asOf: time) }
+    public func projections(asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = []) -> [AccountProjection] {
+        accounts.keys.sorted().compactMap { projection(of: $0, asOf: time, excluding: environments) }
     }
 
-    func projection(of account: UTF8Key, asOf time: Timestamp) -> AccountProjection? {
+    func projection(of account: UTF8Key, asOf time: Timestamp, excluding environments: Set<StoreEnvironment> = []) -> AccountProjection? {
         guard let state = accounts[account] else { return nil }
-        return AccountProjection(account: account.string, state: state, asOf: time) { revocations[$0] != nil }
+        return AccountProjection(account: account.string, state: state, asOf: time, excluding: environments) { revocations[$0] != nil }
     }
 
     /// Applies the event appended at `position`, which must be the next one.

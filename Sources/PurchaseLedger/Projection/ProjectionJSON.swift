@@ -2,7 +2,7 @@
 extension LedgerState {
     /// `{"position": N, "accounts": {...}}`, accounts and balance items in UTF-8 order; with
     /// `account`, only that account (and `{}` when the log has no event of it).
-    public func replayJSON(asOf time: Timestamp = .now(), account: String? = nil) -> String {
+    public func replayJSON(asOf time: Timestamp = .now(), account: String? = nil, excluding environments: Set<StoreEnvironment> = []) -> String {
         var writer = JSONWriter(spaced: true, capacity: 4096)
         writer.beginObject()
         writer.member("position", Int64(position))
@@ -10,7 +10,7 @@ extension LedgerState {
         writer.beginObject()
         let selected = account.map { [UTF8Key($0)] } ?? accounts.keys.sorted()
         for id in selected {
-            guard let projection = projection(of: id, asOf: time) else { continue }
+            guard let projection = projection(of: id, asOf: time, excluding: environments) else { continue }
             writer.key(id.string)
             projection.write(to: &writer)
         }
