@@ -101,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "LedgerTool",
             dependencies: [
-                "PurchaseLedgerLocation",
+                "PurchaseLedgerLocation", "PurchaseLedgerServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

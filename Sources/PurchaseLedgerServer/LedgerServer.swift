@@ -46,14 +46,7 @@ public enum LedgerServer {
 
         var notifications: AppStoreNotificationHandler?
         do {
-            if let appStore = configuration.appStore {
-                let roots = try AppStoreSignedDataVerifier.loadCertificates(paths: appStore.trustedRoots)
-                let verifier = AppStoreSignedDataVerifier(
-                    trustedRoots: roots, bundleId: appStore.bundleId, appAppleId: appStore.appAppleId, environment: appStore.environment)
-                let unattributed = UnattributedNotificationLog(
-                    path: appStore.unattributedNotifications ?? configuration.ledger + "/unattributed-notifications.jsonl")
-                notifications = AppStoreNotificationHandler(verifier: verifier, unattributed: unattributed, ledger: ledger)
-            }
+            notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
         } catch {
             await ledger.close()
             throw error

@@ -224,6 +224,36 @@ struct LedgerToolTests {
         }
     }
 
+    /// `ledger attribute` runs the server's audit file again with the server's configuration;
+    /// what still has no account (here, a line that does not verify) stays in the file.
+    @Test func attributeKeepsWhatItCannotAttribute() throws {
+        let root = Self.fixtures.deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("PurchaseLedgerServerTests/Fixtures/certs/testCA.der")
+        try withDirectory { directory in
+            let catalog = directory.appendingPathComponent("catalog.json")
+            try Data(#"{"products": [{"id": "pack", "type": "nonConsumable"}]}"#.utf8).write(to: catalog)
+            let ledgerDir = directory.appendingPathComponent("ledger").path
+            #expect(try ledger("import", "--catalog", catalog.path, ledgerDir, "-", input: Data()).status == 0)
+            let audit = directory.appendingPathComponent("unattributed.jsonl")
+            let line = #"{"notificationUUID": "n1", "reason": "no account", "signedPayload": "not.a.jws"}"#
+            try Data((line + "\n").utf8).write(to: audit)
+            let config = directory.appendingPathComponent("server.json")
+            let appStore = #""appStore": {"bundleId": "com.example", "environment": "Sandbox", "trustedRoots": ["\#(root.path)"], "unattributedNotifications": "\#(audit.path)"}"#
+            try Data(#"{"ledger": "\#(ledgerDir)", \#(appStore)}"#.utf8).write(to: config)
+
+            let run = try ledger("attribute", "--config", config.path, "--json")
+            #expect(run.status == 0, "\(run.error)")
+            #expect(run.text == #"{"attributed": 0, "kept": 1}"# + "\n")
+            #expect(try String(contentsOf: audit, encoding: .utf8) == line + "\n")
+            #expect(!FileManager.default.fileExists(atPath: audit.path + ".attributing"))
+
+            try Data(#"{"ledger": "\#(ledgerDir)"}"#.utf8).write(to: config)
+            let without = try ledger("attribute", "--config", config.path)
+            #expect(without.status == 2)
+            #expect(without.error.contains("no appStore section"))
+        }
+    }
+
     @Test func createsOnlyWithACatalog() throws {
         try withDirectory { directory in
             let events = directory.appendingPathComponent("events.jsonl")

@@ -5,6 +5,7 @@ import PurchaseLedger
 @testable import PurchaseLedgerServer
 import Testing
 import LedgerTestSupport
+import Logging
 
 /// The subscription lifecycle as the App Store reports it, through `POST /v1/appstore/notifications`:
 /// every notification type and subtype (the table of docs/SERVER.md), then grace periods,
@@ -294,6 +295,45 @@ struct AppStoreLifecycleTests {
             #expect(both["entitlements"] as? [String] == ["com.example.product"])
             let unknown = try await client.send(.get, path + "&environment=Moon", key: TestKeys.reader)
             #expect(unknown.status == .badRequest)
+        }
+    }
+}
+
+extension AppStoreLifecycleTests {
+    /// Notifications without an account wait in the audit file; once the app has reported the
+    /// purchase, attribution gives them to its account and keeps only the rest.
+    @Test func attributionGivesWaitingNotificationsToTheAccountThatNowHoldsThem() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Notifications.run(signer: signer) { harness, client in
+            let coins: [String: Any] = [
+                "transactionId": "900", "originalTransactionId": "900", "productId": "com.example.coins", "type": "Consumable",
+                "expiresDate": NSNull(), "subscriptionGroupIdentifier": NSNull(), "appAccountToken": NSNull(),
+            ]
+            try await Self.send("ONE_TIME_CHARGE", uuid: "early", transaction: Notifications.transaction(coins), signer: signer, client)
+            try await Self.send("REFUND", uuid: "stranger", transaction: Notifications.transaction(
+                coins.merging(["transactionId": "901", "originalTransactionId": "901"]) { $1 }, revoked: true), signer: signer, client)
+            let path = harness.directory + "/unattributed.jsonl"
+            #expect(try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").count == 2)
+            #expect(harness.ledger.position == 0)
+
+            _ = try await client.post(events: [
+                Lines.added("app-1", "player-9", payment: "P1", product: "com.example.coins"),
+                Lines.purchased("app-2", "player-9", payment: "P1", transaction: "900"),
+            ])
+            let handler = AppStoreNotificationHandler(
+                verifier: signer.verifier(), unattributed: UnattributedNotificationLog(path: path), ledger: harness.ledger)
+            let first = try await handler.attributeUnattributed(logger: Logger(label: "test"))
+            #expect(first == .init(attributed: 1, kept: 1))
+            let remaining = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(remaining.contains("\"stranger\"") && !remaining.contains("\"early\""))
+            #expect(!FileManager.default.fileExists(atPath: path + ".attributing"))
+            let history = try harness.ledger.history(account: "player-9").map(\.event.id)
+            #expect(history == ["app-1", "app-2", "early", "early/finish", "early/transaction"])
+            #expect(try await client.account("player-9")["balances"] as? [String: Int] == ["coins": 100])
+
+            let second = try await handler.attributeUnattributed(logger: Logger(label: "test"))
+            #expect(second == .init(attributed: 0, kept: 1))
+            #expect(try harness.ledger.history(account: "player-9").count == 5)
         }
     }
 }

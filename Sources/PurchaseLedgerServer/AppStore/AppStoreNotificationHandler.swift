@@ -15,6 +15,18 @@ public struct AppStoreNotificationHandler: Sendable {
         self.ledger = ledger
     }
 
+    /// The handler the configuration's `appStore` section describes, for `ledger`; nil without
+    /// one. Throws when a trusted root cannot be read.
+    public static func configured(by configuration: ServerConfiguration, ledger: Ledger) throws -> AppStoreNotificationHandler? {
+        guard let appStore = configuration.appStore else { return nil }
+        let roots = try AppStoreSignedDataVerifier.loadCertificates(paths: appStore.trustedRoots)
+        let verifier = AppStoreSignedDataVerifier(
+            trustedRoots: roots, bundleId: appStore.bundleId, appAppleId: appStore.appAppleId, environment: appStore.environment)
+        let unattributed = UnattributedNotificationLog(
+            path: appStore.unattributedNotifications ?? configuration.ledger + "/unattributed-notifications.jsonl")
+        return AppStoreNotificationHandler(verifier: verifier, unattributed: unattributed, ledger: ledger)
+    }
+
     /// What handling one notification did, as the JSON answered to Apple.
     struct Handled: Sendable {
         var notification: AppStoreNotificationPayload
@@ -33,7 +45,8 @@ public struct AppStoreNotificationHandler: Sendable {
 
     /// Throws `AppStoreVerificationError` for a payload that does not verify (nothing is
     /// recorded), and storage errors (Apple retries: the event ids make the retry safe).
-    func handle(signedPayload: String, logger: Logger) async throws -> Handled {
+    /// `auditing` false (attribution) writes nothing to the audit file: the caller keeps the line.
+    func handle(signedPayload: String, logger: Logger, auditing: Bool = true) async throws -> Handled {
         let notification = try await verifier.verifyNotification(signedPayload)
         var transaction: AppStoreTransactionPayload?
         if let signed = notification.data?.signedTransactionInfo {
@@ -67,12 +80,13 @@ public struct AppStoreNotificationHandler: Sendable {
             let refused = outcomes.suffix(recording.reports.count).compactMap { outcome -> LedgerError? in
                 if case .failure(let error) = outcome { error } else { nil }
             }
-            if let first = refused.first {
+            if let first = refused.first, auditing {
                 try unattributed.record(notification, transaction: transaction, reason: first.message, signedPayload: signedPayload)
                 logger.warning("a store report the ledger refused recorded for audit", metadata: ["file": "\(unattributed.path)"])
             }
             return Handled(notification: notification, action: recording.summary, outcomes: outcomes)
         case .unattributed(let reason):
+            guard auditing else { return Handled(notification: notification, action: "unattributed", outcomes: []) }
             try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
             logger.warning("notification recorded without an account", metadata: ["reason": LogSafe.metadata(reason), "file": "\(unattributed.path)"])
             return Handled(notification: notification, action: "unattributed", outcomes: [])
@@ -92,5 +106,52 @@ public struct AppStoreNotificationHandler: Sendable {
                 logger.notice("notification not applied", metadata: ["error": LogSafe.metadata("\(error)")])
             }
         }
+    }
+
+    /// What `attributeUnattributed` did.
+    public struct Attribution: Sendable, Equatable {
+        /// Notifications now recorded under an account.
+        public var attributed = 0
+        /// Lines kept in the audit file: still without an account, refused again, or unreadable.
+        public var kept = 0
+    }
+
+    /// Runs the audit file's notifications through the handler again, once apps have sent the
+    /// purchases that tell whose they are: those that now have an account are appended (their
+    /// event ids come from the notification, so a line handled twice appends nothing twice),
+    /// the others stay in the file. Nothing leaves the file before its events are durable.
+    public func attributeUnattributed(logger: Logger) async throws -> Attribution {
+        var result = Attribution()
+        guard let lines = try unattributed.takeForAttribution() else { return result }
+        var kept: [String] = []
+        for line in lines {
+            guard let payload = try? JSONDecoder().decode(AuditLine.self, from: Data(line.utf8)).signedPayload else {
+                kept.append(line)
+                continue
+            }
+            let handled: Handled
+            do {
+                handled = try await handle(signedPayload: payload, logger: logger, auditing: false)
+            } catch is AppStoreVerificationError {
+                kept.append(line)
+                continue
+            }
+            // A storage failure above stops the run: the moved-aside file stays, for the next.
+            let refused = handled.outcomes.contains { outcome in
+                if case .failure(let error) = outcome { error.code != .transactionAlreadyCredited } else { false }
+            }
+            if handled.action == "unattributed" || refused {
+                kept.append(line)
+            } else {
+                result.attributed += 1
+            }
+        }
+        try unattributed.finishAttribution(keeping: kept)
+        result.kept = kept.count
+        return result
+    }
+
+    private struct AuditLine: Decodable {
+        var signedPayload: String
     }
 }

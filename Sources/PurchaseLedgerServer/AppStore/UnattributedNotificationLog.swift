@@ -34,6 +34,39 @@ public final class UnattributedNotificationLog: Sendable {
         try lock.withLock { _ in try append(Array(line.utf8)) }
     }
 
+    // MARK: Attribution
+
+    /// Where lines being attributed wait: the file is renamed here first, so that the server
+    /// may go on appending new lines to a new file meanwhile, and a run cut short resumes here.
+    var attributingPath: String { path + ".attributing" }
+
+    /// The lines to attribute: those a previous run left, else the whole file, moved aside
+    /// (nil without either).
+    func takeForAttribution() throws -> [String]? {
+        if access(attributingPath, F_OK) != 0 {
+            guard access(path, F_OK) == 0 else { return nil }
+            guard rename(path, attributingPath) == 0 else { throw failure("rename") }
+            try syncDirectory()
+        }
+        let text: String
+        do {
+            text = try String(contentsOfFile: attributingPath, encoding: .utf8)
+        } catch {
+            throw StorageError(.io, "cannot read \(attributingPath): \(error)")
+        }
+        return text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+    }
+
+    /// Puts back the lines still without an account (after the rest was appended to the
+    /// ledger), then removes the moved-aside file: until then a crash loses nothing.
+    func finishAttribution(keeping lines: [String]) throws {
+        if !lines.isEmpty {
+            try lock.withLock { _ in try append(Array(lines.map { $0 + "\n" }.joined().utf8)) }
+        }
+        guard unlink(attributingPath) == 0 || errno == ENOENT else { throw failure("remove") }
+        try syncDirectory()
+    }
+
     private func append(_ bytes: [UInt8]) throws {
         let creating = access(path, F_OK) != 0
         let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)

@@ -1,0 +1,52 @@
+import ArgumentParser
+import Logging
+import PurchaseLedgerLocation
+import PurchaseLedgerServer
+
+extension LedgerCommand {
+    struct Attribute: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Give the App Store notifications that had no account to the accounts that now hold their transactions.",
+            discussion: """
+                A notification without an appAccountToken, about a transaction no account held yet, waits in the \
+                server's audit file (appStore.unattributedNotifications). Once the app has reported the purchase, \
+                this runs those notifications again, verified as the server verifies them: the ones that now \
+                have an account are appended (a second run appends nothing twice), the others stay in the file. \
+                Run it with the server stopped (an LMDB ledger has one writer), or at any time on PostgreSQL.
+
+                Example:
+                  ledger attribute --config /etc/ledger-server.json
+                """)
+
+        @Option(help: ArgumentHelp("The server's configuration file: its ledger and its appStore section.", valueName: "FILE"))
+        var config: String
+
+        @Flag(help: "Print the summary as JSON.")
+        var json = false
+
+        func run() async throws {
+            try await runOrFail {
+                let server = try ServerConfiguration.load(path: config)
+                var configuration = Ledger.Configuration()
+                configuration.logger.logLevel = .warning
+                let ledger = try LedgerLocation(server.ledger).openLedger(configuration: configuration)
+                let result: AppStoreNotificationHandler.Attribution
+                do {
+                    guard let handler = try AppStoreNotificationHandler.configured(by: server, ledger: ledger) else {
+                        throw CommandFailure(message: "\(config) has no appStore section: no notifications to attribute")
+                    }
+                    result = try await handler.attributeUnattributed(logger: configuration.logger)
+                } catch {
+                    await ledger.close()
+                    throw error
+                }
+                await ledger.close()
+                if json {
+                    try Console.output("{\"attributed\": \(result.attributed), \"kept\": \(result.kept)}\n")
+                } else {
+                    try Console.output("attributed \(grouped(UInt64(result.attributed))); \(grouped(UInt64(result.kept))) still without an account\n")
+                }
+            }
+        }
+    }
+}
