@@ -337,3 +337,25 @@ extension AppStoreLifecycleTests {
         }
     }
 }
+
+extension AppStoreLifecycleTests {
+    /// Apple's CONSUMPTION_REQUEST sample, its placeholders replaced by a signed transaction and
+    /// renewal info: Apple's current view is recorded (answering is reconciliation's job).
+    @Test func applesConsumptionRequestSampleIsRecorded() async throws {
+        let signer = try TestAppStoreSigner()
+        try await Notifications.run(signer: signer) { harness, client in
+            var notification = try AppleFixtures.model("signedConsumptionRequestNotification")
+            var data = try #require(notification["data"] as? [String: Any])
+            data["environment"] = "Sandbox"
+            data["signedTransactionInfo"] = try signer.sign(Notifications.transaction())
+            data["signedRenewalInfo"] = try signer.sign(Notifications.renewal())
+            notification["data"] = data
+            let body = "{\"signedPayload\": \"\(try signer.sign(notification))\"}"
+            let answer = try await Notifications.post(body, client).object
+            #expect(answer["action"] as? String == "record")
+            #expect(try harness.ledger.history(account: Self.account).map(\.event.id) == [
+                "002e14d5-51f5-4503-b5a8-c3a1af68eb20/transaction", "002e14d5-51f5-4503-b5a8-c3a1af68eb20/renewal",
+            ])
+        }
+    }
+}
