@@ -205,6 +205,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             throw LedgerHTTPError(status: .badRequest, code: error.code.rawValue, message: error.code.publicMessage)
         } catch SignedTransactionHandler.Refusal.noAccount {
             throw LedgerHTTPError.invalidEvent("the transaction has no appAccountToken: give `account`")
+        } catch SignedTransactionHandler.Refusal.notTheTokensAccount(let token) {
+            throw LedgerHTTPError.invalidEvent("the transaction's appAccountToken is \(token): it belongs to that account")
         } catch SignedTransactionHandler.Refusal.noTransactionID {
             throw LedgerHTTPError.invalidEvent("the transaction has no transactionId")
         } catch {

@@ -51,6 +51,11 @@ struct SignedTransactionRouteTests {
             #expect(try refused.object["error"] as? String == "invalidEvent")
             let taken = try await Self.post(["signedTransaction": signed, "account": "player-1"], client)
             #expect(taken.status == .ok)
+            // A transaction Apple bound to a token belongs to that token's account only.
+            let bound = try signer.sign(Notifications.transaction(["transactionId": "23999"]))
+            let other = try await Self.post(["signedTransaction": bound, "account": "player-1"], client)
+            #expect(other.status == .badRequest)
+            #expect(try other.object["message"] as? String == "the transaction's appAccountToken is \(Notifications.account): it belongs to that account")
             #expect(try await client.account("player-1", asOf: Notifications.duringSubscription)["entitlements"] as? [String] == ["com.example.product"])
         }
     }

@@ -259,6 +259,33 @@ struct RuleTests {
         Case("1.1: the second entry's repeated update is a duplicate", .duplicate(ofSetup: 4)) { s, _ in
             (purchased(&s) + [s.add("p2", tenHints), s.purchased("p2", "t1")], s.purchased("p2", "t1"))
         },
+        // The store's reports: kept whatever came before, but a transaction grants once.
+        Case("store: a report of a transaction another account holds", .rejected(.transactionAlreadyCredited)) { s, t in
+            (purchased(&s, hardWords), t.store("t1", hardWords))
+        },
+        Case("store: a report of a transaction the account holds", .appended) { s, _ in
+            (purchased(&s, hardWords), s.store("t1", hardWords))
+        },
+        Case("store: a refund before its purchase is kept", .appended) { s, _ in
+            ([], s.store("t1", tenHints, revoked: true))
+        },
+        Case("store: a report older than the one in force is kept", .appended) { s, t in
+            let older = t.store("t1", hardWords)
+            return ([s.store("t1", hardWords)], Event(id: "older", account: s.account, at: newYear, payload: older.payload))
+        },
+        Case("store: unknownProduct", .rejected(.unknownProduct)) { s, _ in
+            ([], s.store("t1", "com.example.unknown"))
+        },
+        Case("store: unknownProduct before transactionAlreadyCredited", .rejected(.unknownProduct)) { s, t in
+            (purchased(&s, hardWords), t.store("t1", "com.example.unknown"))
+        },
+        Case("store: quantity must be 1 for a non-consumable", .rejected(.invalidEvent)) { s, _ in
+            ([], s.store("t1", hardWords, quantity: 2))
+        },
+        Case("store: renewal info names products outside the catalog", .appended) { s, _ in
+            ([], .renewalInfo(id: "r1", account: s.account, signedAt: newYear, RenewalInfo(
+                originalTransaction: "t1", product: "com.example.gone", renewsTo: "com.example.unknown")))
+        },
         Case("a renewal: new entry, new transaction, same original", .appended) { s, _ in
             (purchased(&s, pro), s.purchased("p2", "t2", product: pro, original: "t1"))
         },

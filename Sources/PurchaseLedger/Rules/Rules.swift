@@ -73,7 +73,7 @@ enum Rules {
         case .revoked(let revoked):
             return try self.revoked(revoked, account: account, in: context)
         case .storeTransaction(let fact):
-            return storeTransaction(fact, catalog: context.catalog)
+            return try storeTransaction(fact, account: event.account, in: context)
         case .renewalInfo:
             // Informational products (`product`, `renewsTo`) need not be in the catalog: the
             // report is kept whatever Apple renews to.
@@ -243,15 +243,20 @@ enum Rules {
     // MARK: storeTransaction
 
     /// The store's report is kept whatever arrived before it (a refund before its purchase
-    /// waits for it; a report older than the one in force changes nothing): only its product
-    /// must be known, since what it grants depends on the product's type. Quantity must be 1
-    /// where the product requires it.
-    private static func storeTransaction(_ fact: StoreTransaction, catalog: Catalog) -> Decision {
-        guard let product = catalog[fact.product] else {
+    /// waits for it; a report older than the one in force changes nothing). Its product must
+    /// be known, since what it grants depends on the product's type, with quantity 1 where the
+    /// product requires it; and, as for a purchase, a transaction an entry of another account
+    /// holds is `transactionAlreadyCredited`: a report grants, and a transaction grants once.
+    private static func storeTransaction(_ fact: StoreTransaction, account: String, in context: some RuleContext) throws -> Decision {
+        guard let product = context.catalog[fact.product] else {
             return .reject(unknownProduct(fact.product))
         }
         if let rejection = singleQuantity(fact.quantity, product: product) {
             return .reject(rejection)
+        }
+        if let holder = try context.holder(of: UTF8Key(fact.transaction)), !sameBytes(holder.entry.account, account) {
+            return .reject(LedgerError(.transactionAlreadyCredited,
+                "store transaction \"\(fact.transaction)\" is held by another account; its store reports go to that account"))
         }
         return .append
     }

@@ -32,6 +32,8 @@ public struct SignedTransactionHandler: Sendable {
     enum Refusal: Error, Equatable {
         /// Neither an `account` nor an `appAccountToken` says whose it is.
         case noAccount
+        /// The `account` given is not the one Apple signed as `appAccountToken`.
+        case notTheTokensAccount(token: String)
         /// The verified transaction has no `transactionId`.
         case noTransactionID
     }
@@ -44,9 +46,10 @@ public struct SignedTransactionHandler: Sendable {
     func handle(signedTransaction: String, account given: String?) async throws -> Handled {
         let transaction = try await verifier.verifyTransaction(signedTransaction)
         guard let transactionId = transaction.transactionId else { throw Refusal.noTransactionID }
-        guard let account = given ?? transaction.appAccountToken.flatMap(AppStoreNotificationEvents.account(fromToken:)) else {
-            throw Refusal.noAccount
-        }
+        let token = transaction.appAccountToken.flatMap(AppStoreNotificationEvents.account(fromToken:))
+        // Apple bound the purchase to its token: another account may not take it.
+        if let token, let given, given != token { throw Refusal.notTheTokensAccount(token: token) }
+        guard let account = given ?? token else { throw Refusal.noAccount }
         let signed = transaction.signedDate.map(AppStoreNotificationEvents.timestamp) ?? .now()
         let prefix = "storekit:" + transactionId
         let purchase = AppStoreNotificationEvents.purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signed)

@@ -55,6 +55,13 @@ struct Script {
         return ("\(account)-\(count)", clock)
     }
 
+    /// The App Store's report of `transaction`, signed at this script's next minute.
+    mutating func store(_ transaction: String, _ product: String, quantity: Int? = nil, revoked: Bool = false) -> Event {
+        let (id, at) = next()
+        return .storeTransaction(id: id, account: account, signedAt: at, StoreTransaction(
+            transaction: transaction, product: product, quantity: quantity, purchasedAt: newYear, revokedAt: revoked ? at : nil))
+    }
+
     mutating func add(_ payment: String, _ product: String, quantity: Int? = nil) -> Event {
         let (id, at) = next()
         return .paymentAdded(id: id, account: account, at: at, payment: payment, product: product, quantity: quantity)
