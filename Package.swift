@@ -42,6 +42,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.27.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.20.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.21.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
     ],
     targets: [
         // Debian: apt-get install liblmdb-dev. The only target where C is visible.
@@ -97,11 +99,24 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // A client of Apple's App Store Server API (ES256 tokens from an in-app purchase key):
+        // knows nothing of the ledger.
+        .target(
+            name: "AppStoreServerAPI",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The `ledger` audit tool.
         .executableTarget(
             name: "LedgerTool",
             dependencies: [
-                "PurchaseLedgerLocation", "PurchaseLedgerServer",
+                "PurchaseLedgerLocation", "PurchaseLedgerServer", "AppStoreServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -123,7 +138,7 @@ let package = Package(
         .target(
             name: "PurchaseLedgerServer",
             dependencies: [
-                "PurchaseLedger", "PurchaseLedgerLocation",
+                "PurchaseLedger", "PurchaseLedgerLocation", "AppStoreServerAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -160,6 +175,7 @@ let package = Package(
             name: "PurchaseLedgerServerTests",
             dependencies: [
                 "LedgerTestSupport", "PurchaseLedgerServer", "PurchaseLedger", "PurchaseLedgerLMDB", "PurchaseLedgerLocation", "LedgerServerTool",
+                "AppStoreServerAPI", .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

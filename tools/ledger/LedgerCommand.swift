@@ -15,6 +15,6 @@ struct LedgerCommand: AsyncParsableCommand {
             Exit status: 0 success, 1 damage found by verify, 2 the command could not do its job, 64 bad usage.
             """,
         version: "1.0.0",
-        subcommands: [Import.self, Replay.self, Export.self, Verify.self, History.self, Stats.self, Snapshot.self, Copy.self, Attribute.self]
+        subcommands: [Import.self, Replay.self, Export.self, Verify.self, History.self, Stats.self, Snapshot.self, Copy.self, Attribute.self, Reconcile.self]
     )
 }

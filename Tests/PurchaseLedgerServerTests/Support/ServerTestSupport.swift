@@ -152,8 +152,12 @@ enum Lines {
         #"{"id":"\#(id)","type":"paymentAdded","account":"\#(account)","at":"\#(at)","payment":"\#(payment)","product":"\#(product)"}"#
     }
 
-    static func purchased(_ id: String, _ account: String, payment: String, transaction: String, product: String? = nil, expiresAt: String? = nil) -> String {
+    static func purchased(
+        _ id: String, _ account: String, payment: String, transaction: String, product: String? = nil, expiresAt: String? = nil,
+        original: String? = nil
+    ) -> String {
         var line = #"{"id":"\#(id)","type":"transactionUpdated","account":"\#(account)","at":"\#(at)","payment":"\#(payment)","state":"purchased","transaction":"\#(transaction)""#
+        if let original { line += #","originalTransaction":"\#(original)""# }
         if let product { line += #","product":"\#(product)""# }
         if let expiresAt { line += #","expiresAt":"\#(expiresAt)""# }
         return line + "}"

@@ -1,0 +1,166 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import Synchronization
+
+/// A client of the App Store Server API: the endpoints the ledger's reconciliation reads, each
+/// call authorized by a fresh ES256 token, 429 and 5xx retried (`AppStoreServerAPIRetryPolicy`),
+/// every other failure a typed `AppStoreServerAPIError`. The signed data it returns is not
+/// verified here: the caller verifies it like a notification's.
+public struct AppStoreServerAPIClient: Sendable {
+    public let environment: AppStoreServerAPIEnvironment
+    public let retry: AppStoreServerAPIRetryPolicy
+    let signer: AppStoreServerAPITokenSigner
+    let http: HTTPClient
+    let logger: Logger
+    private let counter: CallCounter
+
+    /// Throws `invalidKey` when the key cannot be read.
+    public init(
+        credentials: AppStoreServerAPICredentials, environment: AppStoreServerAPIEnvironment,
+        retry: AppStoreServerAPIRetryPolicy = .init(), httpClient: HTTPClient = .shared,
+        logger: Logger = Logger(label: "AppStoreServerAPI")
+    ) async throws(AppStoreServerAPIError) {
+        self.environment = environment
+        self.retry = retry
+        self.signer = try await AppStoreServerAPITokenSigner(credentials: credentials)
+        self.http = httpClient
+        self.logger = logger
+        self.counter = CallCounter()
+    }
+
+    /// HTTP requests made so far (retries included).
+    public var requestCount: Int { counter.value }
+
+    // MARK: Endpoints
+
+    /// Get Transaction History (v2), one page: `GET /inApps/v2/history/{transactionId}`.
+    public func transactionHistory(of transactionID: String, revision: String? = nil) async throws(AppStoreServerAPIError) -> TransactionHistoryPage {
+        try await get("/inApps/v2/history/" + Self.pathComponent(transactionID), query: revision.map { [("revision", $0)] } ?? [])
+    }
+
+    /// Every page of the transaction history of the customer who made `transactionID`.
+    public func allTransactions(of transactionID: String) async throws(AppStoreServerAPIError) -> [String] {
+        var signed: [String] = []
+        var revision: String?
+        repeat {
+            let page = try await transactionHistory(of: transactionID, revision: revision)
+            signed += page.signedTransactions ?? []
+            guard page.hasMore == true else { break }
+            guard let next = page.revision, next != revision else {
+                throw AppStoreServerAPIError(.invalidResponse, "a history page says hasMore without a new revision")
+            }
+            revision = next
+        } while true
+        return signed
+    }
+
+    /// Get Refund History (v2), one page: `GET /inApps/v2/refund/lookup/{transactionId}`.
+    public func refundHistory(of transactionID: String, revision: String? = nil) async throws(AppStoreServerAPIError) -> RefundHistoryPage {
+        try await get("/inApps/v2/refund/lookup/" + Self.pathComponent(transactionID), query: revision.map { [("revision", $0)] } ?? [])
+    }
+
+    /// Get All Subscription Statuses: `GET /inApps/v1/subscriptions/{transactionId}`.
+    public func subscriptionStatuses(of transactionID: String) async throws(AppStoreServerAPIError) -> SubscriptionStatusesResponse {
+        try await get("/inApps/v1/subscriptions/" + Self.pathComponent(transactionID), query: [])
+    }
+
+    // MARK: Requests
+
+    private func get<Answer: Decodable>(_ path: String, query: [(String, String)]) async throws(AppStoreServerAPIError) -> Answer {
+        var url = environment.baseURL + path
+        if !query.isEmpty {
+            url += "?" + query.map { Self.queryComponent($0.0) + "=" + Self.queryComponent($0.1) }.joined(separator: "&")
+        }
+        var attempt = 0
+        while true {
+            attempt += 1
+            let outcome = await send(url)
+            switch outcome {
+            case .answer(let status, let body, let retryAfter):
+                if (200..<300).contains(status) {
+                    do {
+                        return try JSONDecoder().decode(Answer.self, from: body)
+                    } catch {
+                        throw AppStoreServerAPIError(.invalidResponse, status: status, "the answer to \(path) is not what Apple documents: \(error)")
+                    }
+                }
+                let retryable = status == 429 || (500..<600).contains(status)
+                guard retryable, attempt < retry.maximumAttempts else { throw Self.error(status: status, body: body, path: path) }
+                let wait = retry.wait(after: attempt, retryAfter: retryAfter)
+                logger.notice("App Store Server API asked to retry", metadata: ["status": "\(status)", "wait": "\(wait)", "path": "\(path)"])
+                try await sleep(wait)
+            case .failed(let reason):
+                guard attempt < retry.maximumAttempts else { throw AppStoreServerAPIError(.transport, "\(path): \(reason)") }
+                let wait = retry.wait(after: attempt, retryAfter: nil)
+                logger.notice("App Store Server API unreachable; retrying", metadata: ["reason": "\(reason)", "wait": "\(wait)"])
+                try await sleep(wait)
+            }
+        }
+    }
+
+    private enum Outcome {
+        case answer(status: Int, body: Data, retryAfter: String?)
+        case failed(String)
+    }
+
+    /// One request. Answers are read up to 16 MiB (Apple's pages are far smaller).
+    private func send(_ url: String) async -> Outcome {
+        counter.increment()
+        do {
+            let token = try await signer.token()
+            var request = HTTPClientRequest(url: url)
+            request.method = .GET
+            request.headers.add(name: "Authorization", value: "Bearer " + token)
+            request.headers.add(name: "Accept", value: "application/json")
+            request.headers.add(name: "User-Agent", value: "PurchaseLedger")
+            let response = try await http.execute(request, timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 16 << 20)
+            return .answer(status: Int(response.status.code), body: Data(body.readableBytesView), retryAfter: response.headers.first(name: "Retry-After"))
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+
+    private func sleep(_ duration: Duration) async throws(AppStoreServerAPIError) {
+        do {
+            try await Task.sleep(for: duration)
+        } catch {
+            throw AppStoreServerAPIError(.transport, "cancelled while waiting to retry")
+        }
+    }
+
+    static func error(status: Int, body: Data, path: String) -> AppStoreServerAPIError {
+        let apple = try? JSONDecoder().decode(AppStoreServerAPIErrorBody.self, from: body)
+        let message = apple?.errorMessage ?? "HTTP \(status) for \(path)"
+        let code: AppStoreServerAPIError.Code = switch status {
+        case 401: .unauthorized
+        case 404: .notFound
+        case 429: .rateLimited
+        case 500..<600: .serverError
+        default: .badRequest
+        }
+        return AppStoreServerAPIError(code, status: status, apiErrorCode: apple?.errorCode, message)
+    }
+
+    /// A path segment: Apple's ids are digits; anything else is percent-encoded, never a path.
+    static func pathComponent(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
+    }
+
+    /// RFC 3986's unreserved characters, ASCII only.
+    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    static func queryComponent(_ value: String) -> String {
+        pathComponent(value)
+    }
+}
+
+/// Requests made, for reports.
+private final class CallCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    var value: Int { count.load(ordering: .relaxed) }
+    func increment() { count.add(1, ordering: .relaxed) }
+}

@@ -1,0 +1,45 @@
+/// A store transaction an account holds, as the ledger knows it: from the device's entries, the
+/// store's report in force, or both. What reconciliation compares with Apple's history.
+public struct HeldTransaction: Sendable, Hashable {
+    public var account: String
+    public var transaction: String
+    public var originalTransaction: String?
+    public var product: String
+    /// The store's report in force, when the store reported on it.
+    public var report: StoreTransaction?
+    /// Revoked by a `revoked` event (final whatever the store says).
+    public var revokedByEvent: Bool
+
+    /// The subscription (or purchase) the transaction belongs to.
+    public var chain: String { originalTransaction ?? transaction }
+}
+
+extension LedgerState {
+    /// Every store transaction of every account, by account then transaction id.
+    public func heldTransactions() -> [HeldTransaction] {
+        var held: [HeldTransaction] = []
+        for account in accounts.keys.sorted() {
+            guard let state = accounts[account] else { continue }
+            var byTransaction: [UTF8Key: HeldTransaction] = [:]
+            for entry in state.entries.values where entry.state == .purchased || entry.state == .restored {
+                guard let transaction = entry.transaction else { continue }
+                let key = UTF8Key(transaction)
+                if byTransaction[key] == nil {
+                    byTransaction[key] = HeldTransaction(
+                        account: account.string, transaction: transaction, originalTransaction: entry.originalTransaction,
+                        product: entry.product, report: nil, revokedByEvent: revocations[key] != nil)
+                }
+            }
+            for (key, record) in state.storeTransactions {
+                var transaction = byTransaction[key] ?? HeldTransaction(
+                    account: account.string, transaction: record.fact.transaction, originalTransaction: record.fact.originalTransaction,
+                    product: record.fact.product, report: nil, revokedByEvent: revocations[key] != nil)
+                transaction.report = record.fact
+                transaction.originalTransaction = transaction.originalTransaction ?? record.fact.originalTransaction
+                byTransaction[key] = transaction
+            }
+            held += byTransaction.keys.sorted().compactMap { byTransaction[$0] }
+        }
+        return held
+    }
+}

@@ -1,0 +1,185 @@
+import AppStoreServerAPI
+import Foundation
+import Logging
+import PurchaseLedger
+
+/// Checks the ledger against what Apple knows: for every original transaction the ledger
+/// holds, Apple's current transaction history (App Store Server API), verified like a
+/// notification; each difference reported, and with `apply` the missing facts appended as the
+/// events a notification would have appended, under ids derived from Apple's (a second run
+/// appends nothing).
+public struct Reconciliation: Sendable {
+    public let client: AppStoreServerAPIClient
+    public let verifier: AppStoreSignedDataVerifier
+    let ledger: Ledger
+    let logger: Logger
+
+    public init(client: AppStoreServerAPIClient, verifier: AppStoreSignedDataVerifier, ledger: Ledger, logger: Logger = Logger(label: "Reconciliation")) {
+        self.client = client
+        self.verifier = verifier
+        self.ledger = ledger
+        self.logger = logger
+    }
+
+    /// One way the ledger differs from Apple.
+    public struct Difference: Sendable, Hashable {
+        public enum Kind: String, Sendable, Hashable, CaseIterable {
+            /// Apple has a purchase or renewal the ledger lacks (a dropped order, a missed DID_RENEW).
+            case missingPurchase
+            /// The ledger holds the transaction but not Apple's report of it.
+            case missingReport
+            /// Apple holds it refunded or revoked and the ledger does not, or the other way round.
+            case revocationDiffers
+            /// Apple's expiry differs from the report in force (an extension, a missed renewal date).
+            case expiryDiffers
+            /// Apple marks it upgraded and the ledger does not.
+            case upgradeDiffers
+            /// The ledger holds a transaction Apple's history of its subscription lacks.
+            case unknownToApple
+            /// Apple's `appAccountToken` names another account than the one holding it.
+            case otherAccount
+        }
+
+        public var kind: Kind
+        public var account: String
+        public var originalTransaction: String
+        public var transaction: String
+        public var detail: String
+
+        /// `{"kind": …, "account": …, "originalTransaction": …, "transaction": …, "detail": …}`.
+        public var json: String {
+            "{\"kind\": \(JSONString.quoted(kind.rawValue)), \"account\": \(JSONString.quoted(account)), "
+                + "\"originalTransaction\": \(JSONString.quoted(originalTransaction)), \"transaction\": \(JSONString.quoted(transaction)), "
+                + "\"detail\": \(JSONString.quoted(detail))}"
+        }
+    }
+
+    public struct Report: Sendable {
+        public var differences: [Difference] = []
+        /// Events appended (with `apply`).
+        public var appended = 0
+        public var originalTransactions = 0
+        /// Original transactions whose history could not be read or verified, with why.
+        public var failures: [(originalTransaction: String, reason: String)] = []
+    }
+
+    public func run(apply: Bool) async throws -> Report {
+        var report = Report()
+        let held = try ledger.currentState().heldTransactions()
+        var chains: [String: [HeldTransaction]] = [:]
+        for transaction in held { chains[transaction.chain, default: []].append(transaction) }
+        for original in chains.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            guard let ours = chains[original], let account = ours.first?.account else { continue }
+            report.originalTransactions += 1
+            let apple: [(signed: String, payload: AppStoreTransactionPayload)]
+            do {
+                apple = try await history(of: original)
+            } catch {
+                report.failures.append((original, "\(error)"))
+                continue
+            }
+            let events = compare(ours: ours, apple: apple, account: account, original: original, into: &report.differences)
+            if apply, !events.isEmpty {
+                report.appended += try await append(events)
+            }
+        }
+        return report
+    }
+
+    /// Apple's history of the subscription or purchase, each transaction verified.
+    private func history(of original: String) async throws -> [(signed: String, payload: AppStoreTransactionPayload)] {
+        var verified: [(String, AppStoreTransactionPayload)] = []
+        for signed in try await client.allTransactions(of: original) {
+            verified.append((signed, try await verifier.verifyTransaction(signed)))
+        }
+        return verified
+    }
+
+    /// The differences of one chain, and the events that would mend them, in order.
+    private func compare(
+        ours: [HeldTransaction], apple: [(signed: String, payload: AppStoreTransactionPayload)], account: String, original: String,
+        into differences: inout [Difference]
+    ) -> [[Event]] {
+        var byTransaction: [String: HeldTransaction] = [:]
+        for transaction in ours where transaction.account == account { byTransaction[transaction.transaction] = transaction }
+        var events: [[Event]] = []
+        var seen: Set<String> = []
+        for (_, payload) in apple {
+            // Apple's history of a customer may hold other products' chains: only this one counts.
+            guard let id = payload.transactionId, (payload.originalTransactionId ?? id) == original else { continue }
+            seen.insert(id)
+            func note(_ kind: Difference.Kind, _ detail: String) {
+                differences.append(Difference(kind: kind, account: account, originalTransaction: original, transaction: id, detail: detail))
+            }
+            if let token = payload.appAccountToken.flatMap(AppStoreNotificationEvents.account(fromToken:)), token != account {
+                note(.otherAccount, "Apple's appAccountToken is \(token)")
+                continue
+            }
+            let signedAt = payload.signedDate.map(AppStoreNotificationEvents.timestamp) ?? .now()
+            var fact = AppStoreNotificationEvents.storeTransaction(payload, id: id, source: "reconcile")
+            // Apple's history says refunded by `revocationDate` alone.
+            fact.revokedAt = payload.revocationDate.map(AppStoreNotificationEvents.timestamp)
+            let reportEvent = Event.storeTransaction(id: Self.eventID(for: fact), account: account, signedAt: signedAt, fact)
+            guard let held = byTransaction[id] else {
+                note(.missingPurchase, "\(payload.productId ?? "a product") bought \(payload.purchaseDate.map { "\(AppStoreNotificationEvents.timestamp($0))" } ?? "at an unknown time")")
+                let purchase = AppStoreNotificationEvents.purchase(payload, id: id, account: account, uuid: "appstore-api:" + id, at: signedAt)
+                events.append([purchase.event])
+                events.append([purchase.finish, reportEvent])
+                continue
+            }
+            guard let current = held.report else {
+                note(.missingReport, "the ledger has the purchase, not Apple's report of it")
+                events.append([reportEvent])
+                continue
+            }
+            var differs = false
+            if (current.revokedAt != nil) != (fact.revokedAt != nil) {
+                note(.revocationDiffers, fact.revokedAt == nil ? "Apple no longer holds it refunded" : "Apple holds it refunded")
+                differs = true
+            }
+            if current.expiresAt != fact.expiresAt {
+                note(.expiryDiffers, "Apple: \(fact.expiresAt.map { "\($0)" } ?? "none"), the ledger: \(current.expiresAt.map { "\($0)" } ?? "none")")
+                differs = true
+            }
+            if (current.upgraded == true) != (fact.upgraded == true) {
+                note(.upgradeDiffers, "Apple: \(fact.upgraded == true ? "upgraded" : "not upgraded")")
+                differs = true
+            }
+            if differs { events.append([reportEvent]) }
+        }
+        for transaction in ours where !seen.contains(transaction.transaction) {
+            differences.append(Difference(
+                kind: .unknownToApple, account: transaction.account, originalTransaction: original, transaction: transaction.transaction,
+                detail: "Apple's history of \(original) does not have it"))
+        }
+        return events
+    }
+
+    /// Appends each group once the one before is in; returns how many events were appended.
+    private func append(_ groups: [[Event]]) async throws -> Int {
+        var appended = 0
+        for group in groups {
+            for outcome in try await ledger.append(contentsOf: group) {
+                switch outcome {
+                case .success(.appended): appended += 1
+                case .success: break
+                case .failure(let error): logger.notice("reconciliation event refused", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+        return appended
+    }
+
+    /// `appstore-api:<transaction>/<hash>`: the same report of Apple's gets the same id, so a
+    /// run cut short and run again appends it once.
+    static func eventID(for fact: StoreTransaction) -> String {
+        let line = Event.storeTransaction(id: "x", account: "x", signedAt: Timestamp(seconds: 0), fact).jsonLine
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in line.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let prefix = "appstore-api:" + String(decoding: fact.transaction.utf8.prefix(80), as: UTF8.self)
+        return prefix + "/" + String(hash, radix: 16)
+    }
+}

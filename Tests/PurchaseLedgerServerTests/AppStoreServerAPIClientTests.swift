@@ -1,0 +1,118 @@
+import Crypto
+import Foundation
+@testable import AppStoreServerAPI
+import Testing
+import LedgerTestSupport
+
+/// The App Store Server API client against the fake App Store: tokens Apple accepts, paging,
+/// retries of 429 and 5xx honouring `Retry-After`, typed errors.
+struct AppStoreServerAPIClientTests {
+    static let quickRetry = AppStoreServerAPIRetryPolicy(maximumAttempts: 4, initialBackoff: .milliseconds(1), maximumWait: .milliseconds(300))
+
+    static func client(_ store: FakeAppStore, _ base: String, credentials: AppStoreServerAPICredentials? = nil) async throws -> AppStoreServerAPIClient {
+        try await AppStoreServerAPIClient(
+            credentials: credentials ?? store.credentials, environment: .custom(baseURL: base), retry: quickRetry)
+    }
+
+    @Test func everyPageIsReadWithATokenAppleAccepts() async throws {
+        let store = FakeAppStore(pageSize: 2)
+        store.setHistory(["a", "b", "c", "d", "e"], of: "1000")
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            #expect(try await client.allTransactions(of: "1000") == ["a", "b", "c", "d", "e"])
+            #expect(client.requestCount == 3)
+            #expect(store.refusedTokens == 0)
+        }
+    }
+
+    @Test func rateLimitsAndServerErrorsAreRetried() async throws {
+        let store = FakeAppStore()
+        store.setHistory(["a"], of: "1000")
+        // Apple's form (a UNIX time in milliseconds), HTTP's form (seconds), and a 500.
+        let soon = String(Int64(Date().timeIntervalSince1970 * 1000) + 100)
+        store.queue([.init(status: 429, retryAfter: soon), .init(status: 500), .init(status: 429, retryAfter: "0")])
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            let started = ContinuousClock.now
+            #expect(try await client.allTransactions(of: "1000") == ["a"])
+            #expect(client.requestCount == 4)
+            #expect(ContinuousClock.now - started >= .milliseconds(50))
+        }
+    }
+
+    @Test func retriesEndWithATypedError() async throws {
+        let store = FakeAppStore()
+        store.setHistory(["a"], of: "1000")
+        store.queue(Array(repeating: .init(status: 503), count: 6))
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.transactionHistory(of: "1000") }
+            #expect(error?.code == .serverError)
+            #expect(error?.status == 503)
+            #expect(client.requestCount == Self.quickRetry.maximumAttempts)
+        }
+    }
+
+    @Test func aKeyAppleDoesNotKnowIsUnauthorizedAtOnce() async throws {
+        let store = FakeAppStore()
+        store.setHistory(["a"], of: "1000")
+        try await store.run { base in
+            var credentials = store.credentials
+            credentials.privateKeyPEM = P256.Signing.PrivateKey().pemRepresentation
+            let client = try await Self.client(store, base, credentials: credentials)
+            do {
+                _ = try await client.transactionHistory(of: "1000")
+                Issue.record("a foreign key was accepted")
+            } catch let error as AppStoreServerAPIError {
+                #expect(error.code == .unauthorized)
+                #expect(client.requestCount == 1)
+            }
+            var otherBundle = store.credentials
+            otherBundle.bundleID = "com.example.other"
+            let wrongBundle = try await Self.client(store, base, credentials: otherBundle)
+            await #expect(throws: AppStoreServerAPIError.self) { try await wrongBundle.transactionHistory(of: "1000") }
+            #expect(store.refusedTokens == 2)
+        }
+    }
+
+    @Test func anUnknownTransactionIsNotFoundWithApplesCode() async throws {
+        let store = FakeAppStore()
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            do {
+                _ = try await client.transactionHistory(of: "../../etc/passwd")
+                Issue.record("found")
+            } catch let error as AppStoreServerAPIError {
+                #expect(error.code == .notFound)
+                #expect(error.apiErrorCode == 4040010)
+                #expect(error.message == "Transaction id not found.")
+            }
+        }
+    }
+
+    @Test func aKeyThatIsNotAKeyIsRefusedWithoutQuotingIt() async throws {
+        let credentials = AppStoreServerAPICredentials(privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----", keyID: "K", issuerID: "I", bundleID: "B")
+        do {
+            _ = try await AppStoreServerAPIClient(credentials: credentials, environment: .sandbox)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.code == .invalidKey)
+            #expect(!error.message.contains("c2VjcmV0"))
+        }
+        #expect(!"\(credentials)".contains("c2VjcmV0"))
+    }
+
+    @Test func retryAfterIsReadInBothForms() {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        #expect(AppStoreServerAPIRetryPolicy.retryAfter("2", now: now) == .seconds(2))
+        #expect(AppStoreServerAPIRetryPolicy.retryAfter("1700000001500", now: now) == .milliseconds(1500))
+        #expect(AppStoreServerAPIRetryPolicy.retryAfter("1600000000000", now: now) == .zero)
+        #expect(AppStoreServerAPIRetryPolicy.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT", now: now) == nil)
+        #expect(AppStoreServerAPIRetryPolicy.retryAfter("-1", now: now) == nil)
+        let policy = AppStoreServerAPIRetryPolicy(initialBackoff: .milliseconds(100), maximumWait: .seconds(1))
+        #expect(policy.wait(after: 1, retryAfter: nil, now: now) == .milliseconds(100))
+        #expect(policy.wait(after: 3, retryAfter: nil, now: now) == .milliseconds(400))
+        #expect(policy.wait(after: 10, retryAfter: nil, now: now) == .seconds(1))
+        #expect(policy.wait(after: 1, retryAfter: "3600", now: now) == .seconds(1))
+    }
+}

@@ -1,0 +1,159 @@
+import AppStoreServerAPI
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PurchaseLedger
+import PurchaseLedgerLMDB
+@testable import PurchaseLedgerServer
+import Testing
+import LedgerTestSupport
+import Synchronization
+
+/// The ledger checked against Apple's transaction history (the fake App Store, serving
+/// transactions signed by the test chain): what differs is reported; with `apply` it is
+/// appended, and a second run finds nothing.
+struct ReconciliationTests {
+    typealias Notifications = AppStoreNotificationTests
+    static let account = Notifications.account
+
+    @Test func aMissedRenewalAndARefundAreFoundAndMended() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore(pageSize: 1)
+        try await Notifications.run(signer: signer) { harness, client in
+            // The ledger heard of the first purchase only, and a device reported a transaction
+            // Apple has never heard of under the same subscription.
+            _ = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "s1", transaction: Notifications.transaction(), signer: signer), client)
+            _ = try await client.post(events: [
+                Lines.purchased("d1", Self.account, payment: "D1", transaction: "99999", product: "com.example.product", original: "12345"),
+            ])
+            // Apple's history now: the first period refunded, and a renewal.
+            store.setHistory([
+                try signer.sign(Notifications.transaction(["signedDate": 1_698_149_100_000], revoked: true)),
+                try signer.sign(Notifications.transaction([
+                    "transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000,
+                    "signedDate": 1_698_149_100_000,
+                ])),
+            ], of: "12345")
+            try await store.run { base in
+                let api = try await AppStoreServerAPIClient(
+                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+                let reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger)
+
+                let looked = try await reconciliation.run(apply: false)
+                #expect(looked.failures.isEmpty)
+                #expect(looked.originalTransactions == 1)
+                #expect(Set(looked.differences.map { "\($0.kind.rawValue) \($0.transaction)" }) == [
+                    "revocationDiffers 23456", "missingPurchase 23457", "unknownToApple 99999",
+                ])
+                #expect(looked.appended == 0)
+                let position = harness.ledger.position
+
+                let mended = try await reconciliation.run(apply: true)
+                #expect(mended.differences.count == 3)
+                #expect(mended.appended == 4)
+                #expect(harness.ledger.position == position + 4)
+                let projection = try await client.account(Self.account, asOf: "2023-10-24T12:20:00Z")
+                #expect(projection["entitlements"] as? [String] == ["com.example.product"])
+                let purchases = try #require(projection["storeTransactions"] as? [[String: Any]])
+                #expect(purchases.map { $0["transaction"] as? String } == ["23456", "23457"])
+                #expect(purchases.map { $0["revoked"] as? Bool } == [true, false])
+
+                let again = try await reconciliation.run(apply: true)
+                #expect(again.differences.map(\.kind) == [.unknownToApple])
+                #expect(again.appended == 0)
+                #expect(harness.ledger.position == position + 4)
+                // Pages of one transaction each: two requests per run.
+                #expect(api.requestCount == 6)
+            }
+        }
+    }
+
+    @Test func aHistoryThatDoesNotVerifyIsAFailureAndChangesNothing() async throws {
+        let signer = try TestAppStoreSigner()
+        let stranger = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            _ = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "s1", transaction: Notifications.transaction(), signer: signer), client)
+            store.setHistory([try stranger.sign(Notifications.transaction(["transactionId": "23457"]))], of: "12345")
+            try await store.run { base in
+                let api = try await AppStoreServerAPIClient(credentials: store.credentials, environment: .custom(baseURL: base))
+                let position = harness.ledger.position
+                let report = try await Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger).run(apply: true)
+                #expect(report.failures.map(\.originalTransaction) == ["12345"])
+                #expect(report.differences.isEmpty)
+                #expect(harness.ledger.position == position)
+            }
+        }
+    }
+}
+
+extension ReconciliationTests {
+    /// `ledger reconcile` as a cron job runs it: the built binary against the fake App Store,
+    /// its exit status and JSON lines, then `--apply`, then a run that finds nothing.
+    @Test func theCommandReportsMendsAndThenAgrees() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let ledger = try Ledger.open(at: path, catalog: serverTestCatalog)
+            _ = try await ledger.append(contentsOf: [.transactionUpdated(
+                id: "d1", account: Self.account, at: Timestamp(seconds: 1_698_148_900), TransactionUpdated(
+                    payment: "D1", state: .purchased, transaction: "23456", originalTransaction: "12345",
+                    expiresAt: Timestamp(seconds: 1_698_149_000), product: "com.example.product"))])
+            await ledger.close()
+            store.setHistory([
+                try signer.sign(Notifications.transaction()),
+                try signer.sign(Notifications.transaction([
+                    "transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000,
+                ])),
+            ], of: "12345")
+            try Data(store.credentials.privateKeyPEM.utf8).write(to: URL(fileURLWithPath: directory + "/key.p8"))
+            try Data(base64Encoded: try TestAppStoreSigner.der(signer.root))?.write(to: URL(fileURLWithPath: directory + "/root.der"))
+            try await store.run { base in
+                let arguments = [
+                    "reconcile", "--key-file", directory + "/key.p8", "--key-id", FakeAppStore.keyID, "--issuer-id", FakeAppStore.issuerID,
+                    "--bundle-id", FakeAppStore.bundleID, "--environment", "Sandbox", "--root", directory + "/root.der",
+                    "--api-base", base, "--json",
+                ]
+                let looked = try Self.ledgerTool(arguments + [path])
+                #expect(looked.status == 1, "\(looked.error)")
+                let lines = looked.output.split(separator: "\n")
+                #expect(lines.count == 3)
+                #expect(lines[0].contains(#""kind": "missingReport""#) && lines[0].contains(#""transaction": "23456""#))
+                #expect(lines[1].contains(#""kind": "missingPurchase""#) && lines[1].contains(#""transaction": "23457""#))
+                #expect(lines[2] == #"{"summary": {"originalTransactions": 1, "differences": 2, "failures": 0, "appended": 0, "requests": 1}}"#)
+
+                let mended = try Self.ledgerTool(arguments + ["--apply", path])
+                #expect(mended.status == 1)
+                #expect(mended.output.contains(#""appended": 4"#))
+                let agreed = try Self.ledgerTool(arguments + ["--apply", path])
+                #expect(agreed.status == 0, "\(agreed.output)")
+                #expect(agreed.output.contains(#""differences": 0"#) && agreed.output.contains(#""appended": 0"#))
+
+                let usage = try Self.ledgerTool(["reconcile", "--key-file", directory + "/key.p8", "--key-id", "K", "--issuer-id", "I", "--bundle-id", "B", path])
+                #expect(usage.status == 64)
+                #expect(usage.error.contains("--root"))
+            }
+        }
+    }
+
+    static func ledgerTool(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+        let process = Process()
+        process.executableURL = LedgerServerTests.binary("ledger")
+        process.arguments = arguments
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let errorData = Mutex(Data())
+        let reading = DispatchGroup()
+        DispatchQueue.global().async(group: reading) { errorData.withLock { $0 = error.fileHandleForReading.readDataToEndOfFile() } }
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        reading.wait()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+    }
+}

@@ -1,0 +1,130 @@
+import AppStoreServerAPI
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import JWTKit
+import Logging
+import NIOCore
+import Synchronization
+
+/// A small App Store Server API on loopback for the tests: it checks every request's token as
+/// Apple does (ES256 signature by the registered key id, `aud`, `bid`, `iss`, expiry, a
+/// lifetime of at most an hour) and answers 401 otherwise; it serves transaction histories in
+/// pages of `pageSize` with `revision`/`hasMore`, 404 with Apple's error body for an unknown id,
+/// and the faults queued in `faults` first (429 with `Retry-After`, 500).
+final class FakeAppStore: Sendable {
+    struct Fault: Sendable {
+        var status: Int
+        var retryAfter: String?
+    }
+
+    static let keyID = "TESTKEY123"
+    static let issuerID = "57246542-96fe-1a63-e053-0824d011072a"
+    static let bundleID = "com.example"
+
+    let key = P256.Signing.PrivateKey()
+    let pageSize: Int
+    private let state: Mutex<State>
+
+    struct State {
+        var histories: [String: [String]] = [:]
+        var faults: [Fault] = []
+        var requests = 0
+        var refusedTokens = 0
+    }
+
+    init(pageSize: Int = 2) {
+        self.pageSize = pageSize
+        state = Mutex(State())
+    }
+
+    /// Apple's history of `original`: its signed transactions, oldest first.
+    func setHistory(_ signed: [String], of original: String) {
+        state.withLock { $0.histories[original] = signed }
+    }
+
+    func queue(_ faults: [Fault]) {
+        state.withLock { $0.faults += faults }
+    }
+
+    var requests: Int { state.withLock { $0.requests } }
+    var refusedTokens: Int { state.withLock { $0.refusedTokens } }
+
+    /// The credentials of the key the fake trusts (`key`).
+    var credentials: AppStoreServerAPICredentials {
+        AppStoreServerAPICredentials(privateKeyPEM: key.pemRepresentation, keyID: Self.keyID, issuerID: Self.issuerID, bundleID: Self.bundleID)
+    }
+
+    /// Runs the fake on a loopback port and `body` with its base URL.
+    func run<R: Sendable>(_ body: @Sendable (String) async throws -> R) async throws -> R {
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: try ES256PublicKey(pem: key.publicKey.pemRepresentation), kid: JWKIdentifier(string: Self.keyID))
+        let router = Router()
+        router.get("/inApps/v2/history/:id") { request, context in
+            try await self.history(request, context: context, keys: keys)
+        }
+        var logger = Logger(label: "fake-app-store")
+        logger.logLevel = .error
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger)
+        return try await app.test(.live) { client in
+            guard let port = client.port else { throw FakeAppStoreError(description: "the fake App Store has no port") }
+            return try await body("http://127.0.0.1:\(port)")
+        }
+    }
+
+    private func history(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
+        let fault: Fault? = state.withLock { state in
+            state.requests += 1
+            return state.faults.isEmpty ? nil : state.faults.removeFirst()
+        }
+        guard await authorized(request, keys: keys) else {
+            state.withLock { $0.refusedTokens += 1 }
+            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
+        }
+        if let fault {
+            var response = Self.json(fault.status, #"{"errorCode": 4290000, "errorMessage": "Rate limit exceeded."}"#)
+            if let retryAfter = fault.retryAfter { response.headers[HTTPField.Name("Retry-After")!] = retryAfter }
+            return response
+        }
+        let id = context.parameters.get("id") ?? ""
+        guard let signed = state.withLock({ $0.histories[id] }) else {
+            return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
+        }
+        let start = request.uri.queryParameters["revision"].flatMap { Int($0.dropFirst("page-".count)) } ?? 0
+        let page = Array(signed.dropFirst(start).prefix(pageSize))
+        let hasMore = start + page.count < signed.count
+        // Apple's `transactionHistoryResponse.json`, with this page.
+        var body = try JSONSerialization.jsonObject(with: Data(Self.historyModel.utf8)) as? [String: Any] ?? [:]
+        body["signedTransactions"] = page
+        body["hasMore"] = hasMore
+        body["revision"] = "page-\(start + page.count)"
+        body["bundleId"] = Self.bundleID
+        body["environment"] = "Sandbox"
+        return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self))
+    }
+
+    /// The token checks Apple makes.
+    private func authorized(_ request: Request, keys: JWTKeyCollection) async -> Bool {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { return false }
+        guard let claims = try? await keys.verify(String(header.dropFirst("Bearer ".count)), as: AppStoreServerAPIClaims.self) else { return false }
+        return claims.bid == Self.bundleID && claims.iss.value == Self.issuerID
+    }
+
+    private static func json(_ status: Int, _ body: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: HTTPResponse.Status(code: status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: body)))
+    }
+
+    static let historyModel: String = {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/models/transactionHistoryResponse.json")
+        return (try? String(contentsOf: url, encoding: .utf8)) ?? "{}"
+    }()
+}
+
+struct FakeAppStoreError: Error, CustomStringConvertible {
+    var description: String
+}

@@ -1,0 +1,128 @@
+import AppStoreServerAPI
+import ArgumentParser
+import Foundation
+import Logging
+import PurchaseLedgerLocation
+import PurchaseLedgerServer
+
+extension LedgerCommand {
+    struct Reconcile: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Compare the ledger with Apple's transaction histories, and with --apply append what it lacks.",
+            discussion: """
+                For every original transaction the ledger holds, reads Apple's current history (App Store Server \
+                API, Get Transaction History), verifies each signed transaction against the trusted roots, and \
+                reports each difference: a purchase or renewal Apple has and the ledger lacks, a refund, expiry \
+                or upgrade that differs, a transaction Apple does not know, a purchase under another account. \
+                With --apply the missing facts are appended as a notification would append them (ids derived \
+                from Apple's: a second run appends nothing).
+
+                The key is an in-app purchase key from App Store Connect (Users and Access › Integrations › \
+                In-App Purchase): the .p8 file, its key id, and the issuer id shown on that page.
+
+                Exit status: 0 the ledger agrees with Apple, 1 differences were found (and, with --apply, \
+                mended), 2 the reconciliation could not be done.
+
+                Example:
+                  ledger reconcile --key-file SubscriptionKey_ABC123.p8 --key-id ABC123 \\
+                    --issuer-id 57246542-96fe-1a63-e053-0824d011072a --bundle-id com.example.app \\
+                    --root AppleRootCA-G3.cer --environment Sandbox --json /var/lib/ledger
+                """)
+
+        @Option(help: ArgumentHelp("The in-app purchase key (.p8).", valueName: "P8"))
+        var keyFile: String
+
+        @Option(help: ArgumentHelp("The key's id.", valueName: "KID"))
+        var keyId: String
+
+        @Option(help: ArgumentHelp("The issuer id of the key's team.", valueName: "ISS"))
+        var issuerId: String
+
+        @Option(help: ArgumentHelp("The app's bundle id.", valueName: "BID"))
+        var bundleId: String
+
+        @Option(help: ArgumentHelp("Production or Sandbox.", valueName: "E"))
+        var environment: String = "Production"
+
+        @Option(help: ArgumentHelp("The app's Apple id (required to verify production data).", valueName: "N"))
+        var appAppleId: Int64?
+
+        @Option(help: ArgumentHelp("A trusted root certificate, DER or PEM (Apple Root CA G3); repeatable.", valueName: "CERT"))
+        var root: [String] = []
+
+        @Option(help: ArgumentHelp("Another base URL for the API (a test server).", valueName: "URL"))
+        var apiBase: String?
+
+        @Flag(help: "Append what the ledger lacks.")
+        var apply = false
+
+        @Flag(help: "One JSON object per difference, then a summary object.")
+        var json = false
+
+        @OptionGroup var location: LocationArgument
+
+        func validate() throws {
+            guard environment == "Production" || environment == "Sandbox" else {
+                throw ValidationError("--environment must be Production or Sandbox, not \"\(environment)\"")
+            }
+            guard !root.isEmpty else { throw ValidationError("give at least one --root certificate to verify Apple's signed data") }
+            if environment == "Production", appAppleId == nil {
+                throw ValidationError("--app-apple-id is required in Production")
+            }
+        }
+
+        func run() async throws {
+            let report = try await runOrFail { () async throws -> Reconciliation.Report in
+                let pem: String
+                do {
+                    pem = try String(contentsOfFile: keyFile, encoding: .utf8)
+                } catch {
+                    throw CommandFailure(message: "cannot read the key file \(keyFile)")
+                }
+                let credentials = AppStoreServerAPICredentials(privateKeyPEM: pem, keyID: keyId, issuerID: issuerId, bundleID: bundleId)
+                let production = environment == "Production"
+                let api: AppStoreServerAPIEnvironment = apiBase.map { .custom(baseURL: $0) } ?? (production ? .production : .sandbox)
+                var logger = Logger(label: "ledger.reconcile")
+                logger.logLevel = .warning
+                let client = try await AppStoreServerAPIClient(credentials: credentials, environment: api, logger: logger)
+                let verifier = AppStoreSignedDataVerifier(
+                    trustedRoots: try AppStoreSignedDataVerifier.loadCertificates(paths: root), bundleId: bundleId,
+                    appAppleId: appAppleId, environment: production ? .production : .sandbox)
+                var configuration = Ledger.Configuration()
+                configuration.logger.logLevel = .warning
+                let ledger = try location.openLedger(configuration: configuration)
+                do {
+                    let report = try await Reconciliation(client: client, verifier: verifier, ledger: ledger, logger: logger).run(apply: apply)
+                    await ledger.close()
+                    try output(report, requests: client.requestCount)
+                    return report
+                } catch {
+                    await ledger.close()
+                    throw error
+                }
+            }
+            if !report.failures.isEmpty { throw ExitCode(2) }
+            if !report.differences.isEmpty { throw ExitCode(1) }
+        }
+
+        private func output(_ report: Reconciliation.Report, requests: Int) throws {
+            var text = ""
+            if json {
+                for difference in report.differences { text += difference.json + "\n" }
+                for failure in report.failures {
+                    text += "{\"kind\": \"failure\", \"originalTransaction\": \(JSONString.quoted(failure.originalTransaction)), \"detail\": \(JSONString.quoted(failure.reason))}\n"
+                }
+                text += "{\"summary\": {\"originalTransactions\": \(report.originalTransactions), \"differences\": \(report.differences.count), "
+                    + "\"failures\": \(report.failures.count), \"appended\": \(report.appended), \"requests\": \(requests)}}\n"
+            } else {
+                for difference in report.differences {
+                    text += "\(difference.kind.rawValue)  \(difference.account)  \(difference.originalTransaction)/\(difference.transaction)  \(difference.detail)\n"
+                }
+                for failure in report.failures { text += "failed  \(failure.originalTransaction)  \(failure.reason)\n" }
+                text += "\(report.originalTransactions) original transactions, \(report.differences.count) differences, "
+                    + "\(report.failures.count) failures, \(report.appended) events appended, \(requests) API requests\n"
+            }
+            try Console.output(text)
+        }
+    }
+}
