@@ -157,3 +157,128 @@ extension ReconciliationTests {
         return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData.withLock { $0 }, as: UTF8.self))
     }
 }
+
+extension ReconciliationTests {
+    /// One notification of a generated history: its type, Apple's transaction as signed then,
+    /// and whether it may be lost (every chain's first purchase arrives, else the ledger would
+    /// not know the chain to ask Apple about).
+    struct Sent {
+        var type: String
+        var transaction: [String: Any]
+        var mayBeLost: Bool
+    }
+
+    /// Subscriptions (renewals, refunds, reversed refunds, an extension) and consumables (some
+    /// refunded) of three accounts, in Apple's signing order, and Apple's current view of every
+    /// transaction by original transaction.
+    static func history(random: inout SeededGenerator) throws -> (sent: [Sent], apple: [String: [[String: Any]]]) {
+        let start = 1_698_148_800_000.0
+        let period = 100_000.0
+        var sent: [Sent] = []
+        var current: [String: [String: Any]] = [:]
+        var chains: [String: [String]] = [:]
+        func send(_ type: String, _ transaction: [String: Any], mayBeLost: Bool) {
+            sent.append(Sent(type: type, transaction: transaction, mayBeLost: mayBeLost))
+            let id = transaction["transactionId"] as? String ?? ""
+            if let known = current[id], (known["signedDate"] as? Double ?? 0) > (transaction["signedDate"] as? Double ?? 0) { return }
+            if current[id] == nil { chains[transaction["originalTransactionId"] as? String ?? id, default: []].append(id) }
+            current[id] = transaction
+        }
+        for account in 1...3 {
+            let token = "00000000-0000-4000-8000-00000000000\(account)"
+            let original = "\(account)000"
+            let periods = Int.random(in: 1...4, using: &random)
+            for index in 0..<periods {
+                let bought = start + Double(index) * period
+                let base = try Notifications.transaction([
+                    "transactionId": "\(account)00\(index)", "originalTransactionId": original, "appAccountToken": token,
+                    "purchaseDate": bought, "expiresDate": bought + period, "signedDate": bought,
+                ])
+                send(index == 0 ? "SUBSCRIBED" : "DID_RENEW", base, mayBeLost: index > 0)
+                if Int.random(in: 0..<3, using: &random) == 0 {
+                    send("REFUND", base.merging(["signedDate": bought + 10_000, "revocationDate": bought + 10_000, "revocationReason": 0]) { $1 }, mayBeLost: true)
+                    if Bool.random(using: &random) {
+                        send("REFUND_REVERSED", base.merging(["signedDate": bought + 20_000]) { $1 }, mayBeLost: true)
+                    }
+                }
+                if index == periods - 1, Bool.random(using: &random) {
+                    send("RENEWAL_EXTENDED", base.merging(["signedDate": bought + 30_000, "expiresDate": bought + 5 * period]) { $1 }, mayBeLost: true)
+                }
+            }
+            for index in 0..<Int.random(in: 1...2, using: &random) {
+                let id = "\(account)90\(index)"
+                let bought = start + Double(index) * 7_000
+                let coins = try Notifications.transaction([
+                    "transactionId": id, "originalTransactionId": id, "productId": "com.example.coins", "type": "Consumable",
+                    "expiresDate": NSNull(), "subscriptionGroupIdentifier": NSNull(), "appAccountToken": token,
+                    "purchaseDate": bought, "signedDate": bought,
+                ])
+                send("ONE_TIME_CHARGE", coins, mayBeLost: false)
+                if Bool.random(using: &random) {
+                    send("REFUND", coins.merging(["signedDate": bought + 10_000, "revocationDate": bought + 10_000]) { $1 }, mayBeLost: true)
+                }
+            }
+        }
+        sent.sort { ($0.transaction["signedDate"] as? Double ?? 0) < ($1.transaction["signedDate"] as? Double ?? 0) }
+        let apple = chains.mapValues { ids in ids.compactMap { current[$0] } }
+        return (sent, apple)
+    }
+
+    /// What an account owns at a few times, as the server answers: all but `unfinished` (the
+    /// store's entries are finished either way) and `position`.
+    static func owned(_ client: any TestClientProtocol, _ accounts: [String]) async throws -> String {
+        var text = ""
+        for account in accounts {
+            for time in ["2023-10-24T12:01:00Z", "2023-10-24T12:05:00Z", "2023-10-24T12:12:00Z", "2023-10-24T13:00:00Z"] {
+                var projection = try await client.account(account, asOf: time)
+                projection["position"] = nil
+                projection["unfinished"] = nil
+                text += String(decoding: try JSONSerialization.data(withJSONObject: projection, options: [.sortedKeys]), as: UTF8.self) + "\n"
+            }
+        }
+        return text
+    }
+
+    /// Lost notifications, mended by reconciliation: a ledger that heard only some of a
+    /// generated history, reconciled with `apply` against Apple's full history, owns what the
+    /// ledger that heard everything owns; a second run finds nothing and appends nothing; and
+    /// the ledger that heard everything agrees with Apple from the start.
+    @Test(arguments: 1...4)
+    func reconcilingWhatWasLostOwnsWhatHearingEverythingOwns(seed: UInt64) async throws {
+        var random = SeededGenerator(seed: seed)
+        let (sent, apple) = try Self.history(random: &random)
+        let lost = sent.map { $0.mayBeLost && Int.random(in: 0..<5, using: &random) < 2 }
+        let accounts = (1...3).map { "00000000-0000-4000-8000-00000000000\($0)" }
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore(pageSize: 3)
+        for (original, transactions) in apple {
+            store.setHistory(try transactions.map { try signer.sign($0) }, of: original)
+        }
+        let bodies = try sent.enumerated().map { index, notification in
+            try Notifications.notification(notification.type, uuid: "n\(index)", transaction: notification.transaction, signer: signer)
+        }
+        try await Notifications.run(signer: signer) { everything, heardAll in
+            try await Notifications.run(signer: signer) { partial, heardSome in
+                for (index, body) in bodies.enumerated() {
+                    _ = try await Notifications.post(body, heardAll)
+                    if !lost[index] { _ = try await Notifications.post(body, heardSome) }
+                }
+                try await store.run { base in
+                    let api = try await AppStoreServerAPIClient(
+                        credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+                    let complete = try await Reconciliation(client: api, verifier: signer.verifier(), ledger: everything.ledger).run(apply: false)
+                    #expect(complete.differences.isEmpty, "\(complete.differences.map(\.json))")
+                    let reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: partial.ledger)
+                    let mended = try await reconciliation.run(apply: true)
+                    #expect(mended.failures.isEmpty)
+                    #expect(mended.differences.isEmpty == !lost.contains(true))
+                    #expect(try await Self.owned(heardSome, accounts) == Self.owned(heardAll, accounts))
+                    let position = partial.ledger.position
+                    let again = try await reconciliation.run(apply: true)
+                    #expect(again.differences.isEmpty)
+                    #expect(partial.ledger.position == position)
+                }
+            }
+        }
+    }
+}
