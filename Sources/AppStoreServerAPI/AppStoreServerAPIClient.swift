@@ -67,9 +67,45 @@ public struct AppStoreServerAPIClient: Sendable {
         try await get("/inApps/v1/subscriptions/" + Self.pathComponent(transactionID), query: [])
     }
 
+    /// Get Notification History, one page: `POST /inApps/v1/notifications/history`, the
+    /// notifications Apple sent from `start` to `end` (milliseconds since 1970).
+    public func notificationHistory(
+        from start: Int64, to end: Int64, paginationToken: String? = nil
+    ) async throws(AppStoreServerAPIError) -> NotificationHistoryPage {
+        let body: Data
+        do {
+            body = try JSONEncoder().encode(NotificationHistoryRequest(startDate: start, endDate: end))
+        } catch {
+            throw AppStoreServerAPIError(.badRequest, "cannot encode the request: \(error)")
+        }
+        return try await call(.POST, "/inApps/v1/notifications/history", query: paginationToken.map { [("paginationToken", $0)] } ?? [], body: body)
+    }
+
+    /// Every notification Apple sent from `start` to `end`, following the pages.
+    public func allNotifications(from start: Int64, to end: Int64) async throws(AppStoreServerAPIError) -> [NotificationHistoryPage.Item] {
+        var items: [NotificationHistoryPage.Item] = []
+        var token: String?
+        repeat {
+            let page = try await notificationHistory(from: start, to: end, paginationToken: token)
+            items += page.notificationHistory ?? []
+            guard page.hasMore == true else { break }
+            guard let next = page.paginationToken, next != token else {
+                throw AppStoreServerAPIError(.invalidResponse, "a notification history page says hasMore without a new paginationToken")
+            }
+            token = next
+        } while true
+        return items
+    }
+
     // MARK: Requests
 
     private func get<Answer: Decodable>(_ path: String, query: [(String, String)]) async throws(AppStoreServerAPIError) -> Answer {
+        try await call(.GET, path, query: query, body: nil)
+    }
+
+    private func call<Answer: Decodable>(
+        _ method: HTTPMethod, _ path: String, query: [(String, String)], body: Data?
+    ) async throws(AppStoreServerAPIError) -> Answer {
         var url = environment.baseURL + path
         if !query.isEmpty {
             url += "?" + query.map { Self.queryComponent($0.0) + "=" + Self.queryComponent($0.1) }.joined(separator: "&")
@@ -77,7 +113,7 @@ public struct AppStoreServerAPIClient: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            let outcome = await send(url)
+            let outcome = await send(method, url, body: body)
             switch outcome {
             case .answer(let status, let body, let retryAfter):
                 if (200..<300).contains(status) {
@@ -107,12 +143,16 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     /// One request. Answers are read up to 16 MiB (Apple's pages are far smaller).
-    private func send(_ url: String) async -> Outcome {
+    private func send(_ method: HTTPMethod, _ url: String, body: Data?) async -> Outcome {
         counter.increment()
         do {
             let token = try await signer.token()
             var request = HTTPClientRequest(url: url)
-            request.method = .GET
+            request.method = method
+            if let body {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(bytes: body))
+            }
             request.headers.add(name: "Authorization", value: "Bearer " + token)
             request.headers.add(name: "Accept", value: "application/json")
             request.headers.add(name: "User-Agent", value: "PurchaseLedger")

@@ -44,3 +44,30 @@ struct AppStoreServerAPIErrorBody: Decodable {
     var errorCode: Int64?
     var errorMessage: String?
 }
+
+/// Get Notification History: one page of the notifications Apple sent (or tried to).
+public struct NotificationHistoryPage: Decodable, Sendable, Hashable {
+    public var paginationToken: String?
+    public var hasMore: Bool?
+    public var notificationHistory: [Item]?
+
+    public struct Item: Decodable, Sendable, Hashable {
+        /// The notification as Apple signed it (the body's `signedPayload`).
+        public var signedPayload: String?
+        public var sendAttempts: [SendAttempt]?
+    }
+
+    public struct SendAttempt: Decodable, Sendable, Hashable {
+        /// Milliseconds since 1970.
+        public var attemptDate: Double?
+        /// "SUCCESS", "TIMED_OUT", "NO_RESPONSE", …
+        public var sendAttemptResult: String?
+    }
+}
+
+/// The body of a Get Notification History request.
+struct NotificationHistoryRequest: Encodable {
+    /// Milliseconds since 1970; Apple keeps 180 days.
+    var startDate: Int64
+    var endDate: Int64
+}

@@ -282,3 +282,53 @@ extension ReconciliationTests {
         }
     }
 }
+
+extension ReconciliationTests {
+    /// With `since`, the notifications Apple sent that the ledger never received are found in
+    /// Apple's notification history and appended with their own ids; one without an account
+    /// is reported and left.
+    @Test func missedNotificationsAreFoundInApplesHistory() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore(pageSize: 2)
+        try await Notifications.run(signer: signer) { harness, client in
+            let first = try Notifications.transaction()
+            let renewal = try Notifications.transaction([
+                "transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000, "signedDate": 1_698_149_000_000,
+            ])
+            let refund = renewal.merging(["signedDate": 1_698_149_500_000, "revocationDate": 1_698_149_500_000, "revocationReason": 1]) { $1 }
+            let stranger = try Notifications.transaction(["transactionId": "555", "originalTransactionId": "555", "appAccountToken": NSNull()])
+            let notifications = try [
+                ("SUBSCRIBED", "s1", first), ("DID_RENEW", "s2", renewal), ("REFUND", "s3", refund), ("ONE_TIME_CHARGE", "x1", stranger),
+            ].map { type, uuid, transaction in
+                try Notifications.notification(type, uuid: uuid, transaction: transaction, signer: signer)
+            }
+            // The ledger heard only the first.
+            _ = try await Notifications.post(notifications[0], client)
+            for (index, body) in notifications.enumerated() {
+                let payload = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: String])["signedPayload"]
+                store.sent(try #require(payload), at: 1_698_148_900_000 + Int64(index) * 1000)
+            }
+            store.setHistory([try signer.sign(first), try signer.sign(refund)], of: "12345")
+            try await store.run { base in
+                let api = try await AppStoreServerAPIClient(
+                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+                let reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger)
+                let since: Int64 = 1_698_148_000_000
+                let mended = try await reconciliation.run(apply: true, since: since)
+                #expect(mended.failures.isEmpty, "\(mended.failures)")
+                #expect(mended.differences.map { "\($0.kind.rawValue) \($0.transaction)" } == [
+                    "missedNotification 23457", "missedNotification 23457", "missedNotification 555",
+                ])
+                #expect(mended.appended == 4)
+                let ids = try harness.ledger.history(account: Self.account).map(\.event.id)
+                #expect(ids.suffix(4) == ["s2", "s2/finish", "s2/transaction", "s3/transaction"])
+                let projection = try await client.account(Self.account, asOf: "2023-10-24T12:10:00Z")
+                #expect(projection["entitlements"] as? [String] == [])
+
+                let again = try await reconciliation.run(apply: true, since: since)
+                #expect(again.differences.map(\.kind) == [.missedNotification])
+                #expect(again.appended == 0)
+            }
+        }
+    }
+}

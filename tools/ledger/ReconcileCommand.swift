@@ -13,7 +13,8 @@ extension LedgerCommand {
                 For every original transaction the ledger holds, reads Apple's current history (App Store Server \
                 API, Get Transaction History), verifies each signed transaction against the trusted roots, and \
                 reports each difference: a purchase or renewal Apple has and the ledger lacks, a refund, expiry \
-                or upgrade that differs, a transaction Apple does not know, a purchase under another account. \
+                or upgrade that differs, a transaction Apple does not know, a purchase under another account; \
+                with --since, also every notification Apple sent since then that the ledger never received. \
                 With --apply the missing facts are appended as a notification would append them (ids derived \
                 from Apple's: a second run appends nothing).
 
@@ -26,7 +27,7 @@ extension LedgerCommand {
                 Example:
                   ledger reconcile --key-file SubscriptionKey_ABC123.p8 --key-id ABC123 \\
                     --issuer-id 57246542-96fe-1a63-e053-0824d011072a --bundle-id com.example.app \\
-                    --root AppleRootCA-G3.cer --environment Sandbox --json /var/lib/ledger
+                    --root AppleRootCA-G3.cer --environment Sandbox --since 2026-11-01T00:00:00Z --json /var/lib/ledger
                 """)
 
         @Option(help: ArgumentHelp("The in-app purchase key (.p8).", valueName: "P8"))
@@ -53,6 +54,9 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("Another base URL for the API (a test server).", valueName: "URL"))
         var apiBase: String?
 
+        @Option(help: ArgumentHelp("Also look for notifications Apple sent since this time that the ledger never received (RFC 3339; Apple keeps 180 days).", valueName: "T"))
+        var since: String?
+
         @Flag(help: "Append what the ledger lacks.")
         var apply = false
 
@@ -62,6 +66,7 @@ extension LedgerCommand {
         @OptionGroup var location: LocationArgument
 
         func validate() throws {
+            if let since { _ = try parseTimestamp(since) }
             guard environment == "Production" || environment == "Sandbox" else {
                 throw ValidationError("--environment must be Production or Sandbox, not \"\(environment)\"")
             }
@@ -92,7 +97,9 @@ extension LedgerCommand {
                 configuration.logger.logLevel = .warning
                 let ledger = try location.openLedger(configuration: configuration)
                 do {
-                    let report = try await Reconciliation(client: client, verifier: verifier, ledger: ledger, logger: logger).run(apply: apply)
+                    let sinceMilliseconds = try since.map(parseTimestamp).map { $0.seconds * 1000 + Int64($0.nanoseconds / 1_000_000) }
+                    let report = try await Reconciliation(client: client, verifier: verifier, ledger: ledger, logger: logger)
+                        .run(apply: apply, since: sinceMilliseconds)
                     await ledger.close()
                     try output(report, requests: client.requestCount)
                     return report

@@ -253,6 +253,13 @@ public final class Ledger: Sendable {
         return try storage.read { try $0.holder(ofTransaction: transaction) }?.entry.account
     }
 
+    /// The position of the event with this id, nil when the log has none: whether an event was
+    /// already appended (a notification the ledger may have missed, say).
+    public func position(ofEventID id: String) throws -> UInt64? {
+        guard EventLimits.keyBytes.contains(id.utf8.count) else { return nil }
+        return try storage.read { try $0.position(ofEventID: id) }
+    }
+
     /// The log's records from `position` on, read in chunks as the sequence is iterated. The
     /// sequence ends at the last record committed when iteration reaches it.
     public func records(from position: UInt64 = 1) -> LogRecords {

@@ -31,6 +31,22 @@ struct AppStoreRecording: Sendable, Equatable {
     }
 }
 
+extension Ledger {
+    /// Appends what a notification records: the purchase, then (once it is in the log, also as
+    /// a duplicate: a retry after a crash between the two finishes the entry) its finish, then
+    /// the store's reports. The outcomes in that order.
+    func append(_ recording: AppStoreRecording) async throws -> [AppendResult] {
+        var outcomes: [AppendResult] = []
+        if let (purchase, finish) = recording.purchase {
+            outcomes += try await append(contentsOf: [purchase])
+            if case .success = outcomes[0] {
+                outcomes += try await append(contentsOf: [finish])
+            }
+        }
+        return outcomes + (try await append(contentsOf: recording.reports))
+    }
+}
+
 /// The mapping from App Store Server Notifications V2 to events (docs/SERVER.md has the table).
 ///
 /// Every notification that carries a signed transaction records it as a `storeTransaction`,

@@ -65,15 +65,7 @@ public struct AppStoreNotificationHandler: Sendable {
         }
         switch action {
         case .record(let recording):
-            var outcomes: [AppendResult] = []
-            if let (purchase, finish) = recording.purchase {
-                outcomes += try await ledger.append(contentsOf: [purchase])
-                if case .success = outcomes[0] {
-                    // Also on a duplicate: a retry after a crash between the two finishes the entry.
-                    outcomes += try await ledger.append(contentsOf: [finish])
-                }
-            }
-            outcomes += try await ledger.append(contentsOf: recording.reports)
+            let outcomes = try await ledger.append(recording)
             log(outcomes, logger: logger)
             // The store's reports are refused only when they break the format or name a product
             // the catalog lacks: Apple does not send them again, so they are kept for audit.

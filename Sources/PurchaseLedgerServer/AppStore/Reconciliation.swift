@@ -38,6 +38,8 @@ public struct Reconciliation: Sendable {
             case unknownToApple
             /// Apple's `appAccountToken` names another account than the one holding it.
             case otherAccount
+            /// Apple sent a notification whose events the ledger lacks (with `since`).
+            case missedNotification
         }
 
         public var kind: Kind
@@ -63,8 +65,13 @@ public struct Reconciliation: Sendable {
         public var failures: [(originalTransaction: String, reason: String)] = []
     }
 
-    public func run(apply: Bool) async throws -> Report {
+    /// With `since` (milliseconds since 1970), first every notification Apple sent since then
+    /// that the ledger lacks; then every original transaction the ledger holds.
+    public func run(apply: Bool, since: Int64? = nil) async throws -> Report {
         var report = Report()
+        if let since {
+            try await missedNotifications(since: since, apply: apply, into: &report)
+        }
         let held = try ledger.currentState().heldTransactions()
         var chains: [String: [HeldTransaction]] = [:]
         for transaction in held { chains[transaction.chain, default: []].append(transaction) }
@@ -84,6 +91,59 @@ public struct Reconciliation: Sendable {
             }
         }
         return report
+    }
+
+    /// The notifications Apple sent since `since` whose events the ledger lacks (its event ids
+    /// come from the notification, so a received one is found by them); with `apply`, appended
+    /// as the server would have appended them.
+    private func missedNotifications(since: Int64, apply: Bool, into report: inout Report) async throws {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let items: [NotificationHistoryPage.Item]
+        do {
+            items = try await client.allNotifications(from: since, to: now)
+        } catch {
+            report.failures.append(("notification history", "\(error)"))
+            return
+        }
+        for item in items {
+            guard let signed = item.signedPayload else { continue }
+            let notification: AppStoreNotificationPayload
+            let transaction: AppStoreTransactionPayload?
+            let renewal: AppStoreRenewalPayload?
+            do {
+                notification = try await verifier.verifyNotification(signed)
+                transaction = try await notification.data?.signedTransactionInfo.asyncMap(verifier.verifyTransaction)
+                renewal = try await notification.data?.signedRenewalInfo.asyncMap(verifier.verifyRenewalInfo)
+            } catch {
+                report.failures.append(("notification", "\(error)"))
+                continue
+            }
+            let action = try AppStoreNotificationEvents.action(for: notification, transaction: transaction, renewal: renewal) {
+                try ledger.account(holdingTransaction: $0)
+            }
+            let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId ?? ""
+            let about = transaction?.transactionId ?? original
+            let label = notification.notificationType + (notification.subtype.map { " " + $0 } ?? "")
+            switch action {
+            case .ignored:
+                continue
+            case .unattributed(let reason):
+                report.differences.append(Difference(
+                    kind: .missedNotification, account: "", originalTransaction: original, transaction: about,
+                    detail: "\(label) \(notification.notificationUUID): \(reason)"))
+            case .record(let recording):
+                let events = (recording.purchase.map { [$0.event, $0.finish] } ?? []) + recording.reports
+                var missing = false
+                for event in events where try ledger.position(ofEventID: event.id) == nil { missing = true }
+                guard missing, let account = events.first?.account else { continue }
+                report.differences.append(Difference(
+                    kind: .missedNotification, account: account, originalTransaction: original, transaction: about,
+                    detail: "\(label) \(notification.notificationUUID)"))
+                if apply {
+                    for case .success(.appended) in try await ledger.append(recording) { report.appended += 1 }
+                }
+            }
+        }
     }
 
     /// Apple's history of the subscription or purchase, each transaction verified.
@@ -181,5 +241,12 @@ public struct Reconciliation: Sendable {
         }
         let prefix = "appstore-api:" + String(decoding: fact.transaction.utf8.prefix(80), as: UTF8.self)
         return prefix + "/" + String(hash, radix: 16)
+    }
+}
+
+private extension Optional {
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
     }
 }

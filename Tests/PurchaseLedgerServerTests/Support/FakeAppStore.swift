@@ -30,6 +30,8 @@ final class FakeAppStore: Sendable {
 
     struct State {
         var histories: [String: [String]] = [:]
+        /// Notifications Apple sent: the signed payload and when (milliseconds since 1970).
+        var notifications: [(signedPayload: String, sentAt: Int64)] = []
         var faults: [Fault] = []
         var requests = 0
         var refusedTokens = 0
@@ -43,6 +45,10 @@ final class FakeAppStore: Sendable {
     /// Apple's history of `original`: its signed transactions, oldest first.
     func setHistory(_ signed: [String], of original: String) {
         state.withLock { $0.histories[original] = signed }
+    }
+
+    func sent(_ signedPayload: String, at milliseconds: Int64) {
+        state.withLock { $0.notifications.append((signedPayload, milliseconds)) }
     }
 
     func queue(_ faults: [Fault]) {
@@ -64,6 +70,9 @@ final class FakeAppStore: Sendable {
         let router = Router()
         router.get("/inApps/v2/history/:id") { request, context in
             try await self.history(request, context: context, keys: keys)
+        }
+        router.post("/inApps/v1/notifications/history") { request, context in
+            try await self.notificationHistory(request, context: context, keys: keys)
         }
         var logger = Logger(label: "fake-app-store")
         logger.logLevel = .error
@@ -103,6 +112,35 @@ final class FakeAppStore: Sendable {
         body["bundleId"] = Self.bundleID
         body["environment"] = "Sandbox"
         return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self))
+    }
+
+    private struct HistoryRequest: Decodable {
+        var startDate: Int64
+        var endDate: Int64
+    }
+
+    /// Get Notification History: the notifications sent between the body's dates, a page at a
+    /// time (`paginationToken` is the offset of the next page).
+    private func notificationHistory(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
+        state.withLock { $0.requests += 1 }
+        guard await authorized(request, keys: keys) else {
+            state.withLock { $0.refusedTokens += 1 }
+            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
+        }
+        let body = try await request.body.collect(upTo: 1 << 16)
+        guard let asked = try? JSONDecoder().decode(HistoryRequest.self, from: Data(body.readableBytesView)) else {
+            return Self.json(400, #"{"errorCode": 4000023, "errorMessage": "Invalid request."}"#)
+        }
+        let sent = state.withLock { $0.notifications.filter { (asked.startDate...asked.endDate).contains($0.sentAt) } }
+        let start = request.uri.queryParameters["paginationToken"].flatMap { Int($0) } ?? 0
+        let page = Array(sent.dropFirst(start).prefix(pageSize))
+        let hasMore = start + page.count < sent.count
+        var answer: [String: Any] = [
+            "hasMore": hasMore,
+            "notificationHistory": page.map { ["signedPayload": $0.signedPayload, "sendAttempts": [["attemptDate": $0.sentAt, "sendAttemptResult": "NO_RESPONSE"]]] },
+        ]
+        if hasMore { answer["paginationToken"] = String(start + page.count) }
+        return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: answer), as: UTF8.self))
     }
 
     /// The token checks Apple makes.
