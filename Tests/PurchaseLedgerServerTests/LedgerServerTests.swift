@@ -183,7 +183,13 @@ struct LedgerServerTests {
                     }
                 }
                 group.addTask {
-                    try await Task.sleep(for: .milliseconds(700))
+                    // Signal mid-stream: once appends are being answered (a loaded machine may
+                    // take seconds for the first), then a little later.
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while run.acknowledged.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    try await Task.sleep(for: .milliseconds(300))
                     run.signalled.store(true, ordering: .releasing)
                     kill(process.processIdentifier, SIGTERM)
                 }

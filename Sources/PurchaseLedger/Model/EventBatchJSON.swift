@@ -36,6 +36,11 @@ extension Result where Success == AppendOutcome, Failure == LedgerError {
             "{\"line\": \(line), \"outcome\": \"rejected\", \"error\": \"\(error.code.rawValue)\"}"
         }
     }
+
+    /// `[{"line": 1, …}, {"line": 2, …}]`: the report lines of `results`, counted from 1.
+    public static func reportArray(_ results: [Self]) -> String {
+        "[" + results.enumerated().map { $0.element.reportLine($0.offset + 1) }.joined(separator: ", ") + "]"
+    }
 }
 
 extension LogRecord {

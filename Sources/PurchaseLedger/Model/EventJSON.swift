@@ -167,23 +167,7 @@ extension Event {
             writer.member("transaction", revoked.transaction)
             writer.member("reason", ifPresent: revoked.reason)
         case .storeTransaction(let fact):
-            writer.member("transaction", fact.transaction)
-            writer.member("originalTransaction", ifPresent: fact.originalTransaction)
-            writer.member("product", fact.product)
-            writer.member("quantity", ifPresent: fact.quantity)
-            writer.member("purchasedAt", ifPresent: fact.purchasedAt)
-            writer.member("expiresAt", ifPresent: fact.expiresAt)
-            writer.member("subscriptionGroup", ifPresent: fact.subscriptionGroup)
-            writer.member("ownership", ifPresent: fact.ownership?.rawValue)
-            writer.member("environment", ifPresent: fact.environment?.rawValue)
-            writer.member("price", ifPresent: fact.price)
-            writer.member("currency", ifPresent: fact.currency)
-            writer.member("storefront", ifPresent: fact.storefront)
-            writer.member("revokedAt", ifPresent: fact.revokedAt)
-            writer.member("revocationReason", ifPresent: fact.revocationReason)
-            writer.member("revocationType", ifPresent: fact.revocationType?.rawValue)
-            writer.member("revocationPercentage", ifPresent: fact.revocationPercentage)
-            writer.member("upgraded", ifPresent: fact.upgraded)
+            fact.writeMembers(to: &writer)
             writer.member("source", ifPresent: fact.source)
         case .renewalInfo(let info):
             writer.member("originalTransaction", info.originalTransaction)
@@ -275,5 +259,29 @@ struct FieldReader {
         }
         let double = number.double(keepingOrderAgainst: bounds)
         return double.isFinite ? double : (double < 0 ? -.greatestFiniteMagnitude : .greatestFiniteMagnitude)
+    }
+}
+
+extension StoreTransaction {
+    /// The report's fields in the format's order, all but `source` (the event adds it; an
+    /// account's projection shows the report without it).
+    func writeMembers(to writer: inout JSONWriter) {
+        writer.member("transaction", transaction)
+        writer.member("originalTransaction", ifPresent: originalTransaction)
+        writer.member("product", product)
+        writer.member("quantity", ifPresent: quantity)
+        writer.member("purchasedAt", ifPresent: purchasedAt)
+        writer.member("expiresAt", ifPresent: expiresAt)
+        writer.member("subscriptionGroup", ifPresent: subscriptionGroup)
+        writer.member("ownership", ifPresent: ownership?.rawValue)
+        writer.member("environment", ifPresent: environment?.rawValue)
+        writer.member("price", ifPresent: price)
+        writer.member("currency", ifPresent: currency)
+        writer.member("storefront", ifPresent: storefront)
+        writer.member("revokedAt", ifPresent: revokedAt)
+        writer.member("revocationReason", ifPresent: revocationReason)
+        writer.member("revocationType", ifPresent: revocationType?.rawValue)
+        writer.member("revocationPercentage", ifPresent: revocationPercentage)
+        writer.member("upgraded", ifPresent: upgraded)
     }
 }

@@ -122,25 +122,11 @@ extension SubscriptionStatus {
 }
 
 extension StorePurchase {
-    /// The report's fields as in the event (without `source`), and `revoked`.
+    /// The report's fields as in the event (without `source`), then `revoked`.
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        writer.member("transaction", report.transaction)
-        writer.member("originalTransaction", ifPresent: report.originalTransaction)
-        writer.member("product", report.product)
-        writer.member("quantity", ifPresent: report.quantity)
-        writer.member("purchasedAt", ifPresent: report.purchasedAt)
-        writer.member("expiresAt", ifPresent: report.expiresAt)
-        writer.member("ownership", ifPresent: report.ownership?.rawValue)
-        writer.member("environment", ifPresent: report.environment?.rawValue)
-        writer.member("price", ifPresent: report.price)
-        writer.member("currency", ifPresent: report.currency)
-        writer.member("storefront", ifPresent: report.storefront)
+        report.writeMembers(to: &writer)
         writer.member("revoked", isRevoked)
-        writer.member("revokedAt", ifPresent: report.revokedAt)
-        writer.member("revocationType", ifPresent: report.revocationType?.rawValue)
-        writer.member("revocationPercentage", ifPresent: report.revocationPercentage)
-        writer.member("upgraded", ifPresent: report.upgraded)
         writer.endObject()
     }
 }

@@ -37,9 +37,8 @@ public struct AppStoreNotificationHandler: Sendable {
             var text = "{\"notificationUUID\": \(JSONString.quoted(notification.notificationUUID))"
             text += ", \"notificationType\": \(JSONString.quoted(notification.notificationType))"
             if let subtype = notification.subtype { text += ", \"subtype\": \(JSONString.quoted(subtype))" }
-            text += ", \"action\": \(JSONString.quoted(action)), \"outcomes\": ["
-            text += outcomes.enumerated().map { $0.element.reportLine($0.offset + 1) }.joined(separator: ", ")
-            return text + "]}\n"
+            text += ", \"action\": \(JSONString.quoted(action)), \"outcomes\": "
+            return text + AppendResult.reportArray(outcomes) + "}\n"
         }
     }
 

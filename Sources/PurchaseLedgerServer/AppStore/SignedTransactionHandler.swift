@@ -23,9 +23,8 @@ public struct SignedTransactionHandler: Sendable {
         var outcomes: [AppendResult]
 
         var json: String {
-            var text = "{\"account\": \(JSONString.quoted(account)), \"transaction\": \(JSONString.quoted(transaction)), \"outcomes\": ["
-            text += outcomes.enumerated().map { $0.element.reportLine($0.offset + 1) }.joined(separator: ", ")
-            return text + "]}\n"
+            "{\"account\": \(JSONString.quoted(account)), \"transaction\": \(JSONString.quoted(transaction)), "
+                + "\"outcomes\": \(AppendResult.reportArray(outcomes))}\n"
         }
     }
 
