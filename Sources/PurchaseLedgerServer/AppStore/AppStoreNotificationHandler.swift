@@ -129,7 +129,7 @@ public struct AppStoreNotificationHandler: Sendable {
             }
             // A storage failure above stops the run: the moved-aside file stays, for the next.
             let refused = handled.outcomes.contains { outcome in
-                if case .failure(let error) = outcome { error.code != .transactionAlreadyCredited } else { false }
+                if case .failure = outcome { true } else { false }
             }
             if handled.action == "unattributed" || refused {
                 kept.append(line)
