@@ -63,8 +63,8 @@ struct ReconciliationTests {
                 #expect(again.differences.map(\.kind) == [.unknownToApple])
                 #expect(again.appended == 0)
                 #expect(harness.ledger.position == position + 4)
-                // Pages of one transaction each: two requests per run.
-                #expect(api.requestCount == 6)
+                // Pages of one transaction each, and the subscription's statuses: three requests a run.
+                #expect(api.requestCount == 9)
             }
         }
     }
@@ -123,7 +123,7 @@ extension ReconciliationTests {
                 #expect(lines.count == 3)
                 #expect(lines[0].contains(#""kind": "missingReport""#) && lines[0].contains(#""transaction": "23456""#))
                 #expect(lines[1].contains(#""kind": "missingPurchase""#) && lines[1].contains(#""transaction": "23457""#))
-                #expect(lines[2] == #"{"summary": {"originalTransactions": 1, "differences": 2, "failures": 0, "appended": 0, "requests": 1}}"#)
+                #expect(lines[2] == #"{"summary": {"originalTransactions": 1, "differences": 2, "failures": 0, "appended": 0, "requests": 2}}"#)
 
                 let mended = try Self.ledgerTool(arguments + ["--apply", path])
                 #expect(mended.status == 1)
@@ -327,6 +327,41 @@ extension ReconciliationTests {
 
                 let again = try await reconciliation.run(apply: true, since: since)
                 #expect(again.differences.map(\.kind) == [.missedNotification])
+                #expect(again.appended == 0)
+            }
+        }
+    }
+}
+
+extension ReconciliationTests {
+    /// A lost DID_FAIL_TO_RENEW (GRACE_PERIOD): Apple's renewal info, read from the
+    /// subscription's statuses, puts the subscriber in the grace period the ledger missed.
+    @Test func aMissedGracePeriodIsFoundInTheSubscriptionsStatus() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            let first = try Notifications.transaction()
+            _ = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "s1", transaction: first,
+                renewal: Notifications.renewal(["isInBillingRetryPeriod": false, "gracePeriodExpiresDate": NSNull()]), signer: signer), client)
+            let graceEnd = 1_698_149_000_000.0 + 3_600_000
+            store.setHistory([try signer.sign(first)], of: "12345")
+            store.setRenewal(try signer.sign(Notifications.renewal([
+                "isInBillingRetryPeriod": true, "gracePeriodExpiresDate": graceEnd, "signedDate": 1_698_149_000_000,
+            ])), of: "12345")
+            let inGrace = "2023-10-24T12:30:00Z"
+            #expect(try await client.account(Self.account, asOf: inGrace)["entitlements"] as? [String] == [])
+            try await store.run { base in
+                let api = try await AppStoreServerAPIClient(credentials: store.credentials, environment: .custom(baseURL: base))
+                let reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger)
+                let mended = try await reconciliation.run(apply: true)
+                #expect(mended.differences.map(\.kind) == [.renewalDiffers])
+                #expect(mended.appended == 1)
+                let projection = try await client.account(Self.account, asOf: inGrace)
+                #expect(projection["entitlements"] as? [String] == ["com.example.product"])
+                #expect((projection["subscriptions"] as? [[String: Any]])?.first?["status"] as? Int == 4)
+                let again = try await reconciliation.run(apply: true)
+                #expect(again.differences.isEmpty)
                 #expect(again.appended == 0)
             }
         }

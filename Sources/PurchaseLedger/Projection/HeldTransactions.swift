@@ -43,3 +43,10 @@ extension LedgerState {
         return held
     }
 }
+
+extension LedgerState {
+    /// The store's renewal info in force for `originalTransaction` in `account`, if any.
+    public func renewalInfo(of account: String, originalTransaction: String) -> RenewalInfo? {
+        accounts[UTF8Key(account)]?.renewals[UTF8Key(originalTransaction)]?.info
+    }
+}

@@ -40,6 +40,9 @@ public struct Reconciliation: Sendable {
             case otherAccount
             /// Apple sent a notification whose events the ledger lacks (with `since`).
             case missedNotification
+            /// Apple's renewal info of a subscription (auto-renew, billing retry, grace period,
+            /// the product it renews to) differs from the ledger's, or the ledger has none.
+            case renewalDiffers
         }
 
         public var kind: Kind
@@ -72,7 +75,8 @@ public struct Reconciliation: Sendable {
         if let since {
             try await missedNotifications(since: since, apply: apply, into: &report)
         }
-        let held = try ledger.currentState().heldTransactions()
+        let state = try ledger.currentState()
+        let held = state.heldTransactions()
         var chains: [String: [HeldTransaction]] = [:]
         for transaction in held { chains[transaction.chain, default: []].append(transaction) }
         for original in chains.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
@@ -85,7 +89,19 @@ public struct Reconciliation: Sendable {
                 report.failures.append((original, "\(error)"))
                 continue
             }
-            let events = compare(ours: ours, apple: apple, account: account, original: original, into: &report.differences)
+            var events = compare(ours: ours, apple: apple, account: account, original: original, into: &report.differences)
+            // A subscription's renewal info is not in its history: Get All Subscription Statuses.
+            if apple.contains(where: { $0.payload.expiresDate != nil }) {
+                do {
+                    if let renewal = try await renewalEvent(
+                        of: original, account: account, current: state.renewalInfo(of: account, originalTransaction: original),
+                        into: &report.differences) {
+                        events.append([renewal])
+                    }
+                } catch {
+                    report.failures.append((original, "\(error)"))
+                }
+            }
             if apply, !events.isEmpty {
                 report.appended += try await append(events)
             }
@@ -144,6 +160,39 @@ public struct Reconciliation: Sendable {
                 }
             }
         }
+    }
+
+    /// Apple's renewal info of the subscription, verified, as the event that would record it
+    /// when it differs from `current` (what the ledger has in force); nil when they agree.
+    private func renewalEvent(
+        of original: String, account: String, current: RenewalInfo?, into differences: inout [Difference]
+    ) async throws -> Event? {
+        let statuses = try await client.subscriptionStatuses(of: original)
+        let signed = statuses.data?.lazy.flatMap { $0.lastTransactions ?? [] }
+            .first { $0.originalTransactionId == original }?.signedRenewalInfo
+        guard let signed else { return nil }
+        let payload = try await verifier.verifyRenewalInfo(signed)
+        let info = AppStoreNotificationEvents.renewalInfo(payload, original: original, source: "reconcile")
+        let same = current.map { current in
+            current.willRenew == info.willRenew && current.renewsTo == info.renewsTo && current.billingRetry == info.billingRetry
+                && current.gracePeriodEndsAt == info.gracePeriodEndsAt && current.expirationIntent == info.expirationIntent
+        } ?? false
+        guard !same else { return nil }
+        differences.append(Difference(
+            kind: .renewalDiffers, account: account, originalTransaction: original, transaction: original,
+            detail: current.map { "Apple: \(Self.describe(info)); the ledger: \(Self.describe($0))" } ?? "the ledger has no renewal info"))
+        let id = "appstore-api:renewal:" + String(decoding: original.utf8.prefix(64), as: UTF8.self) + "/" + Self.hash(
+            Event.renewalInfo(id: "x", account: "x", signedAt: Timestamp(seconds: 0), info).jsonLine)
+        return .renewalInfo(id: id, account: account, signedAt: payload.signedDate.map(AppStoreNotificationEvents.timestamp) ?? .now(), info)
+    }
+
+    private static func describe(_ info: RenewalInfo) -> String {
+        var parts: [String] = []
+        if let willRenew = info.willRenew { parts.append(willRenew ? "renews" : "will not renew") }
+        if let renewsTo = info.renewsTo { parts.append("to \(renewsTo)") }
+        if info.billingRetry == true { parts.append("billing retry") }
+        if let grace = info.gracePeriodEndsAt { parts.append("grace until \(grace)") }
+        return parts.isEmpty ? "nothing" : parts.joined(separator: ", ")
     }
 
     /// Apple's history of the subscription or purchase, each transaction verified.
@@ -234,13 +283,17 @@ public struct Reconciliation: Sendable {
     /// run cut short and run again appends it once.
     static func eventID(for fact: StoreTransaction) -> String {
         let line = Event.storeTransaction(id: "x", account: "x", signedAt: Timestamp(seconds: 0), fact).jsonLine
+        return "appstore-api:" + String(decoding: fact.transaction.utf8.prefix(80), as: UTF8.self) + "/" + hash(line)
+    }
+
+    /// FNV-1a, 64 bits, in hexadecimal: names a report by its content.
+    static func hash(_ text: String) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in line.utf8 {
+        for byte in text.utf8 {
             hash ^= UInt64(byte)
             hash = hash &* 0x0000_0100_0000_01b3
         }
-        let prefix = "appstore-api:" + String(decoding: fact.transaction.utf8.prefix(80), as: UTF8.self)
-        return prefix + "/" + String(hash, radix: 16)
+        return String(hash, radix: 16)
     }
 }
 

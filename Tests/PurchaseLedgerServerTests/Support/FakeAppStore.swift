@@ -30,6 +30,8 @@ final class FakeAppStore: Sendable {
 
     struct State {
         var histories: [String: [String]] = [:]
+        /// Signed renewal info by original transaction (Get All Subscription Statuses).
+        var renewals: [String: String] = [:]
         /// Notifications Apple sent: the signed payload and when (milliseconds since 1970).
         var notifications: [(signedPayload: String, sentAt: Int64)] = []
         var faults: [Fault] = []
@@ -45,6 +47,10 @@ final class FakeAppStore: Sendable {
     /// Apple's history of `original`: its signed transactions, oldest first.
     func setHistory(_ signed: [String], of original: String) {
         state.withLock { $0.histories[original] = signed }
+    }
+
+    func setRenewal(_ signed: String, of original: String) {
+        state.withLock { $0.renewals[original] = signed }
     }
 
     func sent(_ signedPayload: String, at milliseconds: Int64) {
@@ -70,6 +76,9 @@ final class FakeAppStore: Sendable {
         let router = Router()
         router.get("/inApps/v2/history/:id") { request, context in
             try await self.history(request, context: context, keys: keys)
+        }
+        router.get("/inApps/v1/subscriptions/:id") { request, context in
+            try await self.statuses(request, context: context, keys: keys)
         }
         router.post("/inApps/v1/notifications/history") { request, context in
             try await self.notificationHistory(request, context: context, keys: keys)
@@ -111,6 +120,25 @@ final class FakeAppStore: Sendable {
         body["revision"] = "page-\(start + page.count)"
         body["bundleId"] = Self.bundleID
         body["environment"] = "Sandbox"
+        return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self))
+    }
+
+    /// Get All Subscription Statuses: Apple's `getAllSubscriptionStatusesResponse.json` shape,
+    /// with the renewal info set for the subscription (none: no group).
+    private func statuses(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
+        state.withLock { $0.requests += 1 }
+        guard await authorized(request, keys: keys) else {
+            state.withLock { $0.refusedTokens += 1 }
+            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
+        }
+        let id = context.parameters.get("id") ?? ""
+        var data: [[String: Any]] = []
+        if let renewal = state.withLock({ $0.renewals[id] }) {
+            data = [["subscriptionGroupIdentifier": "55555", "lastTransactions": [
+                ["status": 1, "originalTransactionId": id, "signedTransactionInfo": "", "signedRenewalInfo": renewal],
+            ]]]
+        }
+        let body: [String: Any] = ["environment": "Sandbox", "bundleId": Self.bundleID, "data": data]
         return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self))
     }
 
