@@ -26,6 +26,8 @@ struct ReconciliationTests {
                 "SUBSCRIBED", uuid: "s1", transaction: Notifications.transaction(), signer: signer), client)
             _ = try await client.post(events: [
                 Lines.purchased("d1", Self.account, payment: "D1", transaction: "99999", product: "com.example.product", original: "12345"),
+                Lines.added("d2", "player-2", payment: "P1", product: "com.example.coins"),
+                Lines.purchased("d3", "player-2", payment: "P1", transaction: "777"),
             ])
             // Apple's history now: the first period refunded, and a renewal.
             store.setHistory([
@@ -42,15 +44,15 @@ struct ReconciliationTests {
 
                 let looked = try await reconciliation.run(apply: false)
                 #expect(looked.failures.isEmpty)
-                #expect(looked.originalTransactions == 1)
+                #expect(looked.originalTransactions == 2)
                 #expect(Set(looked.differences.map { "\($0.kind.rawValue) \($0.transaction)" }) == [
-                    "revocationDiffers 23456", "missingPurchase 23457", "unknownToApple 99999",
+                    "revocationDiffers 23456", "missingPurchase 23457", "unknownToApple 99999", "unknownToApple 777",
                 ])
                 #expect(looked.appended == 0)
                 let position = harness.ledger.position
 
                 let mended = try await reconciliation.run(apply: true)
-                #expect(mended.differences.count == 3)
+                #expect(mended.differences.count == 4)
                 #expect(mended.appended == 4)
                 #expect(harness.ledger.position == position + 4)
                 let projection = try await client.account(Self.account, asOf: "2023-10-24T12:20:00Z")
@@ -60,11 +62,12 @@ struct ReconciliationTests {
                 #expect(purchases.map { $0["revoked"] as? Bool } == [true, false])
 
                 let again = try await reconciliation.run(apply: true)
-                #expect(again.differences.map(\.kind) == [.unknownToApple])
+                #expect(again.differences.map(\.kind) == [.unknownToApple, .unknownToApple])
                 #expect(again.appended == 0)
                 #expect(harness.ledger.position == position + 4)
-                // Pages of one transaction each, and the subscription's statuses: three requests a run.
-                #expect(api.requestCount == 9)
+                // Pages of one transaction each and the subscription's statuses, and the
+                // consumable Apple does not know: four requests a run.
+                #expect(api.requestCount == 12)
             }
         }
     }

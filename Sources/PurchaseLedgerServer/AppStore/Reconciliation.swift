@@ -85,6 +85,14 @@ public struct Reconciliation: Sendable {
             let apple: [(signed: String, payload: AppStoreTransactionPayload)]
             do {
                 apple = try await history(of: original)
+            } catch let error as AppStoreServerAPIError where error.code == .notFound {
+                // Apple has never heard of it: a credit the ledger holds that Apple does not know.
+                for transaction in ours {
+                    report.differences.append(Difference(
+                        kind: .unknownToApple, account: transaction.account, originalTransaction: original,
+                        transaction: transaction.transaction, detail: "Apple does not know the transaction (\(error.message))"))
+                }
+                continue
             } catch {
                 report.failures.append((original, "\(error)"))
                 continue
