@@ -45,8 +45,13 @@ public enum LedgerServer {
         let ledger = try LedgerLocation(configuration.ledger).openLedger(catalog: catalog, configuration: ledgerConfiguration)
 
         var notifications: AppStoreNotificationHandler?
+        var services: [any Service] = [LedgerService(ledger: ledger)]
         do {
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
+            if let notifications, let schedule = try await ReconciliationService.configured(
+                by: configuration, verifier: notifications.verifier, ledger: ledger, logger: logger) {
+                services.append(schedule)
+            }
         } catch {
             await ledger.close()
             throw error
@@ -68,7 +73,7 @@ public enum LedgerServer {
             configuration: .init(
                 address: .hostname(configuration.bind.host, port: configuration.bind.port), serverName: "ledger-server",
                 availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)),
-            services: [LedgerService(ledger: ledger)],
+            services: services,
             onServerRunning: onServerRunning,
             logger: logger)
     }

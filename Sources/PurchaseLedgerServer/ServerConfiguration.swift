@@ -20,7 +20,9 @@ import PurchaseLedgerLocation
 ///   "appStore": {
 ///     "bundleId": "com.example.wordgame", "appAppleId": 1234567890, "environment": "Production",
 ///     "trustedRoots": ["/etc/store/AppleRootCA-G3.cer"],
-///     "unattributedNotifications": "/var/lib/store/unattributed-notifications.jsonl"
+///     "unattributedNotifications": "/var/lib/store/unattributed-notifications.jsonl",
+///     "reconcile": {"keyFile": "/etc/store/SubscriptionKey_ABC123.p8", "keyId": "ABC123",
+///                   "issuerId": "57246542-96fe-1a63-e053-0824d011072a", "everySeconds": 3600}
 ///   }
 /// }
 /// ```
@@ -110,13 +112,43 @@ public struct ServerConfiguration: Codable, Sendable {
         public var trustedRoots: [String]
         /// Where notifications without an `appAccountToken` are recorded (JSON Lines).
         public var unattributedNotifications: String?
+        /// Reconciliation with the App Store Server API on a schedule (docs/RECONCILE.md).
+        public var reconcile: Reconcile?
 
-        public init(bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment, trustedRoots: [String], unattributedNotifications: String? = nil) {
+        public init(
+            bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment, trustedRoots: [String],
+            unattributedNotifications: String? = nil, reconcile: Reconcile? = nil
+        ) {
             self.bundleId = bundleId
             self.appAppleId = appAppleId
             self.environment = environment
             self.trustedRoots = trustedRoots
             self.unattributedNotifications = unattributedNotifications
+            self.reconcile = reconcile
+        }
+    }
+
+    /// `appStore.reconcile`: the in-app purchase key and how often to reconcile.
+    public struct Reconcile: Codable, Sendable {
+        /// The `.p8` file.
+        public var keyFile: String
+        public var keyId: String
+        public var issuerId: String
+        /// Seconds between runs; default 3600.
+        public var everySeconds: Int?
+        /// How far back each run reads Apple's notification history, in seconds; default three
+        /// days (Apple's retries).
+        public var lookBackSeconds: Int?
+        /// Another base URL for the API (a test server).
+        public var apiBase: String?
+
+        public init(keyFile: String, keyId: String, issuerId: String, everySeconds: Int? = nil, lookBackSeconds: Int? = nil, apiBase: String? = nil) {
+            self.keyFile = keyFile
+            self.keyId = keyId
+            self.issuerId = issuerId
+            self.everySeconds = everySeconds
+            self.lookBackSeconds = lookBackSeconds
+            self.apiBase = apiBase
         }
     }
 
@@ -215,6 +247,14 @@ public struct ServerConfiguration: Codable, Sendable {
         for (name, seconds) in [("idleTimeoutSeconds", limits.idleTimeoutSeconds), ("requestTimeoutSeconds", limits.requestTimeoutSeconds)] {
             guard seconds.isFinite, seconds >= 0.001, seconds <= Limits.maximumTimeoutSeconds else {
                 throw ServerConfigurationError("\"limits.\(name)\" must be from 0.001 to \(Int(Limits.maximumTimeoutSeconds)) seconds")
+            }
+        }
+        if let reconcile = appStore?.reconcile {
+            guard (60...604_800).contains(reconcile.everySeconds ?? 3600) else {
+                throw ServerConfigurationError("\"appStore.reconcile.everySeconds\" must be from 60 to 604800")
+            }
+            guard (0...15_552_000).contains(reconcile.lookBackSeconds ?? 259_200) else {
+                throw ServerConfigurationError("\"appStore.reconcile.lookBackSeconds\" must be from 0 to 15552000 (Apple keeps 180 days)")
             }
         }
         var seen: Set<String> = []

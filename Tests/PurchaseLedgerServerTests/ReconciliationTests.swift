@@ -7,6 +7,7 @@ import PurchaseLedgerLMDB
 @testable import PurchaseLedgerServer
 import Testing
 import LedgerTestSupport
+import Logging
 import Synchronization
 
 /// The ledger checked against Apple's transaction history (the fake App Store, serving
@@ -368,5 +369,47 @@ extension ReconciliationTests {
                 #expect(again.appended == 0)
             }
         }
+    }
+}
+
+extension ReconciliationTests {
+    /// `appStore.reconcile`: the server reconciles on a schedule; what a run appended is not
+    /// appended again by the next.
+    @Test func theServerReconcilesOnASchedule() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            _ = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "s1", transaction: Notifications.transaction(), signer: signer), client)
+            store.setHistory([
+                try signer.sign(Notifications.transaction()),
+                try signer.sign(Notifications.transaction(["transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000])),
+            ], of: "12345")
+            try await store.run { base in
+                let api = try await AppStoreServerAPIClient(credentials: store.credentials, environment: .custom(baseURL: base))
+                let service = ReconciliationService(
+                    reconciliation: Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger),
+                    interval: .milliseconds(50), lookBack: .seconds(3600), logger: Logger(label: "test"))
+                let start = harness.ledger.position
+                let running = Task { try await service.run() }
+                let deadline = ContinuousClock.now + .seconds(20)
+                while api.requestCount < 9, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                running.cancel()
+                _ = try? await running.value
+                // Three runs or more (three requests each); the missed renewal appended once.
+                #expect(api.requestCount >= 9)
+                #expect(harness.ledger.position == start + 3)
+            }
+        }
+    }
+
+    @Test func aScheduleOutOfRangeIsRefused() throws {
+        var configuration = ServerConfiguration(ledger: "/tmp/x", keys: [])
+        configuration.appStore = .init(
+            bundleId: "com.example", appAppleId: nil, environment: .sandbox, trustedRoots: ["root.der"],
+            reconcile: .init(keyFile: "k.p8", keyId: "K", issuerId: "I", everySeconds: 5))
+        #expect(throws: ServerConfigurationError.self) { try configuration.check() }
+        configuration.appStore?.reconcile?.everySeconds = 600
+        try configuration.check()
     }
 }

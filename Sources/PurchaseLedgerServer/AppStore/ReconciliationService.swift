@@ -1,0 +1,81 @@
+import AppStoreServerAPI
+import Foundation
+import Logging
+import PurchaseLedger
+import ServiceLifecycle
+
+/// `ledger reconcile --apply --since <now − lookBack>` on a schedule, inside `ledger-server`:
+/// every `interval`, the ledger is compared with Apple's histories and what it lacks is
+/// appended. A run that fails is logged and the next one tries again; shutdown stops the loop
+/// between runs (a run in progress ends first: its appends are the ledger's own, each durable).
+public struct ReconciliationService: Service {
+    public let reconciliation: Reconciliation
+    public let interval: Duration
+    /// How far back each run reads Apple's notification history: at least as long as the server
+    /// may be down (Apple retries a notification for about three days).
+    public let lookBack: Duration
+    let logger: Logger
+
+    public init(reconciliation: Reconciliation, interval: Duration, lookBack: Duration, logger: Logger) {
+        self.reconciliation = reconciliation
+        self.interval = interval
+        self.lookBack = lookBack
+        self.logger = logger
+    }
+
+    /// The schedule `appStore.reconcile` describes; nil without one. Throws when the key cannot
+    /// be read: a server that was asked to reconcile does not start without.
+    public static func configured(
+        by configuration: ServerConfiguration, verifier: AppStoreSignedDataVerifier, ledger: Ledger, logger: Logger
+    ) async throws -> ReconciliationService? {
+        guard let appStore = configuration.appStore, let settings = appStore.reconcile else { return nil }
+        let pem: String
+        do {
+            pem = try String(contentsOfFile: settings.keyFile, encoding: .utf8)
+        } catch {
+            throw ServerConfigurationError("\"appStore.reconcile.keyFile\": cannot read \(settings.keyFile)")
+        }
+        let credentials = AppStoreServerAPICredentials(
+            privateKeyPEM: pem, keyID: settings.keyId, issuerID: settings.issuerId, bundleID: appStore.bundleId)
+        let environment: AppStoreServerAPIEnvironment = settings.apiBase.map { .custom(baseURL: $0) }
+            ?? (appStore.environment == .production ? .production : .sandbox)
+        let client = try await AppStoreServerAPIClient(credentials: credentials, environment: environment, logger: logger)
+        return ReconciliationService(
+            reconciliation: Reconciliation(client: client, verifier: verifier, ledger: ledger, logger: logger),
+            interval: .seconds(settings.everySeconds ?? 3600), lookBack: .seconds(settings.lookBackSeconds ?? 259_200), logger: logger)
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await runOnce()
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// One reconciliation, applied; what it found and did is logged.
+    @discardableResult
+    public func runOnce() async -> Reconciliation.Report? {
+        let since = Int64(Date().timeIntervalSince1970 * 1000) - lookBack.components.seconds * 1000
+        do {
+            let report = try await reconciliation.run(apply: true, since: since)
+            let metadata: Logger.Metadata = [
+                "originalTransactions": "\(report.originalTransactions)", "differences": "\(report.differences.count)",
+                "appended": "\(report.appended)", "failures": "\(report.failures.count)",
+            ]
+            if report.differences.isEmpty, report.failures.isEmpty {
+                logger.info("reconciled with the App Store: the ledger agrees", metadata: metadata)
+            } else {
+                logger.warning("reconciled with the App Store: differences mended", metadata: metadata)
+                for difference in report.differences.prefix(100) {
+                    logger.notice("difference", metadata: ["difference": .string(difference.json)])
+                }
+            }
+            return report
+        } catch {
+            logger.error("reconciliation with the App Store failed; the next run tries again", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+}
