@@ -76,16 +76,20 @@ public struct Reconciliation: Sendable {
             try await missedNotifications(since: since, apply: apply, into: &report)
         }
         let state = try ledger.currentState()
-        let held = state.heldTransactions()
         var chains: [String: [HeldTransaction]] = [:]
-        for transaction in held { chains[transaction.chain, default: []].append(transaction) }
-        for original in chains.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            guard let ours = chains[original], let account = ours.first?.account else { continue }
+        for transaction in state.heldTransactions() { chains[transaction.chain, default: []].append(transaction) }
+        let originals = chains.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        // Apple's side of several chains is read at once (the calls wait on the network); the
+        // comparisons and appends then go in order, so a run's outcome does not depend on timing.
+        let fetched = await fetchAll(originals)
+        for original in originals {
+            guard let ours = chains[original], let account = ours.first?.account, let side = fetched[original] else { continue }
             report.originalTransactions += 1
-            let apple: [(signed: String, payload: AppStoreTransactionPayload)]
-            do {
-                apple = try await history(of: original)
-            } catch let error as AppStoreServerAPIError where error.code == .notFound {
+            let apple: AppleSide
+            switch side {
+            case .success(let read):
+                apple = read
+            case .failure(let error as AppStoreServerAPIError) where error.code == .notFound:
                 // Apple has never heard of it: a credit the ledger holds that Apple does not know.
                 for transaction in ours {
                     report.differences.append(Difference(
@@ -93,22 +97,15 @@ public struct Reconciliation: Sendable {
                         transaction: transaction.transaction, detail: "Apple does not know the transaction (\(error.message))"))
                 }
                 continue
-            } catch {
+            case .failure(let error):
                 report.failures.append((original, "\(error)"))
                 continue
             }
-            var events = compare(ours: ours, apple: apple, account: account, original: original, into: &report.differences)
-            // A subscription's renewal info is not in its history: Get All Subscription Statuses.
-            if apple.contains(where: { $0.payload.expiresDate != nil }) {
-                do {
-                    if let renewal = try await renewalEvent(
-                        of: original, account: account, current: state.renewalInfo(of: account, originalTransaction: original),
-                        into: &report.differences) {
-                        events.append([renewal])
-                    }
-                } catch {
-                    report.failures.append((original, "\(error)"))
-                }
+            var events = compare(ours: ours, apple: apple.history, account: account, original: original, into: &report.differences)
+            if let renewal = apple.renewal, let event = renewalEvent(
+                renewal, original: original, account: account,
+                current: state.renewalInfo(of: account, originalTransaction: original), into: &report.differences) {
+                events.append([event])
             }
             if apply, !events.isEmpty {
                 report.appended += try await append(events)
@@ -170,16 +167,54 @@ public struct Reconciliation: Sendable {
         }
     }
 
-    /// Apple's renewal info of the subscription, verified, as the event that would record it
-    /// when it differs from `current` (what the ledger has in force); nil when they agree.
+    /// What Apple says of one chain: its history, each transaction verified, and for a
+    /// subscription its renewal info (Get All Subscription Statuses), verified.
+    struct AppleSide: Sendable {
+        var history: [(signed: String, payload: AppStoreTransactionPayload)]
+        var renewal: AppStoreRenewalPayload?
+    }
+
+    /// How many chains are read from Apple at once.
+    static let concurrentReads = 8
+
+    private func fetchAll(_ originals: [String]) async -> [String: Result<AppleSide, any Error>] {
+        await withTaskGroup(of: (String, Result<AppleSide, any Error>).self) { group in
+            var pending = originals.makeIterator()
+            for _ in 0..<Self.concurrentReads {
+                guard let original = pending.next() else { break }
+                group.addTask { (original, await fetch(original)) }
+            }
+            var results: [String: Result<AppleSide, any Error>] = [:]
+            for await (original, result) in group {
+                results[original] = result
+                if let next = pending.next() { group.addTask { (next, await fetch(next)) } }
+            }
+            return results
+        }
+    }
+
+    private func fetch(_ original: String) async -> Result<AppleSide, any Error> {
+        do {
+            let history = try await self.history(of: original)
+            var renewal: AppStoreRenewalPayload?
+            // A subscription's renewal info is not in its history.
+            if history.contains(where: { $0.payload.expiresDate != nil }) {
+                let statuses = try await client.subscriptionStatuses(of: original)
+                let signed = statuses.data?.lazy.flatMap { $0.lastTransactions ?? [] }
+                    .first { $0.originalTransactionId == original }?.signedRenewalInfo
+                if let signed { renewal = try await verifier.verifyRenewalInfo(signed) }
+            }
+            return .success(AppleSide(history: history, renewal: renewal))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Apple's renewal info of the subscription as the event that would record it when it
+    /// differs from `current` (what the ledger has in force); nil when they agree.
     private func renewalEvent(
-        of original: String, account: String, current: RenewalInfo?, into differences: inout [Difference]
-    ) async throws -> Event? {
-        let statuses = try await client.subscriptionStatuses(of: original)
-        let signed = statuses.data?.lazy.flatMap { $0.lastTransactions ?? [] }
-            .first { $0.originalTransactionId == original }?.signedRenewalInfo
-        guard let signed else { return nil }
-        let payload = try await verifier.verifyRenewalInfo(signed)
+        _ payload: AppStoreRenewalPayload, original: String, account: String, current: RenewalInfo?, into differences: inout [Difference]
+    ) -> Event? {
         let info = AppStoreNotificationEvents.renewalInfo(payload, original: original, source: "reconcile")
         let same = current.map { current in
             current.willRenew == info.willRenew && current.renewsTo == info.renewsTo && current.billingRetry == info.billingRetry
