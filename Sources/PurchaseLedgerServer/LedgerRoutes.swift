@@ -111,18 +111,11 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             asOf = time
         }
         // `environment=Production` (repeatable): count only the store's reports from those.
-        var excluded: Set<StoreEnvironment> = []
-        let environments = request.uri.queryParameters.getAll("environment")
-        if !environments.isEmpty {
-            var kept: Set<StoreEnvironment> = []
-            for name in environments {
-                guard let environment = StoreEnvironment(rawValue: name) else {
-                    let known = StoreEnvironment.allCases.map(\.rawValue).joined(separator: ", ")
-                    throw LedgerHTTPError.badRequest("environment must be one of \(known), not \"\(name)\"")
-                }
-                kept.insert(environment)
-            }
-            excluded = Set(StoreEnvironment.allCases).subtracting(kept)
+        let excluded: Set<StoreEnvironment>
+        do {
+            excluded = try StoreEnvironment.excluded(keeping: request.uri.queryParameters.getAll("environment"))
+        } catch {
+            throw LedgerHTTPError.badRequest(error.description)
         }
         let (projection, position) = try readLedger(context) {
             try ledger.projectionAndPosition(of: account, asOf: asOf, excluding: excluded)

@@ -41,16 +41,11 @@ extension LedgerCommand {
 
         /// The environments whose store reports are left out: all but those given.
         func excluded() throws -> Set<StoreEnvironment> {
-            guard !environments.isEmpty else { return [] }
-            var kept: Set<StoreEnvironment> = []
-            for name in environments {
-                guard let environment = StoreEnvironment(rawValue: name) else {
-                    let known = StoreEnvironment.allCases.map(\.rawValue).joined(separator: ", ")
-                    throw ValidationError("--environment must be one of \(known), not \"\(name)\"")
-                }
-                kept.insert(environment)
+            do {
+                return try StoreEnvironment.excluded(keeping: environments)
+            } catch {
+                throw ValidationError("--\(error)")
             }
-            return Set(StoreEnvironment.allCases).subtracting(kept)
         }
 
         func run() async throws {

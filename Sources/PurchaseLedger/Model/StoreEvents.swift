@@ -123,6 +123,27 @@ public enum StoreEnvironment: String, Sendable, Hashable, CaseIterable {
     case localTesting = "LocalTesting"
 }
 
+extension StoreEnvironment {
+    /// The environments left out when only those named in `kept` (as Apple spells them) count;
+    /// none when `kept` is empty. For `--environment` and `?environment=`.
+    public static func excluded(keeping kept: some Sequence<String>) throws(UnknownStoreEnvironment) -> Set<StoreEnvironment> {
+        var keeping: Set<StoreEnvironment> = []
+        for name in kept {
+            guard let environment = StoreEnvironment(rawValue: name) else { throw UnknownStoreEnvironment(name: name) }
+            keeping.insert(environment)
+        }
+        return keeping.isEmpty ? [] : Set(allCases).subtracting(keeping)
+    }
+}
+
+/// A name that is none of Apple's environments.
+public struct UnknownStoreEnvironment: Error, CustomStringConvertible {
+    public var name: String
+    public var description: String {
+        "environment must be one of \(StoreEnvironment.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(name)\""
+    }
+}
+
 /// Apple's `revocationType`, spelled as Apple spells it.
 public enum StoreRevocationType: String, Sendable, Hashable, CaseIterable {
     case refundFull = "REFUND_FULL"
