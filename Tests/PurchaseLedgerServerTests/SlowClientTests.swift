@@ -29,7 +29,9 @@ struct SlowClientTests {
                 group.addTask {
                     let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                         .connect(host: "127.0.0.1", port: port).get()
-                    try await channel.writeAndFlush(ByteBuffer(string: halfRequest(index))).get()
+                    // On a loaded machine the server may cut a connection before its first bytes
+                    // (a short idle timeout): a write on a closed channel, which the tests count.
+                    try? await channel.writeAndFlush(ByteBuffer(string: halfRequest(index))).get()
                     return channel
                 }
             }
