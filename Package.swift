@@ -205,7 +205,7 @@ let package = Package(
         // Runs the built `ledger` binary, as scripts do.
         .testTarget(
             name: "LedgerToolTests",
-            dependencies: ["LedgerTool", "TortureTool"],
+            dependencies: ["LedgerTestSupport", "LedgerTool", "TortureTool"],
             exclude: ["Fixtures"],
             swiftSettings: strictSettings
         ),

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LedgerTestSupport
 
 /// The `ledger` command line, run as a script would: the built binary, its exit status, its
 /// standard output and error, files in a temporary directory.
@@ -7,20 +8,11 @@ struct LedgerToolTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
     static let asOf = "2026-01-01T00:00:00Z"
 
-    struct Run {
-        var status: Int32
-        var output: Data
-        var error: String
-        var text: String { String(decoding: output, as: UTF8.self) }
-    }
+    typealias Run = CommandRun
 
     /// An executable of this package, next to the test bundle in the build folder.
     static func binary(_ name: String) -> URL {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path), directory.path != "/" {
-            directory.deleteLastPathComponent()
-        }
-        return directory.appendingPathComponent(name)
+        builtExecutable(name)
     }
 
     @discardableResult
@@ -29,30 +21,7 @@ struct LedgerToolTests {
     }
 
     func run(_ executable: String, _ arguments: [String], input: Data? = nil) throws -> Run {
-        let process = Process()
-        process.executableURL = Self.binary(executable)
-        process.arguments = arguments
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        let stdin = Pipe()
-        process.standardInput = stdin
-        try process.run()
-        if let input { stdin.fileHandleForWriting.write(input) }
-        try stdin.fileHandleForWriting.close()
-        // Drain both pipes before waiting, so that a large output cannot block the child.
-        let errorData = DataBox()
-        let reading = DispatchGroup()
-        DispatchQueue.global().async(group: reading) { errorData.data = error.fileHandleForReading.readDataToEndOfFile() }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        reading.wait()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, output: outputData, error: String(decoding: errorData.data, as: UTF8.self))
-    }
-
-    private final class DataBox: @unchecked Sendable {
-        var data = Data()
+        try runCommand(Self.binary(executable), arguments, input: input)
     }
 
     func withDirectory<R>(_ body: (URL) throws -> R) throws -> R {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LedgerTestSupport
 
 /// The short runs of the reliability tools that CI does on every change (the long ones are
 /// `tools/torture` and `tools/fuzz`), and hostile input through the command line.

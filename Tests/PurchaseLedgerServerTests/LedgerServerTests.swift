@@ -101,11 +101,7 @@ struct LedgerServerTests {
 
     /// An executable of this package, next to the test bundle in the build folder.
     static func binary(_ name: String) -> URL {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path), directory.path != "/" {
-            directory.deleteLastPathComponent()
-        }
-        return directory.appendingPathComponent(name)
+        builtExecutable(name)
     }
 
     /// A TCP port nothing listens on now (the kernel's pick for port 0).

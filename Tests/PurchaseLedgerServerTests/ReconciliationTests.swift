@@ -144,21 +144,8 @@ extension ReconciliationTests {
     }
 
     static func ledgerTool(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        let process = Process()
-        process.executableURL = LedgerServerTests.binary("ledger")
-        process.arguments = arguments
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let errorData = Mutex(Data())
-        let reading = DispatchGroup()
-        DispatchQueue.global().async(group: reading) { errorData.withLock { $0 = error.fileHandleForReading.readDataToEndOfFile() } }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        reading.wait()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: outputData, as: UTF8.self), String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+        let run = try runCommand(builtExecutable("ledger"), arguments)
+        return (run.status, run.text, run.error)
     }
 }
 
