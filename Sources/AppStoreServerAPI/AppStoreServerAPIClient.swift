@@ -97,6 +97,29 @@ public struct AppStoreServerAPIClient: Sendable {
         return items
     }
 
+    /// Send Consumption Information: `PUT /inApps/v2/transactions/consumption/{transactionId}`,
+    /// the answer to a refund request (`CONSUMPTION_REQUEST`). Returns Apple's HTTP status
+    /// (202 when accepted); a refusal throws, with Apple's error code.
+    @discardableResult
+    public func sendConsumptionInformation(
+        _ information: ConsumptionInformation, transactionID: String
+    ) async throws(AppStoreServerAPIError) -> Int {
+        let body: Data
+        do {
+            body = try information.encoded()
+        } catch {
+            throw AppStoreServerAPIError(.badRequest, "cannot encode the request: \(error)")
+        }
+        let path = "/inApps/v2/transactions/consumption/" + Self.pathComponent(transactionID)
+        return try await exchange(.PUT, path, query: [], body: body).status
+    }
+
+    /// Look Up Order ID: `GET /inApps/v1/lookup/{orderId}`, the transactions of the order whose
+    /// id is on the customer's receipt email.
+    public func lookUpOrder(_ orderID: String) async throws(AppStoreServerAPIError) -> OrderLookupResponse {
+        try await get("/inApps/v1/lookup/" + Self.pathComponent(orderID), query: [])
+    }
+
     // MARK: Requests
 
     private func get<Answer: Decodable>(_ path: String, query: [(String, String)]) async throws(AppStoreServerAPIError) -> Answer {
@@ -106,6 +129,18 @@ public struct AppStoreServerAPIClient: Sendable {
     private func call<Answer: Decodable>(
         _ method: HTTPMethod, _ path: String, query: [(String, String)], body: Data?
     ) async throws(AppStoreServerAPIError) -> Answer {
+        let (status, answer) = try await exchange(method, path, query: query, body: body)
+        do {
+            return try JSONDecoder().decode(Answer.self, from: answer)
+        } catch {
+            throw AppStoreServerAPIError(.invalidResponse, status: status, "the answer to \(path) is not what Apple documents: \(error)")
+        }
+    }
+
+    /// One call, retried as `retry` says: the status and body of a 2xx answer.
+    private func exchange(
+        _ method: HTTPMethod, _ path: String, query: [(String, String)], body: Data?
+    ) async throws(AppStoreServerAPIError) -> (status: Int, body: Data) {
         var url = environment.baseURL + path
         if !query.isEmpty {
             url += "?" + query.map { Self.queryComponent($0.0) + "=" + Self.queryComponent($0.1) }.joined(separator: "&")
@@ -116,13 +151,7 @@ public struct AppStoreServerAPIClient: Sendable {
             let outcome = await send(method, url, body: body)
             switch outcome {
             case .answer(let status, let body, let retryAfter):
-                if (200..<300).contains(status) {
-                    do {
-                        return try JSONDecoder().decode(Answer.self, from: body)
-                    } catch {
-                        throw AppStoreServerAPIError(.invalidResponse, status: status, "the answer to \(path) is not what Apple documents: \(error)")
-                    }
-                }
+                if (200..<300).contains(status) { return (status, body) }
                 let retryable = status == 429 || (500..<600).contains(status)
                 guard retryable, attempt < retry.maximumAttempts else { throw Self.error(status: status, body: body, path: path) }
                 let wait = retry.wait(after: attempt, retryAfter: retryAfter)

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Get Transaction History (v2): one page of a customer's signed transactions.
 public struct TransactionHistoryPage: Decodable, Sendable, Hashable {
     /// Where the next page starts; give it back as `revision`.
@@ -70,4 +72,59 @@ struct NotificationHistoryRequest: Encodable {
     /// Milliseconds since 1970; Apple keeps 180 days.
     var startDate: Int64
     var endDate: Int64
+}
+
+/// Look Up Order ID: the order's signed transactions, when the order id is valid.
+public struct OrderLookupResponse: Decodable, Sendable, Hashable {
+    /// 0 valid, 1 invalid.
+    public var status: Int?
+    /// JWS transactions, to verify before use.
+    public var signedTransactions: [String]?
+}
+
+/// The body of Send Consumption Information (Apple's `ConsumptionRequest`, version 2): how the
+/// customer who asked for a refund used the purchase. Apple takes it only with
+/// `customerConsented` true, within 12 hours of the `CONSUMPTION_REQUEST`.
+public struct ConsumptionInformation: Codable, Sendable, Hashable {
+    public var customerConsented: Bool
+    /// `DELIVERED`, `UNDELIVERED_QUALITY_ISSUE`, `UNDELIVERED_WRONG_ITEM`,
+    /// `UNDELIVERED_SERVER_OUTAGE` or `UNDELIVERED_OTHER`.
+    public var deliveryStatus: DeliveryStatus
+    /// Whether a free sample, trial or description of the content was provided before purchase.
+    public var sampleContentProvided: Bool
+    /// The share of the purchase the customer consumed, in thousandths of a percent (0…100000).
+    public var consumptionPercentage: Int?
+    public var refundPreference: RefundPreference?
+
+    public init(
+        customerConsented: Bool, deliveryStatus: DeliveryStatus, sampleContentProvided: Bool,
+        consumptionPercentage: Int? = nil, refundPreference: RefundPreference? = nil
+    ) {
+        self.customerConsented = customerConsented
+        self.deliveryStatus = deliveryStatus
+        self.sampleContentProvided = sampleContentProvided
+        self.consumptionPercentage = consumptionPercentage
+        self.refundPreference = refundPreference
+    }
+
+    public enum DeliveryStatus: String, Codable, Sendable, Hashable, CaseIterable {
+        case delivered = "DELIVERED"
+        case undeliveredQualityIssue = "UNDELIVERED_QUALITY_ISSUE"
+        case undeliveredWrongItem = "UNDELIVERED_WRONG_ITEM"
+        case undeliveredServerOutage = "UNDELIVERED_SERVER_OUTAGE"
+        case undeliveredOther = "UNDELIVERED_OTHER"
+    }
+
+    public enum RefundPreference: String, Codable, Sendable, Hashable, CaseIterable {
+        case decline = "DECLINE"
+        case grantFull = "GRANT_FULL"
+        case grantProrated = "GRANT_PRORATED"
+    }
+
+    /// The request body: keys sorted, so the same answer is always the same bytes.
+    public func encoded() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(self)
+    }
 }

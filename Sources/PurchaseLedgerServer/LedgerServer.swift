@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -48,6 +49,11 @@ public enum LedgerServer {
         var services: [any Service] = [LedgerService(ledger: ledger)]
         do {
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
+            if let settings = configuration.appStore?.consumption,
+               let client = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger) {
+                notifications?.consumption = ConsumptionResponder(
+                    client: client, policy: .init(settings), ledger: ledger)
+            }
             if let notifications, let schedule = try await ReconciliationService.configured(
                 by: configuration, verifier: notifications.verifier, ledger: ledger, logger: logger) {
                 services.append(schedule)

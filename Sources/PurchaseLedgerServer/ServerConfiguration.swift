@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import Foundation
 import NIOCore
 import PurchaseLedger
@@ -21,8 +22,10 @@ import PurchaseLedgerLocation
 ///     "bundleId": "com.example.wordgame", "appAppleId": 1234567890, "environment": "Production",
 ///     "trustedRoots": ["/etc/store/AppleRootCA-G3.cer"],
 ///     "unattributedNotifications": "/var/lib/store/unattributed-notifications.jsonl",
-///     "reconcile": {"keyFile": "/etc/store/SubscriptionKey_ABC123.p8", "keyId": "ABC123",
-///                   "issuerId": "57246542-96fe-1a63-e053-0824d011072a", "everySeconds": 3600}
+///     "api": {"keyFile": "/etc/store/SubscriptionKey_ABC123.p8", "keyId": "ABC123",
+///             "issuerId": "57246542-96fe-1a63-e053-0824d011072a"},
+///     "reconcile": {"everySeconds": 3600},
+///     "consumption": {"sampleContentProvided": false, "refundPreference": "DECLINE"}
 ///   }
 /// }
 /// ```
@@ -112,43 +115,71 @@ public struct ServerConfiguration: Codable, Sendable {
         public var trustedRoots: [String]
         /// Where notifications without an `appAccountToken` are recorded (JSON Lines).
         public var unattributedNotifications: String?
+        /// The App Store Server API's key, for `reconcile` and `consumption`.
+        public var api: API?
         /// Reconciliation with the App Store Server API on a schedule (docs/RECONCILE.md).
         public var reconcile: Reconcile?
+        /// Answers to refund requests (`CONSUMPTION_REQUEST`, docs/SERVER.md).
+        public var consumption: Consumption?
 
         public init(
             bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment, trustedRoots: [String],
-            unattributedNotifications: String? = nil, reconcile: Reconcile? = nil
+            unattributedNotifications: String? = nil, api: API? = nil, reconcile: Reconcile? = nil, consumption: Consumption? = nil
         ) {
             self.bundleId = bundleId
             self.appAppleId = appAppleId
             self.environment = environment
             self.trustedRoots = trustedRoots
             self.unattributedNotifications = unattributedNotifications
+            self.api = api
             self.reconcile = reconcile
+            self.consumption = consumption
         }
     }
 
-    /// `appStore.reconcile`: the in-app purchase key and how often to reconcile.
-    public struct Reconcile: Codable, Sendable {
+    /// `appStore.api`: the in-app purchase key (App Store Connect › Users and Access ›
+    /// Integrations › In-App Purchase) the server calls the App Store Server API with.
+    public struct API: Codable, Sendable {
         /// The `.p8` file.
         public var keyFile: String
         public var keyId: String
         public var issuerId: String
+        /// Another base URL for the API (a test server); else the environment's.
+        public var apiBase: String?
+
+        public init(keyFile: String, keyId: String, issuerId: String, apiBase: String? = nil) {
+            self.keyFile = keyFile
+            self.keyId = keyId
+            self.issuerId = issuerId
+            self.apiBase = apiBase
+        }
+    }
+
+    /// `appStore.reconcile`: how often to reconcile, and how far back.
+    public struct Reconcile: Codable, Sendable {
         /// Seconds between runs; default 3600.
         public var everySeconds: Int?
         /// How far back each run reads Apple's notification history, in seconds; default three
         /// days (Apple's retries).
         public var lookBackSeconds: Int?
-        /// Another base URL for the API (a test server).
-        public var apiBase: String?
 
-        public init(keyFile: String, keyId: String, issuerId: String, everySeconds: Int? = nil, lookBackSeconds: Int? = nil, apiBase: String? = nil) {
-            self.keyFile = keyFile
-            self.keyId = keyId
-            self.issuerId = issuerId
+        public init(everySeconds: Int? = nil, lookBackSeconds: Int? = nil) {
             self.everySeconds = everySeconds
             self.lookBackSeconds = lookBackSeconds
-            self.apiBase = apiBase
+        }
+    }
+
+    /// `appStore.consumption`: what every answer to a refund request says beyond the ledger's facts.
+    public struct Consumption: Codable, Sendable {
+        /// Whether a free sample, trial or description of the content was provided before
+        /// purchase; default false.
+        public var sampleContentProvided: Bool?
+        /// `DECLINE`, `GRANT_FULL` or `GRANT_PRORATED`; absent: no preference stated.
+        public var refundPreference: String?
+
+        public init(sampleContentProvided: Bool? = nil, refundPreference: String? = nil) {
+            self.sampleContentProvided = sampleContentProvided
+            self.refundPreference = refundPreference
         }
     }
 
@@ -249,6 +280,15 @@ public struct ServerConfiguration: Codable, Sendable {
                 throw ServerConfigurationError("\"limits.\(name)\" must be from 0.001 to \(Int(Limits.maximumTimeoutSeconds)) seconds")
             }
         }
+        if appStore?.api == nil, appStore?.reconcile != nil || appStore?.consumption != nil {
+            throw ServerConfigurationError("\"appStore.reconcile\" and \"appStore.consumption\" call the App Store Server API: add \"appStore.api\" (keyFile, keyId, issuerId)")
+        }
+        if let preference = appStore?.consumption?.refundPreference {
+            let known = ConsumptionInformation.RefundPreference.allCases.map(\.rawValue)
+            guard known.contains(preference) else {
+                throw ServerConfigurationError("\"appStore.consumption.refundPreference\" must be one of \(known.joined(separator: ", "))")
+            }
+        }
         if let reconcile = appStore?.reconcile {
             guard (60...604_800).contains(reconcile.everySeconds ?? 3600) else {
                 throw ServerConfigurationError("\"appStore.reconcile.everySeconds\" must be from 60 to 604800")
@@ -295,8 +335,9 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     /// Post `revoked` events too. Refunds normally come from App Store notifications; a client
     /// that may revoke can take back purchases of any account that shares a transaction id.
     case eventsRevoke = "events:revoke"
-    /// Post the store's events too (`storeTransaction`, `renewalInfo`): what the App Store says,
-    /// which grants, revokes and restores. Verified notifications write them; give this only to
+    /// Post the store's events too (`storeTransaction`, `renewalInfo`, and the refund requests'
+    /// `consumptionRequest`, `consumptionAnswer`): what the App Store says, which grants, revokes
+    /// and restores. Verified notifications write them; give this only to
     /// a trusted back office (one that replays Apple's signed data, for example).
     case eventsStore = "events:store"
     /// Read accounts and their history.
@@ -307,7 +348,7 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     /// The event types a key needs more than `events:write` for, and the scope each needs.
     static let beyondWriting: [(types: Set<EventType>, scope: Scope)] = [
         ([.revoked], .eventsRevoke),
-        ([.storeTransaction, .renewalInfo], .eventsStore),
+        ([.storeTransaction, .renewalInfo, .consumptionRequest, .consumptionAnswer], .eventsStore),
     ]
 }
 

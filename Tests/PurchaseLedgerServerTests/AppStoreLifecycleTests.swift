@@ -65,7 +65,7 @@ struct AppStoreLifecycleTests {
         Row(type: "RENEWAL_EXTENDED", action: "record", events: reports),
         Row(type: "RENEWAL_EXTENSION", subtype: "SUMMARY", transaction: false, renewal: false, action: "ignored", events: []),
         Row(type: "RENEWAL_EXTENSION", subtype: "FAILURE", action: "record", events: reports),
-        Row(type: "CONSUMPTION_REQUEST", renewal: false, action: "record", events: ["storeTransaction"]),
+        Row(type: "CONSUMPTION_REQUEST", renewal: false, action: "refundRequest", events: ["storeTransaction", "consumptionRequest"]),
         Row(type: "METADATA_UPDATE", action: "record", events: reports),
         Row(type: "MIGRATION", action: "record", events: reports),
         Row(type: "TEST", transaction: false, renewal: false, action: "ignored", events: []),
@@ -340,7 +340,8 @@ extension AppStoreLifecycleTests {
 
 extension AppStoreLifecycleTests {
     /// Apple's CONSUMPTION_REQUEST sample, its placeholders replaced by a signed transaction and
-    /// renewal info: Apple's current view is recorded (answering is reconciliation's job).
+    /// renewal info: Apple's current view is recorded, and the request (without
+    /// `appStore.consumption` it is not answered; ConsumptionRequestTests answer it).
     @Test func applesConsumptionRequestSampleIsRecorded() async throws {
         let signer = try TestAppStoreSigner()
         try await Notifications.run(signer: signer) { harness, client in
@@ -352,9 +353,10 @@ extension AppStoreLifecycleTests {
             notification["data"] = data
             let body = "{\"signedPayload\": \"\(try signer.sign(notification))\"}"
             let answer = try await Notifications.post(body, client).object
-            #expect(answer["action"] as? String == "record")
+            #expect(answer["action"] as? String == "refundRequest")
             #expect(try harness.ledger.history(account: Self.account).map(\.event.id) == [
                 "002e14d5-51f5-4503-b5a8-c3a1af68eb20/transaction", "002e14d5-51f5-4503-b5a8-c3a1af68eb20/renewal",
+                "002e14d5-51f5-4503-b5a8-c3a1af68eb20/consumption-request",
             ])
         }
     }

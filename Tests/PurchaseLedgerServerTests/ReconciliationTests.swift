@@ -394,9 +394,17 @@ extension ReconciliationTests {
         var configuration = ServerConfiguration(ledger: "/tmp/x", keys: [])
         configuration.appStore = .init(
             bundleId: "com.example", appAppleId: nil, environment: .sandbox, trustedRoots: ["root.der"],
-            reconcile: .init(keyFile: "k.p8", keyId: "K", issuerId: "I", everySeconds: 5))
+            api: .init(keyFile: "k.p8", keyId: "K", issuerId: "I"), reconcile: .init(everySeconds: 5))
         #expect(throws: ServerConfigurationError.self) { try configuration.check() }
         configuration.appStore?.reconcile?.everySeconds = 600
+        try configuration.check()
+        // The schedule and the refund answers call Apple: not without a key.
+        configuration.appStore?.api = nil
+        #expect(throws: ServerConfigurationError.self) { try configuration.check() }
+        configuration.appStore?.api = .init(keyFile: "k.p8", keyId: "K", issuerId: "I")
+        configuration.appStore?.consumption = .init(refundPreference: "MAYBE")
+        #expect(throws: ServerConfigurationError.self) { try configuration.check() }
+        configuration.appStore?.consumption = .init(refundPreference: "GRANT_PRORATED")
         try configuration.check()
     }
 }

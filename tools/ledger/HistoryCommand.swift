@@ -76,6 +76,15 @@ extension LedgerCommand {
                 if let renewsTo = info.renewsTo { detail.append("to \(renewsTo)") }
                 if info.billingRetry == true { detail.append("billing retry") }
                 if let grace = info.gracePeriodEndsAt { detail.append("grace until \(grace)") }
+            case .consumptionConsent(let consent):
+                detail = [consent.consented ? "consented" : "declined"]
+            case .consumptionRequest(let request):
+                detail = ["transaction \(request.transaction)"] + (request.reason.map { ["(\($0))"] } ?? [])
+            case .consumptionAnswer(let answer):
+                detail = ["transaction \(answer.transaction)", answer.outcome.rawValue]
+                if let delivery = answer.deliveryStatus { detail.append(delivery) }
+                if let share = answer.consumptionPercentage { detail.append("\(Double(share) / 1000)% used") }
+                if let status = answer.status { detail.append("HTTP \(status)") }
             }
             let position = String(record.position)
             let padded = String(repeating: " ", count: max(0, 8 - position.count)) + position

@@ -8,9 +8,9 @@
 struct AccountState: Sendable, Hashable {
     /// The version of the state's shape and of its codec: part of the snapshot schema
     /// (`SnapshotFormat`), so that a snapshot of another shape is ignored, never misread.
-    static let version: UInt8 = 2
+    static let version: UInt8 = 3
     /// What the state holds, for the snapshot schema's text.
-    static let fields = "entries, balances, referenced transactions, store transactions, renewal infos"
+    static let fields = "entries, balances, referenced transactions, store transactions, renewal infos, consent"
 
     /// By payment id.
     var entries: [UTF8Key: QueueEntry] = [:]
@@ -23,6 +23,8 @@ struct AccountState: Sendable, Hashable {
     var storeTransactions: [UTF8Key: StoreTransactionRecord] = [:]
     /// The store's renewal info in force per original transaction id.
     var renewals: [UTF8Key: RenewalRecord] = [:]
+    /// The customer's consent to share consumption data with Apple, when recorded.
+    var consent: ConsentRecord?
 
     /// Applies one change; returns how the ledger-wide counts of entries and unfinished
     /// entries move with it.
@@ -42,6 +44,8 @@ struct AccountState: Sendable, Hashable {
             storeTransactions[UTF8Key(record.fact.transaction)] = record
         case .renewal(let record):
             renewals[UTF8Key(record.info.originalTransaction)] = record
+        case .consent(let record):
+            consent = record
         }
         return AccountCounts()
     }
@@ -54,6 +58,7 @@ struct AccountState: Sendable, Hashable {
         for transaction in referencedTransactions { body(.reference(transaction)) }
         for record in storeTransactions.values { body(.storeTransaction(record)) }
         for record in renewals.values { body(.renewal(record)) }
+        if let consent { body(.consent(consent)) }
     }
 
     /// Entries and unfinished entries, for the ledger-wide counts.
@@ -73,6 +78,8 @@ enum AccountChange: Sendable, Hashable {
     case storeTransaction(StoreTransactionRecord)
     /// The store's renewal info now in force for its original transaction.
     case renewal(RenewalRecord)
+    /// The consent now in force.
+    case consent(ConsentRecord)
 }
 
 /// Entries and unfinished entries: kept ledger-wide for statistics, moved by each change.

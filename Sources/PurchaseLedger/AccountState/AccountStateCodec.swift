@@ -9,6 +9,7 @@
 ///     varint     store transactions, then each: signedAt, event id, product type, group, and
 ///                the `storeTransaction` fields (`StoreEventCoding`)
 ///     varint     renewal infos, then each: signedAt, event id, the `renewalInfo` fields
+///     byte       consent: 0 none, 1 declined, 2 consented; then signedAt, event id
 ///     4 bytes    CRC-32C (little-endian) of every byte before it
 enum AccountStateCodec {
     static func encode(_ state: AccountState) -> [UInt8] {
@@ -66,6 +67,13 @@ enum AccountStateCodec {
             writer.timestamp(record.signedAt)
             writer.string(record.eventID)
             writer.renewalInfo(record.info)
+        }
+        if let consent = state.consent {
+            writer.byte(consent.consented ? 2 : 1)
+            writer.timestamp(consent.signedAt)
+            writer.string(consent.eventID)
+        } else {
+            writer.byte(0)
         }
         writer.uint32(CRC32C.checksum(writer.bytes))
         return writer.bytes
@@ -131,6 +139,12 @@ enum AccountStateCodec {
                 let eventID = try reader.string()
                 let info = try reader.renewalInfo()
                 state.renewals[UTF8Key(info.originalTransaction)] = RenewalRecord(info: info, signedAt: signedAt, eventID: eventID)
+            }
+            switch try reader.byte() {
+            case 0: break
+            case let marker where marker <= 2:
+                state.consent = ConsentRecord(consented: marker == 2, signedAt: try reader.timestamp(), eventID: try reader.string())
+            default: throw Damage(description: "unknown consent marker")
             }
             guard reader.isAtEnd else { throw Damage(description: "trailing bytes") }
             return state

@@ -49,3 +49,11 @@ struct RenewalRecord: SignedReport, Sendable, Hashable {
     var signedAt: Timestamp
     var eventID: String
 }
+
+/// The `consumptionConsent` in force for an account: the one given last.
+struct ConsentRecord: SignedReport, Sendable, Hashable {
+    var consented: Bool
+    /// The event's `at` (when the customer answered), for the order between consents.
+    var signedAt: Timestamp
+    var eventID: String
+}

@@ -3,7 +3,8 @@
 ///     byte 0        format version (1)
 ///     varint        the record's own log position (so a record found under the wrong key,
 ///                   or copied elsewhere, is detected)
-///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo)
+///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo,
+///                   9 consumptionConsent, 10 consumptionRequest, 11 consumptionAnswer)
 ///     string ×2     id, account            (string = varint length + UTF-8)
 ///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
 ///     …             the type's fields; optional fields behind a presence mask (a byte; a
@@ -84,6 +85,12 @@ enum LogRecordCodec {
             writer.storeTransaction(fact)
         case .renewalInfo(let info):
             writer.renewalInfo(info)
+        case .consumptionConsent(let consent):
+            writer.byte(consent.consented ? 1 : 0)
+        case .consumptionRequest(let request):
+            writer.consumptionRequest(request)
+        case .consumptionAnswer(let answer):
+            writer.consumptionAnswer(answer)
         }
     }
 
@@ -170,6 +177,12 @@ enum LogRecordCodec {
             payload = .storeTransaction(try reader.storeTransaction())
         case .renewalInfo:
             payload = .renewalInfo(try reader.renewalInfo())
+        case .consumptionConsent:
+            payload = .consumptionConsent(ConsumptionConsent(consented: try reader.flag()))
+        case .consumptionRequest:
+            payload = .consumptionRequest(try reader.consumptionRequest())
+        case .consumptionAnswer:
+            payload = .consumptionAnswer(try reader.consumptionAnswer())
         }
         return Event(id: id, account: account, at: at, payload: payload)
     }

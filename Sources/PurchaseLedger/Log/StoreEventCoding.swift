@@ -52,7 +52,7 @@ extension ByteWriter {
         byte(UInt8(Array(Value.allCases).firstIndex(of: value)!))
     }
 
-    private static func mask(_ present: [Bool]) -> UInt64 {
+    static func mask(_ present: [Bool]) -> UInt64 {
         present.enumerated().reduce(0) { mask, field in field.element ? mask | 1 << UInt64(field.offset) : mask }
     }
 }
@@ -113,13 +113,13 @@ extension ByteReader {
     }
 
     /// A signed varint within `range`, as an `Int`.
-    private mutating func bounded(_ range: ClosedRange<Int64>) throws(Malformed) -> Int {
+    mutating func bounded(_ range: ClosedRange<Int64>) throws(Malformed) -> Int {
         let value = try signed()
         guard range.contains(value) else { throw Malformed(reason: "a number out of range") }
         return Int(value)
     }
 
-    private mutating func bounded(_ range: ClosedRange<Int>) throws(Malformed) -> Int {
+    mutating func bounded(_ range: ClosedRange<Int>) throws(Malformed) -> Int {
         try bounded(Int64(range.lowerBound)...Int64(range.upperBound))
     }
 }

@@ -30,6 +30,12 @@ public struct Event: Sendable, Hashable {
         case storeTransaction(StoreTransaction)
         /// The App Store's view of a subscription's renewal.
         case renewalInfo(RenewalInfo)
+        /// The customer's consent to share consumption data (`ConsumptionEvents.swift`).
+        case consumptionConsent(ConsumptionConsent)
+        /// Apple asked how a purchase was used (a refund request).
+        case consumptionRequest(ConsumptionRequest)
+        /// What the server answered Apple.
+        case consumptionAnswer(ConsumptionAnswer)
     }
 
     /// The `type` field of the interchange format.
@@ -43,6 +49,9 @@ public struct Event: Sendable, Hashable {
         case .revoked: .revoked
         case .storeTransaction: .storeTransaction
         case .renewalInfo: .renewalInfo
+        case .consumptionConsent: .consumptionConsent
+        case .consumptionRequest: .consumptionRequest
+        case .consumptionAnswer: .consumptionAnswer
         }
     }
 
@@ -53,7 +62,7 @@ public struct Event: Sendable, Hashable {
         case .transactionUpdated(let u): u.payment
         case .downloadUpdated(let d): d.payment
         case .transactionFinished(let f): f.payment
-        case .consumed, .revoked, .storeTransaction, .renewalInfo: nil
+        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer: nil
         }
     }
 }
@@ -62,6 +71,7 @@ public enum EventType: String, Sendable, Hashable, CaseIterable {
     case paymentAdded, transactionUpdated, downloadUpdated, transactionFinished, consumed, revoked
     // The store's events; new types go at the end: the log's tag is the position here.
     case storeTransaction, renewalInfo
+    case consumptionConsent, consumptionRequest, consumptionAnswer
 }
 
 /// The app called `addPayment`: opens a queue entry in state `added`.

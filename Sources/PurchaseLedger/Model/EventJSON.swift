@@ -119,6 +119,30 @@ extension Event {
                 expirationIntent: try reader.optionalInt("expirationIntent"),
                 environment: try reader.optionalEnumeration("environment"),
                 source: try reader.optionalString("source")))
+        case .consumptionConsent:
+            guard let consented = try reader.optionalBool("consented") else {
+                throw .invalid("missing required field `consented`")
+            }
+            payload = .consumptionConsent(ConsumptionConsent(consented: consented))
+        case .consumptionRequest:
+            payload = .consumptionRequest(ConsumptionRequest(
+                transaction: try reader.string("transaction"),
+                reason: try reader.optionalString("reason"),
+                environment: try reader.optionalEnumeration("environment")))
+        case .consumptionAnswer:
+            guard let outcome: ConsumptionAnswerOutcome = try reader.optionalEnumeration("outcome") else {
+                throw .invalid("missing required field `outcome`")
+            }
+            payload = .consumptionAnswer(ConsumptionAnswer(
+                request: try reader.string("request"),
+                transaction: try reader.string("transaction"),
+                outcome: outcome,
+                deliveryStatus: try reader.optionalString("deliveryStatus"),
+                consumptionPercentage: try reader.optionalInt("consumptionPercentage"),
+                refundPreference: try reader.optionalString("refundPreference"),
+                sampleContentProvided: try reader.optionalBool("sampleContentProvided"),
+                status: try reader.optionalInt("status"),
+                error: try reader.optionalString("error")))
         }
         let event = Event(id: id, account: account, at: at, payload: payload)
         try event.validate()
@@ -179,6 +203,22 @@ extension Event {
             writer.member("expirationIntent", ifPresent: info.expirationIntent)
             writer.member("environment", ifPresent: info.environment?.rawValue)
             writer.member("source", ifPresent: info.source)
+        case .consumptionConsent(let consent):
+            writer.member("consented", consent.consented)
+        case .consumptionRequest(let request):
+            writer.member("transaction", request.transaction)
+            writer.member("reason", ifPresent: request.reason)
+            writer.member("environment", ifPresent: request.environment?.rawValue)
+        case .consumptionAnswer(let answer):
+            writer.member("request", answer.request)
+            writer.member("transaction", answer.transaction)
+            writer.member("outcome", answer.outcome.rawValue)
+            writer.member("deliveryStatus", ifPresent: answer.deliveryStatus)
+            writer.member("consumptionPercentage", ifPresent: answer.consumptionPercentage)
+            writer.member("refundPreference", ifPresent: answer.refundPreference)
+            writer.member("sampleContentProvided", ifPresent: answer.sampleContentProvided)
+            writer.member("status", ifPresent: answer.status)
+            writer.member("error", ifPresent: answer.error)
         }
         writer.endObject()
     }

@@ -21,6 +21,10 @@ public enum StoreLimits {
     public static let revocationReason: ClosedRange<Int64> = 0...99
     public static let revocationPercentage: ClosedRange<Int64> = 0...100_000
     public static let expirationIntent: ClosedRange<Int64> = 1...99
+    /// Apple's `consumptionPercentage`, in thousandths of a percent.
+    public static let consumptionPercentage: ClosedRange<Int64> = 0...100_000
+    /// An HTTP status.
+    public static let httpStatus: ClosedRange<Int64> = 100...599
 }
 
 extension Event {
@@ -95,6 +99,19 @@ extension Event {
             if let time = info.gracePeriodEndsAt { try Self.checkTime(time, "gracePeriodEndsAt") }
             try Self.checkRange(info.expirationIntent.map(Int64.init), StoreLimits.expirationIntent, "expirationIntent")
             try Self.checkText(info.source, "source")
+        case .consumptionConsent:
+            break
+        case .consumptionRequest(let request):
+            try Self.checkID(request.transaction, "transaction")
+            try Self.checkName(request.reason, "reason")
+        case .consumptionAnswer(let answer):
+            try Self.checkKey(answer.request, "request")
+            try Self.checkID(answer.transaction, "transaction")
+            try Self.checkName(answer.deliveryStatus, "deliveryStatus")
+            try Self.checkRange(answer.consumptionPercentage.map(Int64.init), StoreLimits.consumptionPercentage, "consumptionPercentage")
+            try Self.checkName(answer.refundPreference, "refundPreference")
+            try Self.checkRange(answer.status.map(Int64.init), StoreLimits.httpStatus, "status")
+            try Self.checkText(answer.error, "error")
         }
     }
 

@@ -20,6 +20,9 @@ public struct AccountProjection: Sendable, Hashable {
     public var subscriptions: [SubscriptionStatus] = []
     /// The store's report in force for each transaction, by transaction id.
     public var storeTransactions: [StorePurchase] = []
+    /// The customer's consent to share consumption data with Apple (the `consumptionConsent`
+    /// in force); nil when none was recorded.
+    public var consumptionConsent: Bool? = nil
 }
 
 /// A queue entry that has not been finished.
@@ -96,6 +99,7 @@ extension AccountProjection {
         }
         self.subscriptions = subscriptions
         storeTransactions = purchases
+        consumptionConsent = state.consent?.consented
     }
 }
 

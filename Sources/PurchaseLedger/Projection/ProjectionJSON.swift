@@ -97,6 +97,7 @@ extension AccountProjection {
             for purchase in storeTransactions { purchase.write(to: &writer) }
             writer.endArray()
         }
+        writer.member("consumptionConsent", ifPresent: consumptionConsent)
     }
 }
 

@@ -113,6 +113,16 @@ enum Projector {
             let record = RenewalRecord(info: info, signedAt: event.at, eventID: event.id)
             if let current = try store.renewal(account, UTF8Key(info.originalTransaction)), !record.supersedes(current) { return }
             try store.change(account, .renewal(record))
+
+        case .consumptionConsent(let consent):
+            let record = ConsentRecord(consented: consent.consented, signedAt: event.at, eventID: event.id)
+            // The consent given last (by `at`) is in force, whatever order they came in.
+            if let current = try store.read(account, \.consent), !record.supersedes(current) { return }
+            try store.change(account, .consent(record))
+
+        case .consumptionRequest, .consumptionAnswer:
+            // In the log for audit and for answering again; no projection changes.
+            break
         }
     }
 

@@ -22,19 +22,23 @@ struct AppStoreRecording: Sendable, Equatable {
     var purchase: (event: Event, finish: Event)?
     /// The store's reports: `storeTransaction`, then `renewalInfo`, as Apple signed them.
     var reports: [Event]
-    /// "purchase", "revoke", "restore" or "record": what the notification did, for the answer.
+    /// CONSUMPTION_REQUEST: the refund request, after the reports (`ConsumptionResponder`
+    /// answers it from the ledger as it stood before it).
+    var consumptionRequest: Event? = nil
+    /// "purchase", "revoke", "restore", "refundRequest" or "record": what the notification did,
+    /// for the answer.
     var summary: String
 
     static func == (lhs: AppStoreRecording, rhs: AppStoreRecording) -> Bool {
         lhs.purchase?.event == rhs.purchase?.event && lhs.purchase?.finish == rhs.purchase?.finish
-            && lhs.reports == rhs.reports && lhs.summary == rhs.summary
+            && lhs.reports == rhs.reports && lhs.consumptionRequest == rhs.consumptionRequest && lhs.summary == rhs.summary
     }
 }
 
 extension Ledger {
     /// Appends what a notification records: the purchase, then (once it is in the log, also as
     /// a duplicate: a retry after a crash between the two finishes the entry) its finish, then
-    /// the store's reports. The outcomes in that order.
+    /// the store's reports, then the refund request. The outcomes in that order.
     func append(_ recording: AppStoreRecording) async throws -> [AppendResult] {
         var outcomes: [AppendResult] = []
         if let (purchase, finish) = recording.purchase {
@@ -43,7 +47,7 @@ extension Ledger {
                 outcomes += try await append(contentsOf: [finish])
             }
         }
-        return outcomes + (try await append(contentsOf: recording.reports))
+        return outcomes + (try await append(contentsOf: recording.reports + (recording.consumptionRequest.map { [$0] } ?? [])))
     }
 }
 
@@ -126,6 +130,14 @@ enum AppStoreNotificationEvents {
             recording.reports.append(.renewalInfo(
                 id: uuid + "/renewal", account: account,
                 signedAt: renewal.signedDate.map(timestamp) ?? notified, renewalInfo(renewal, original: original, source: source)))
+        }
+        if type == "CONSUMPTION_REQUEST", let transactionId {
+            recording.consumptionRequest = .consumptionRequest(
+                id: uuid + "/consumption-request", account: account, signedAt: notified,
+                ConsumptionRequest(
+                    transaction: transactionId, reason: notification.data?.consumptionRequestReason,
+                    environment: transaction?.environment.flatMap(StoreEnvironment.init(rawValue:))))
+            recording.summary = "refundRequest"
         }
         guard recording.purchase != nil || !recording.reports.isEmpty else {
             return .unattributed("\(type) carries a signed transaction without a transactionId")

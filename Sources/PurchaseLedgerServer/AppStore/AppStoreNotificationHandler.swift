@@ -7,12 +7,18 @@ import PurchaseLedger
 public struct AppStoreNotificationHandler: Sendable {
     public let verifier: AppStoreSignedDataVerifier
     public let unattributed: UnattributedNotificationLog
+    /// Answers refund requests; without one they are recorded, not answered.
+    public var consumption: ConsumptionResponder?
     let ledger: Ledger
 
-    public init(verifier: AppStoreSignedDataVerifier, unattributed: UnattributedNotificationLog, ledger: Ledger) {
+    public init(
+        verifier: AppStoreSignedDataVerifier, unattributed: UnattributedNotificationLog, ledger: Ledger,
+        consumption: ConsumptionResponder? = nil
+    ) {
         self.verifier = verifier
         self.unattributed = unattributed
         self.ledger = ledger
+        self.consumption = consumption
     }
 
     /// The handler the configuration's `appStore` section describes, for `ledger`; nil without
@@ -64,12 +70,22 @@ public struct AppStoreNotificationHandler: Sendable {
         }
         switch action {
         case .record(let recording):
-            let outcomes = try await ledger.append(recording)
+            var outcomes = try await ledger.append(recording)
             log(outcomes, logger: logger)
             // The store's reports are refused only when they break the format or name a product
             // the catalog lacks: Apple does not send them again, so they are kept for audit.
-            let refused = outcomes.suffix(recording.reports.count).compactMap { outcome -> LedgerError? in
+            let reportCount = recording.reports.count + (recording.consumptionRequest == nil ? 0 : 1)
+            let refused = outcomes.suffix(reportCount).compactMap { outcome -> LedgerError? in
                 if case .failure(let error) = outcome { error } else { nil }
+            }
+            if let request = recording.consumptionRequest, case .success? = outcomes.last {
+                if let consumption {
+                    // A failure to reach Apple throws: the notification is answered with an
+                    // error and Apple's redelivery answers again (the request is in the log).
+                    if let answered = try await consumption.answer(request, logger: logger) { outcomes.append(answered) }
+                } else {
+                    logger.notice("refund request recorded, not answered: appStore.consumption is not configured")
+                }
             }
             if let first = refused.first, auditing {
                 try unattributed.record(notification, transaction: transaction, reason: first.message, signedPayload: signedPayload)

@@ -24,6 +24,8 @@ public struct AppStoreNotificationPayload: Decodable, Sendable, Hashable {
         public var signedTransactionInfo: String?
         public var signedRenewalInfo: String?
         public var status: Int?
+        /// CONSUMPTION_REQUEST: why the customer asked for a refund.
+        public var consumptionRequestReason: String?
     }
 
     /// `summary` (for SUMMARY notifications) names the app the same way `data` does.

@@ -28,18 +28,9 @@ public struct ReconciliationService: Service {
     public static func configured(
         by configuration: ServerConfiguration, verifier: AppStoreSignedDataVerifier, ledger: Ledger, logger: Logger
     ) async throws -> ReconciliationService? {
-        guard let appStore = configuration.appStore, let settings = appStore.reconcile else { return nil }
-        let pem: String
-        do {
-            pem = try String(contentsOfFile: settings.keyFile, encoding: .utf8)
-        } catch {
-            throw ServerConfigurationError("\"appStore.reconcile.keyFile\": cannot read \(settings.keyFile)")
+        guard let settings = configuration.appStore?.reconcile, let client = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger) else {
+            return nil
         }
-        let credentials = AppStoreServerAPICredentials(
-            privateKeyPEM: pem, keyID: settings.keyId, issuerID: settings.issuerId, bundleID: appStore.bundleId)
-        let environment: AppStoreServerAPIEnvironment = settings.apiBase.map { .custom(baseURL: $0) }
-            ?? (appStore.environment == .production ? .production : .sandbox)
-        let client = try await AppStoreServerAPIClient(credentials: credentials, environment: environment, logger: logger)
         return ReconciliationService(
             reconciliation: Reconciliation(client: client, verifier: verifier, ledger: ledger, logger: logger),
             interval: .seconds(settings.everySeconds ?? 3600), lookBack: .seconds(settings.lookBackSeconds ?? 259_200), logger: logger)
@@ -77,5 +68,24 @@ public struct ReconciliationService: Service {
             logger.error("reconciliation with the App Store failed; the next run tries again", metadata: ["error": "\(error)"])
             return nil
         }
+    }
+}
+
+extension AppStoreServerAPIClient {
+    /// The client `appStore.api` describes; nil without one. Throws when the key cannot be read:
+    /// a server that was asked to call Apple does not start without.
+    static func configured(by configuration: ServerConfiguration, logger: Logger) async throws -> AppStoreServerAPIClient? {
+        guard let appStore = configuration.appStore, let api = appStore.api else { return nil }
+        let pem: String
+        do {
+            pem = try String(contentsOfFile: api.keyFile, encoding: .utf8)
+        } catch {
+            throw ServerConfigurationError("\"appStore.api.keyFile\": cannot read \(api.keyFile)")
+        }
+        let credentials = AppStoreServerAPICredentials(
+            privateKeyPEM: pem, keyID: api.keyId, issuerID: api.issuerId, bundleID: appStore.bundleId)
+        let environment: AppStoreServerAPIEnvironment = api.apiBase.map { .custom(baseURL: $0) }
+            ?? (appStore.environment == .production ? .production : .sandbox)
+        return try await AppStoreServerAPIClient(credentials: credentials, environment: environment, logger: logger)
     }
 }

@@ -35,6 +35,10 @@ final class FakeAppStore: Sendable {
         /// Notifications Apple sent: the signed payload and when (milliseconds since 1970).
         var notifications: [(signedPayload: String, sentAt: Int64)] = []
         var faults: [Fault] = []
+        /// Send Consumption Information bodies Apple accepted, by transaction id, in order.
+        var consumptionAnswers: [(transaction: String, body: String)] = []
+        /// Transactions Apple knows, for Send Consumption Information (nil: any).
+        var knownTransactions: Set<String>?
         var requests = 0
         var refusedTokens = 0
     }
@@ -61,6 +65,14 @@ final class FakeAppStore: Sendable {
         state.withLock { $0.faults += faults }
     }
 
+    /// The consumption information Apple accepted: the request bodies, as sent.
+    var consumptionAnswers: [(transaction: String, body: String)] { state.withLock { $0.consumptionAnswers } }
+
+    /// Send Consumption Information answers 404 for any transaction not in `known`.
+    func knowTransactions(_ known: Set<String>) {
+        state.withLock { $0.knownTransactions = known }
+    }
+
     var requests: Int { state.withLock { $0.requests } }
     var refusedTokens: Int { state.withLock { $0.refusedTokens } }
 
@@ -82,6 +94,9 @@ final class FakeAppStore: Sendable {
         }
         router.post("/inApps/v1/notifications/history") { request, context in
             try await self.notificationHistory(request, context: context, keys: keys)
+        }
+        router.put("/inApps/v2/transactions/consumption/:id") { request, context in
+            try await self.consumption(request, context: context, keys: keys)
         }
         var logger = Logger(label: "fake-app-store")
         logger.logLevel = .error
@@ -169,6 +184,53 @@ final class FakeAppStore: Sendable {
         ]
         if hasMore { answer["paginationToken"] = String(start + page.count) }
         return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: answer), as: UTF8.self))
+    }
+
+    /// Send Consumption Information (v2), checked as Apple documents the body: JSON,
+    /// `customerConsented` true, a known `deliveryStatus`, `sampleContentProvided` present,
+    /// `consumptionPercentage` within 0…100000 and a known `refundPreference` when present.
+    /// 202 with no body when accepted; faults queued first, like the other endpoints.
+    private func consumption(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
+        let fault: Fault? = state.withLock { state in
+            state.requests += 1
+            return state.faults.isEmpty ? nil : state.faults.removeFirst()
+        }
+        guard await authorized(request, keys: keys) else {
+            state.withLock { $0.refusedTokens += 1 }
+            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
+        }
+        if let fault {
+            var response = Self.json(fault.status, #"{"errorCode": 5000000, "errorMessage": "An unknown error occurred."}"#)
+            if let retryAfter = fault.retryAfter { response.headers[HTTPField.Name("Retry-After")!] = retryAfter }
+            return response
+        }
+        let id = context.parameters.get("id") ?? ""
+        if let known = state.withLock({ $0.knownTransactions }), !known.contains(id) {
+            return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
+        }
+        guard request.headers[.contentType] == "application/json" else {
+            return Self.json(400, #"{"errorCode": 4000000, "errorMessage": "Bad request."}"#)
+        }
+        let bytes = try await request.body.collect(upTo: 1 << 16)
+        let body = String(buffer: bytes)
+        guard let fields = try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any] else {
+            return Self.json(400, #"{"errorCode": 4000000, "errorMessage": "Bad request."}"#)
+        }
+        guard fields["customerConsented"] as? Bool == true else {
+            return Self.json(400, #"{"errorCode": 4000035, "errorMessage": "Invalid request. The customer consented field is invalid or doesn't indicate that the customer consented."}"#)
+        }
+        let deliveryStatuses = ConsumptionInformation.DeliveryStatus.allCases.map(\.rawValue)
+        guard let delivery = fields["deliveryStatus"] as? String, deliveryStatuses.contains(delivery) else {
+            return Self.json(400, #"{"errorCode": 4000036, "errorMessage": "Invalid request. The delivery status field is invalid."}"#)
+        }
+        let percentageValid = fields["consumptionPercentage"].map { ($0 as? Int).map { (0...100_000).contains($0) } ?? false } ?? true
+        let preferences = ConsumptionInformation.RefundPreference.allCases.map(\.rawValue)
+        let preferenceValid = fields["refundPreference"].map { ($0 as? String).map(preferences.contains) ?? false } ?? true
+        guard fields["sampleContentProvided"] is Bool, percentageValid, preferenceValid else {
+            return Self.json(400, #"{"errorCode": 4000000, "errorMessage": "Bad request."}"#)
+        }
+        state.withLock { $0.consumptionAnswers.append((id, body)) }
+        return Response(status: .accepted)
     }
 
     /// The token checks Apple makes.

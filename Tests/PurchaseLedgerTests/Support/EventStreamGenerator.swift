@@ -54,6 +54,23 @@ struct EventStreamGenerator {
             let signedAt = Timestamp(seconds: clock.seconds - Int64.random(in: 0...172_800, using: &random))
             return Event(id: id, account: account, at: signedAt, payload: storeReport(transaction: transaction))
         }
+        // Refund requests: consents (in any order of `at`), Apple's requests and the answers.
+        if chance(4) {
+            let payload: Event.Payload = switch Int.random(in: 0..<3, using: &random) {
+            case 0: .consumptionConsent(ConsumptionConsent(consented: chance(60)))
+            case 1: .consumptionRequest(ConsumptionRequest(
+                transaction: transaction, reason: chance(50) ? "UNINTENDED_PURCHASE" : nil,
+                environment: chance(50) ? pick(StoreEnvironment.allCases) : nil))
+            default: .consumptionAnswer(ConsumptionAnswer(
+                request: "e\(Int.random(in: 1...max(1, counter), using: &random))", transaction: transaction,
+                outcome: pick(ConsumptionAnswerOutcome.allCases), deliveryStatus: chance(70) ? "DELIVERED" : nil,
+                consumptionPercentage: chance(50) ? Int.random(in: 0...100_000, using: &random) : nil,
+                refundPreference: chance(30) ? "DECLINE" : nil, sampleContentProvided: chance(50) ? chance(50) : nil,
+                status: chance(60) ? pick([202, 400, 404]) : nil, error: chance(20) ? "Transaction id not found." : nil))
+            }
+            let at = Timestamp(seconds: clock.seconds - Int64.random(in: 0...86_400, using: &random))
+            return Event(id: id, account: account, at: at, payload: payload)
+        }
         let payload: Event.Payload
         switch Int.random(in: 0..<100, using: &random) {
         case 0..<18:

@@ -1,0 +1,43 @@
+/// One account as it stood at a past log position, rebuilt from its own history (the history
+/// index), not from a replay of the whole ledger: what `replay --account --position` and the
+/// answer to a refund request read.
+extension Ledger {
+    /// What `account` owned after the first `position` events, as of `time`; nil when the
+    /// account had no event by then. Throws when `position` is beyond the log's end.
+    public func projection(
+        of account: String, atPosition position: UInt64, asOf time: Timestamp = .now(),
+        excluding environments: Set<StoreEnvironment> = []
+    ) throws -> AccountProjection? {
+        try accountState(account, atPosition: position) { state, reader in
+            guard let state else { return nil }
+            return try AccountProjection(account: account, state: state, asOf: time, excluding: environments) {
+                try reader.revocation(ofTransaction: $0.string).map { $0 <= position } ?? false
+            }
+        }
+    }
+
+    /// The facts an answer to Apple's question about `transaction` (a refund request) is built
+    /// from, as they stood after the first `position` events. Deterministic for a position.
+    public func consumptionFacts(of account: String, transaction: String, atPosition position: UInt64) throws -> ConsumptionFacts {
+        let catalog = self.catalog
+        return try accountState(account, atPosition: position) { state, _ in
+            ConsumptionFacts(account: account, transaction: transaction, position: position, state: state, catalog: catalog)
+        }
+    }
+
+    private func accountState<R>(
+        _ account: String, atPosition position: UInt64, _ body: (AccountState?, any LedgerStorageReader) throws -> R
+    ) throws -> R {
+        let last = self.position
+        guard position <= last else {
+            throw StorageError(.damaged, "position \(position) is beyond the end of the log (\(last))", position: position)
+        }
+        let catalog = self.catalog
+        return try storage.read { reader in
+            // A name no event could carry has no history: not looked up at all.
+            guard EventLimits.keyBytes.contains(account.utf8.count) else { return try body(nil, reader) }
+            let state = try AccountRebuilder(reader: reader, catalog: catalog).state(of: account, through: position)
+            return try body(state, reader)
+        }
+    }
+}
