@@ -10,6 +10,7 @@ extension ByteWriter {
             fact.subscriptionGroup != nil, fact.ownership != nil, fact.environment != nil, fact.price != nil,
             fact.currency != nil, fact.storefront != nil, fact.revokedAt != nil, fact.revocationReason != nil,
             fact.revocationType != nil, fact.revocationPercentage != nil, fact.upgraded != nil, fact.source != nil,
+            fact.signed != nil,
         ]
         varint(Self.mask(present))
         if let value = fact.originalTransaction { string(value) }
@@ -28,6 +29,7 @@ extension ByteWriter {
         if let value = fact.revocationPercentage { signed(Int64(value)) }
         if let value = fact.upgraded { byte(value ? 1 : 0) }
         if let value = fact.source { string(value) }
+        if let value = fact.signed { string(value) }
     }
 
     mutating func renewalInfo(_ info: RenewalInfo) {
@@ -35,6 +37,7 @@ extension ByteWriter {
         let present: [Bool] = [
             info.product != nil, info.renewsTo != nil, info.willRenew != nil, info.billingRetry != nil,
             info.gracePeriodEndsAt != nil, info.expirationIntent != nil, info.environment != nil, info.source != nil,
+            info.signed != nil,
         ]
         varint(Self.mask(present))
         if let value = info.product { string(value) }
@@ -45,6 +48,7 @@ extension ByteWriter {
         if let value = info.expirationIntent { signed(Int64(value)) }
         if let value = info.environment { caseIndex(value) }
         if let value = info.source { string(value) }
+        if let value = info.signed { string(value) }
     }
 
     mutating func caseIndex<Value: CaseIterable & Equatable>(_ value: Value) {
@@ -61,7 +65,7 @@ extension ByteReader {
     mutating func storeTransaction() throws(Malformed) -> StoreTransaction {
         var fact = StoreTransaction(transaction: try string(), product: try string())
         let mask = try varint()
-        guard mask < 1 << 16 else { throw Malformed(reason: "unknown field mask") }
+        guard mask < 1 << 17 else { throw Malformed(reason: "unknown field mask") }
         func has(_ bit: UInt64) -> Bool { mask & 1 << bit != 0 }
         if has(0) { fact.originalTransaction = try string() }
         if has(1) { fact.quantity = try bounded(EventLimits.quantity) }
@@ -79,13 +83,14 @@ extension ByteReader {
         if has(13) { fact.revocationPercentage = try bounded(StoreLimits.revocationPercentage) }
         if has(14) { fact.upgraded = try flag() }
         if has(15) { fact.source = try string() }
+        if has(16) { fact.signed = try string() }
         return fact
     }
 
     mutating func renewalInfo() throws(Malformed) -> RenewalInfo {
         var info = RenewalInfo(originalTransaction: try string())
         let mask = try varint()
-        guard mask < 1 << 8 else { throw Malformed(reason: "unknown field mask") }
+        guard mask < 1 << 9 else { throw Malformed(reason: "unknown field mask") }
         func has(_ bit: UInt64) -> Bool { mask & 1 << bit != 0 }
         if has(0) { info.product = try string() }
         if has(1) { info.renewsTo = try string() }
@@ -95,6 +100,7 @@ extension ByteReader {
         if has(5) { info.expirationIntent = try bounded(StoreLimits.expirationIntent) }
         if has(6) { info.environment = try caseIndex() }
         if has(7) { info.source = try string() }
+        if has(8) { info.signed = try string() }
         return info
     }
 

@@ -107,7 +107,8 @@ extension Event {
                 revocationType: try reader.optionalEnumeration("revocationType"),
                 revocationPercentage: try reader.optionalInt("revocationPercentage"),
                 upgraded: try reader.optionalBool("upgraded"),
-                source: try reader.optionalString("source")))
+                source: try reader.optionalString("source"),
+                signed: try reader.optionalString("signed")))
         case .renewalInfo:
             payload = .renewalInfo(RenewalInfo(
                 originalTransaction: try reader.string("originalTransaction"),
@@ -118,7 +119,8 @@ extension Event {
                 gracePeriodEndsAt: try reader.optionalTimestamp("gracePeriodEndsAt"),
                 expirationIntent: try reader.optionalInt("expirationIntent"),
                 environment: try reader.optionalEnumeration("environment"),
-                source: try reader.optionalString("source")))
+                source: try reader.optionalString("source"),
+                signed: try reader.optionalString("signed")))
         case .consumptionConsent:
             guard let consented = try reader.optionalBool("consented") else {
                 throw .invalid("missing required field `consented`")
@@ -193,6 +195,7 @@ extension Event {
         case .storeTransaction(let fact):
             fact.writeMembers(to: &writer)
             writer.member("source", ifPresent: fact.source)
+            writer.member("signed", ifPresent: fact.signed)
         case .renewalInfo(let info):
             writer.member("originalTransaction", info.originalTransaction)
             writer.member("product", ifPresent: info.product)
@@ -203,6 +206,7 @@ extension Event {
             writer.member("expirationIntent", ifPresent: info.expirationIntent)
             writer.member("environment", ifPresent: info.environment?.rawValue)
             writer.member("source", ifPresent: info.source)
+            writer.member("signed", ifPresent: info.signed)
         case .consumptionConsent(let consent):
             writer.member("consented", consent.consented)
         case .consumptionRequest(let request):
@@ -303,8 +307,8 @@ struct FieldReader {
 }
 
 extension StoreTransaction {
-    /// The report's fields in the format's order, all but `source` (the event adds it; an
-    /// account's projection shows the report without it).
+    /// The report's fields in the format's order, all but `source` and `signed` (the event adds
+    /// them; an account's projection shows the report without).
     func writeMembers(to writer: inout JSONWriter) {
         writer.member("transaction", transaction)
         writer.member("originalTransaction", ifPresent: originalTransaction)

@@ -25,6 +25,9 @@ public enum StoreLimits {
     public static let consumptionPercentage: ClosedRange<Int64> = 0...100_000
     /// An HTTP status.
     public static let httpStatus: ClosedRange<Int64> = 100...599
+    /// Apple's JWS kept as proof (`signed`): a chain of three certificates and the payload fit
+    /// in well under this.
+    public static let signedBytes = 1...16_384
 }
 
 extension Event {
@@ -92,6 +95,7 @@ extension Event {
             try Self.checkRange(fact.revocationReason.map(Int64.init), StoreLimits.revocationReason, "revocationReason")
             try Self.checkRange(fact.revocationPercentage.map(Int64.init), StoreLimits.revocationPercentage, "revocationPercentage")
             try Self.checkText(fact.source, "source")
+            try Self.checkSigned(fact.signed)
         case .renewalInfo(let info):
             try Self.checkID(info.originalTransaction, "originalTransaction")
             try Self.checkName(info.product, "product")
@@ -99,6 +103,7 @@ extension Event {
             if let time = info.gracePeriodEndsAt { try Self.checkTime(time, "gracePeriodEndsAt") }
             try Self.checkRange(info.expirationIntent.map(Int64.init), StoreLimits.expirationIntent, "expirationIntent")
             try Self.checkText(info.source, "source")
+            try Self.checkSigned(info.signed)
         case .consumptionConsent:
             break
         case .consumptionRequest(let request):
@@ -147,6 +152,13 @@ extension Event {
         guard let count = value?.utf8.count else { return }
         guard EventLimits.textBytes.contains(count) else {
             throw .invalid("`\(field)` must be at most 1,024 bytes of UTF-8 (got \(count))")
+        }
+    }
+
+    private static func checkSigned(_ value: String?) throws(LedgerError) {
+        guard let count = value?.utf8.count else { return }
+        guard StoreLimits.signedBytes.contains(count) else {
+            throw .invalid("`signed` must be 1 to 16,384 bytes of UTF-8 (got \(count))")
         }
     }
 

@@ -42,6 +42,10 @@ public struct StoreTransaction: Sendable, Hashable {
     public var upgraded: Bool?
     /// Where the report came from (for example `notification DID_RENEW`), for people auditing.
     public var source: String?
+    /// Apple's JWS the report was read from (`signedTransactionInfo`), kept as proof: `ledger
+    /// verify --root` checks its signature and that it says what the event says. Kept in the
+    /// log only, not in projections or snapshots.
+    public var signed: String?
 
     public init(
         transaction: String, originalTransaction: String? = nil, product: String, quantity: Int? = nil,
@@ -49,7 +53,7 @@ public struct StoreTransaction: Sendable, Hashable {
         ownership: StoreOwnership? = nil, environment: StoreEnvironment? = nil, price: Int64? = nil,
         currency: String? = nil, storefront: String? = nil, revokedAt: Timestamp? = nil,
         revocationReason: Int? = nil, revocationType: StoreRevocationType? = nil,
-        revocationPercentage: Int? = nil, upgraded: Bool? = nil, source: String? = nil
+        revocationPercentage: Int? = nil, upgraded: Bool? = nil, source: String? = nil, signed: String? = nil
     ) {
         self.transaction = transaction
         self.originalTransaction = originalTransaction
@@ -69,6 +73,7 @@ public struct StoreTransaction: Sendable, Hashable {
         self.revocationPercentage = revocationPercentage
         self.upgraded = upgraded
         self.source = source
+        self.signed = signed
     }
 }
 
@@ -91,11 +96,13 @@ public struct RenewalInfo: Sendable, Hashable {
     public var expirationIntent: Int?
     public var environment: StoreEnvironment?
     public var source: String?
+    /// Apple's JWS (`signedRenewalInfo`), kept as proof, as `StoreTransaction.signed`.
+    public var signed: String?
 
     public init(
         originalTransaction: String, product: String? = nil, renewsTo: String? = nil, willRenew: Bool? = nil,
         billingRetry: Bool? = nil, gracePeriodEndsAt: Timestamp? = nil, expirationIntent: Int? = nil,
-        environment: StoreEnvironment? = nil, source: String? = nil
+        environment: StoreEnvironment? = nil, source: String? = nil, signed: String? = nil
     ) {
         self.originalTransaction = originalTransaction
         self.product = product
@@ -106,6 +113,7 @@ public struct RenewalInfo: Sendable, Hashable {
         self.expirationIntent = expirationIntent
         self.environment = environment
         self.source = source
+        self.signed = signed
     }
 }
 

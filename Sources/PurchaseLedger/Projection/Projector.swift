@@ -96,8 +96,10 @@ enum Projector {
 
         case .storeTransaction(let fact):
             let key = UTF8Key(fact.transaction)
+            var kept = fact
+            kept.signed = nil  // The proof stays in the log; state and snapshots need not carry it.
             let record = StoreTransactionRecord(
-                fact: fact, signedAt: event.at, eventID: event.id, product: try product(fact.product, in: catalog))
+                fact: kept, signedAt: event.at, eventID: event.id, product: try product(fact.product, in: catalog))
             // Only the report Apple signed last is in force, whatever order they came in.
             if let current = try store.storeTransaction(account, key), !record.supersedes(current) { return }
             let wasRevoked = try store.isRevoked(key, in: account)
@@ -110,7 +112,9 @@ enum Projector {
             }
 
         case .renewalInfo(let info):
-            let record = RenewalRecord(info: info, signedAt: event.at, eventID: event.id)
+            var kept = info
+            kept.signed = nil
+            let record = RenewalRecord(info: kept, signedAt: event.at, eventID: event.id)
             if let current = try store.renewal(account, UTF8Key(info.originalTransaction)), !record.supersedes(current) { return }
             try store.change(account, .renewal(record))
 

@@ -110,6 +110,7 @@ enum AppStoreNotificationEvents {
 
         if let transaction, let transactionId {
             var fact = storeTransaction(transaction, id: transactionId, source: source)
+            fact.signed = notification.data?.signedTransactionInfo
             if revocationTypes.contains(type) {
                 fact.revokedAt = fact.revokedAt ?? notified
                 recording.summary = "revoke"
@@ -127,9 +128,10 @@ enum AppStoreNotificationEvents {
                 signedAt: transaction.signedDate.map(timestamp) ?? notified, fact))
         }
         if let renewal, let original = renewal.originalTransactionId {
+            var info = renewalInfo(renewal, original: original, source: source)
+            info.signed = notification.data?.signedRenewalInfo
             recording.reports.append(.renewalInfo(
-                id: uuid + "/renewal", account: account,
-                signedAt: renewal.signedDate.map(timestamp) ?? notified, renewalInfo(renewal, original: original, source: source)))
+                id: uuid + "/renewal", account: account, signedAt: renewal.signedDate.map(timestamp) ?? notified, info))
         }
         if type == "CONSUMPTION_REQUEST", let transactionId {
             recording.consumptionRequest = .consumptionRequest(
@@ -163,7 +165,7 @@ enum AppStoreNotificationEvents {
 
     /// Apple's transaction as the ledger's `storeTransaction`. Values the format does not know
     /// (an enumeration Apple adds later) are left out rather than refused: the rest still counts.
-    static func storeTransaction(_ transaction: AppStoreTransactionPayload, id: String, source: String) -> StoreTransaction {
+    static func storeTransaction(_ transaction: AppStoreTransactionPayload, id: String, source: String, signed: String? = nil) -> StoreTransaction {
         StoreTransaction(
             transaction: id, originalTransaction: transaction.originalTransactionId,
             product: transaction.productId ?? "", quantity: transaction.quantity,
@@ -175,7 +177,8 @@ enum AppStoreNotificationEvents {
             revokedAt: transaction.revocationDate.map(timestamp),
             revocationReason: transaction.revocationReason?.filter(StoreLimits.revocationReason),
             revocationType: transaction.revocationType.flatMap(StoreRevocationType.init(rawValue:)),
-            revocationPercentage: transaction.revocationPercentage?.filter(StoreLimits.revocationPercentage), upgraded: transaction.isUpgraded, source: source)
+            revocationPercentage: transaction.revocationPercentage?.filter(StoreLimits.revocationPercentage), upgraded: transaction.isUpgraded, source: source,
+            signed: signed)
     }
 
     static func renewalInfo(_ renewal: AppStoreRenewalPayload, original: String, source: String) -> RenewalInfo {

@@ -103,7 +103,7 @@ public struct Reconciliation: Sendable {
             }
             var events = compare(ours: ours, apple: apple.history, account: account, original: original, into: &report.differences)
             if let renewal = apple.renewal, let event = renewalEvent(
-                renewal, original: original, account: account,
+                renewal.payload, signed: renewal.signed, original: original, account: account,
                 current: state.renewalInfo(of: account, originalTransaction: original), into: &report.differences) {
                 events.append([event])
             }
@@ -171,7 +171,7 @@ public struct Reconciliation: Sendable {
     /// subscription its renewal info (Get All Subscription Statuses), verified.
     struct AppleSide: Sendable {
         var history: [(signed: String, payload: AppStoreTransactionPayload)]
-        var renewal: AppStoreRenewalPayload?
+        var renewal: (signed: String, payload: AppStoreRenewalPayload)?
     }
 
     /// How many chains are read from Apple at once.
@@ -196,13 +196,13 @@ public struct Reconciliation: Sendable {
     private func fetch(_ original: String) async -> Result<AppleSide, any Error> {
         do {
             let history = try await self.history(of: original)
-            var renewal: AppStoreRenewalPayload?
+            var renewal: (signed: String, payload: AppStoreRenewalPayload)?
             // A subscription's renewal info is not in its history.
             if history.contains(where: { $0.payload.expiresDate != nil }) {
                 let statuses = try await client.subscriptionStatuses(of: original)
                 let signed = statuses.data?.lazy.flatMap { $0.lastTransactions ?? [] }
                     .first { $0.originalTransactionId == original }?.signedRenewalInfo
-                if let signed { renewal = try await verifier.verifyRenewalInfo(signed) }
+                if let signed { renewal = (signed, try await verifier.verifyRenewalInfo(signed)) }
             }
             return .success(AppleSide(history: history, renewal: renewal))
         } catch {
@@ -213,9 +213,10 @@ public struct Reconciliation: Sendable {
     /// Apple's renewal info of the subscription as the event that would record it when it
     /// differs from `current` (what the ledger has in force); nil when they agree.
     private func renewalEvent(
-        _ payload: AppStoreRenewalPayload, original: String, account: String, current: RenewalInfo?, into differences: inout [Difference]
+        _ payload: AppStoreRenewalPayload, signed: String, original: String, account: String, current: RenewalInfo?,
+        into differences: inout [Difference]
     ) -> Event? {
-        let info = AppStoreNotificationEvents.renewalInfo(payload, original: original, source: "reconcile")
+        var info = AppStoreNotificationEvents.renewalInfo(payload, original: original, source: "reconcile")
         let same = current.map { current in
             current.willRenew == info.willRenew && current.renewsTo == info.renewsTo && current.billingRetry == info.billingRetry
                 && current.gracePeriodEndsAt == info.gracePeriodEndsAt && current.expirationIntent == info.expirationIntent
@@ -226,6 +227,8 @@ public struct Reconciliation: Sendable {
             detail: current.map { "Apple: \(Self.describe(info)); the ledger: \(Self.describe($0))" } ?? "the ledger has no renewal info"))
         let id = "appstore-api:renewal:" + String(decoding: original.utf8.prefix(64), as: UTF8.self) + "/" + Self.hash(
             Event.renewalInfo(id: "x", account: "x", signedAt: Timestamp(seconds: 0), info).jsonLine)
+        // The proof goes in after the id: Apple signs anew at each call (ECDSA signatures differ).
+        info.signed = signed
         return .renewalInfo(id: id, account: account, signedAt: payload.signedDate.map(AppStoreNotificationEvents.timestamp) ?? .now(), info)
     }
 
@@ -256,7 +259,7 @@ public struct Reconciliation: Sendable {
         for transaction in ours where transaction.account == account { byTransaction[transaction.transaction] = transaction }
         var events: [[Event]] = []
         var seen: Set<String> = []
-        for (_, payload) in apple {
+        for (signed, payload) in apple {
             // Apple's history of a customer may hold other products' chains: only this one counts.
             guard let id = payload.transactionId, (payload.originalTransactionId ?? id) == original else { continue }
             seen.insert(id)
@@ -271,7 +274,9 @@ public struct Reconciliation: Sendable {
             var fact = AppStoreNotificationEvents.storeTransaction(payload, id: id, source: "reconcile")
             // Apple's history says refunded by `revocationDate` alone.
             fact.revokedAt = payload.revocationDate.map(AppStoreNotificationEvents.timestamp)
-            let reportEvent = Event.storeTransaction(id: Self.eventID(for: fact), account: account, signedAt: signedAt, fact)
+            let reportID = Self.eventID(for: fact)
+            fact.signed = signed
+            let reportEvent = Event.storeTransaction(id: reportID, account: account, signedAt: signedAt, fact)
             guard let held = byTransaction[id] else {
                 note(.missingPurchase, "\(payload.productId ?? "a product") bought \(payload.purchaseDate.map { "\(AppStoreNotificationEvents.timestamp($0))" } ?? "at an unknown time")")
                 let purchase = AppStoreNotificationEvents.purchase(payload, id: id, account: account, uuid: "appstore-api:" + id, at: signedAt)
@@ -325,7 +330,9 @@ public struct Reconciliation: Sendable {
     /// `appstore-api:<transaction>/<hash>`: the same report of Apple's gets the same id, so a
     /// run cut short and run again appends it once.
     static func eventID(for fact: StoreTransaction) -> String {
-        let line = Event.storeTransaction(id: "x", account: "x", signedAt: Timestamp(seconds: 0), fact).jsonLine
+        var content = fact
+        content.signed = nil  // Apple's signature differs at each call; the content does not.
+        let line = Event.storeTransaction(id: "x", account: "x", signedAt: Timestamp(seconds: 0), content).jsonLine
         return "appstore-api:" + String(decoding: fact.transaction.utf8.prefix(80), as: UTF8.self) + "/" + hash(line)
     }
 

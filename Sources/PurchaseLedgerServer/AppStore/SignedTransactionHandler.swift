@@ -55,7 +55,7 @@ public struct SignedTransactionHandler: Sendable {
         let report = Event.storeTransaction(
             id: prefix + "/" + signed.description,
             account: account, signedAt: signed,
-            AppStoreNotificationEvents.storeTransaction(transaction, id: transactionId, source: "device StoreKit 2"))
+            AppStoreNotificationEvents.storeTransaction(transaction, id: transactionId, source: "device StoreKit 2", signed: signedTransaction))
         var outcomes = try await ledger.append(contentsOf: [purchase.event])
         if case .success = outcomes[0] {
             outcomes += try await ledger.append(contentsOf: [purchase.finish])
