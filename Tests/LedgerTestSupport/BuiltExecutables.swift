@@ -45,3 +45,13 @@ public func runCommand(_ executable: URL, _ arguments: [String], input: Data? = 
 private final class DataBox: @unchecked Sendable {
     var data = Data()
 }
+
+/// `runCommand` for async tests: waits on a Dispatch thread, not on one of Swift concurrency's
+/// few threads, which an in-process server the command talks to (a fake App Store) needs.
+public func awaitCommand(_ executable: URL, _ arguments: [String], input: Data? = nil) async throws -> CommandRun {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try runCommand(executable, arguments, input: input) })
+        }
+    }
+}

@@ -95,8 +95,10 @@ struct ReconciliationTests {
 
 extension ReconciliationTests {
     /// `ledger reconcile` as a cron job runs it: the built binary against the fake App Store,
-    /// its exit status and JSON lines, then `--apply`, then a run that finds nothing.
-    @Test func theCommandReportsMendsAndThenAgrees() async throws {
+    /// its exit status and JSON lines, then `--apply`, then a run that finds nothing; in both of
+    /// Apple's environments. What it appended carries Apple's signed data, which `verify` proves.
+    @Test(arguments: ["Sandbox", "Production"])
+    func theCommandReportsMendsAndThenAgrees(environment: String) async throws {
         let signer = try TestAppStoreSigner()
         let store = FakeAppStore()
         try await withTemporaryDirectory { directory in
@@ -108,43 +110,48 @@ extension ReconciliationTests {
                     expiresAt: Timestamp(seconds: 1_698_149_000), product: "com.example.product"))])
             await ledger.close()
             store.setHistory([
-                try signer.sign(Notifications.transaction()),
+                try signer.sign(Notifications.transaction(["environment": environment])),
                 try signer.sign(Notifications.transaction([
                     "transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000,
+                    "environment": environment,
                 ])),
             ], of: "12345")
+            let app = environment == "Production" ? ["--app-apple-id", "41234"] : []
             try Data(store.credentials.privateKeyPEM.utf8).write(to: URL(fileURLWithPath: directory + "/key.p8"))
             try Data(base64Encoded: try TestAppStoreSigner.der(signer.root))?.write(to: URL(fileURLWithPath: directory + "/root.der"))
             try await store.run { base in
                 let arguments = [
                     "reconcile", "--key-file", directory + "/key.p8", "--key-id", FakeAppStore.keyID, "--issuer-id", FakeAppStore.issuerID,
-                    "--bundle-id", FakeAppStore.bundleID, "--environment", "Sandbox", "--root", directory + "/root.der",
+                    "--bundle-id", FakeAppStore.bundleID, "--environment", environment, "--root", directory + "/root.der",
                     "--api-base", base, "--json",
-                ]
-                let looked = try Self.ledgerTool(arguments + [path])
-                #expect(looked.status == 1, "\(looked.error)")
+                ] + app
+                let looked = try await Self.ledgerTool(arguments + [path])
+                #expect(looked.status == 1, "\(looked.output)\(looked.error)")
                 let lines = looked.output.split(separator: "\n")
                 #expect(lines.count == 3)
                 #expect(lines[0].contains(#""kind": "missingReport""#) && lines[0].contains(#""transaction": "23456""#))
                 #expect(lines[1].contains(#""kind": "missingPurchase""#) && lines[1].contains(#""transaction": "23457""#))
                 #expect(lines[2] == #"{"summary": {"originalTransactions": 1, "differences": 2, "failures": 0, "appended": 0, "requests": 2}}"#)
 
-                let mended = try Self.ledgerTool(arguments + ["--apply", path])
+                let mended = try await Self.ledgerTool(arguments + ["--apply", path])
                 #expect(mended.status == 1)
                 #expect(mended.output.contains(#""appended": 4"#))
-                let agreed = try Self.ledgerTool(arguments + ["--apply", path])
+                let agreed = try await Self.ledgerTool(arguments + ["--apply", path])
                 #expect(agreed.status == 0, "\(agreed.output)")
                 #expect(agreed.output.contains(#""differences": 0"#) && agreed.output.contains(#""appended": 0"#))
+                let proofs = try await Self.ledgerTool(["verify", "--json", "--root", directory + "/root.der", "--bundle-id", FakeAppStore.bundleID] + app + [path])
+                #expect(proofs.status == 0, "\(proofs.output)\(proofs.error)")
+                #expect(proofs.output.contains(#""proven": 2, "unproven": 0, "disproven": []"#), "\(proofs.output)")
 
-                let usage = try Self.ledgerTool(["reconcile", "--key-file", directory + "/key.p8", "--key-id", "K", "--issuer-id", "I", "--bundle-id", "B", path])
+                let usage = try await Self.ledgerTool(["reconcile", "--key-file", directory + "/key.p8", "--key-id", "K", "--issuer-id", "I", "--bundle-id", "B", path])
                 #expect(usage.status == 64)
                 #expect(usage.error.contains("--root"))
             }
         }
     }
 
-    static func ledgerTool(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        let run = try runCommand(builtExecutable("ledger"), arguments)
+    static func ledgerTool(_ arguments: [String]) async throws -> (status: Int32, output: String, error: String) {
+        let run = try await awaitCommand(builtExecutable("ledger"), arguments)
         return (run.status, run.text, run.error)
     }
 }

@@ -36,10 +36,10 @@ struct StoreProofTests {
             let root = harness.directory + "/root.pem"
             try signer.root.serializeAsPEM().pemString.write(toFile: root, atomically: true, encoding: .utf8)
             let path = harness.directory + "/ledger"
-            let plain = try ReconciliationTests.ledgerTool(["verify", path])
+            let plain = try await ReconciliationTests.ledgerTool(["verify", path])
             #expect(plain.status == 0, "\(plain.output)\(plain.error)")
 
-            let checked = try ReconciliationTests.ledgerTool(["verify", "--json", "--root", root, "--bundle-id", "com.example", path])
+            let checked = try await ReconciliationTests.ledgerTool(["verify", "--json", "--root", root, "--bundle-id", "com.example", path])
             #expect(checked.status == 1, "\(checked.output)\(checked.error)")
             let report = try #require(try JSONSerialization.jsonObject(with: Data(checked.output.utf8)) as? [String: Any])
             #expect(report["intact"] as? Bool == true)
@@ -53,11 +53,11 @@ struct StoreProofTests {
             // Another app's roots: nothing Apple signed verifies.
             let stranger = try TestAppStoreSigner()
             try stranger.root.serializeAsPEM().pemString.write(toFile: root, atomically: true, encoding: .utf8)
-            let foreign = try ReconciliationTests.ledgerTool(["verify", "--root", root, "--bundle-id", "com.example", path])
+            let foreign = try await ReconciliationTests.ledgerTool(["verify", "--root", root, "--bundle-id", "com.example", path])
             #expect(foreign.status == 1)
             #expect(foreign.output.contains("0 store events proven"), "\(foreign.output)")
 
-            let usage = try ReconciliationTests.ledgerTool(["verify", "--root", root, path])
+            let usage = try await ReconciliationTests.ledgerTool(["verify", "--root", root, path])
             #expect(usage.status == 64, "\(usage.error)")
         }
     }
