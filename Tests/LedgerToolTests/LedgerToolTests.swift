@@ -8,6 +8,14 @@ struct LedgerToolTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
     static let asOf = "2026-01-01T00:00:00Z"
 
+    /// A report line without its `"message"` (the format's fields), and the message.
+    static func splitMessage(_ line: String) -> (fields: String, message: String?) {
+        guard let range = line.range(of: #", "message": "#, options: .backwards), line.hasSuffix("}") else { return (line, nil) }
+        let quoted = Data(line[range.upperBound..<line.index(before: line.endIndex)].utf8)
+        let message = (try? JSONSerialization.jsonObject(with: quoted, options: [.fragmentsAllowed])) as? String
+        return (String(line[..<range.lowerBound]) + "}", message)
+    }
+
     typealias Run = CommandRun
 
     /// An executable of this package, next to the test bundle in the build folder.
@@ -84,7 +92,10 @@ struct LedgerToolTests {
             let expectedReport = try String(contentsOfFile: base.path + ".report.jsonl", encoding: .utf8)
             let actualReport = try String(contentsOfFile: report, encoding: .utf8)
             for (index, (expected, actual)) in zip(expectedReport.split(separator: "\n"), actualReport.split(separator: "\n")).enumerated() {
-                #expect(actual == expected, "line \(index + 1)")
+                // The format's fields byte for byte; a rejection adds what was wrong, last.
+                let (fields, message) = Self.splitMessage(String(actual))
+                #expect(fields == expected, "line \(index + 1)")
+                #expect(actual.contains(#""outcome": "rejected""#) == (message?.isEmpty == false), "line \(index + 1): \(actual)")
             }
             #expect(actualReport.split(separator: "\n").count == expectedReport.split(separator: "\n").count)
 
@@ -99,6 +110,16 @@ struct LedgerToolTests {
                 let run = try #require(replay)
                 #expect(run.status == 0, "\(run.error)")
                 #expect(try json(run.output) == expected, "replay at \(position ?? "the end")")
+                // One account, read from its own history, is the full replay's account.
+                let accounts = (expected as? [String: Any])?["accounts"] as? [String: Any] ?? [:]
+                for account in accounts.keys.sorted().prefix(3) + ["nobody"] {
+                    let one = try self.run("ledger", ["replay", "--json", "--as-of", Self.asOf, "--account", account]
+                        + (position.map { ["--position", $0] } ?? []) + [ledgerDir])
+                    #expect(one.status == 0, "\(one.error)")
+                    let wanted: [String: Any] = ["position": (expected as? [String: Any])?["position"] ?? 0,
+                                                 "accounts": accounts[account].map { [account: $0] } ?? [:]]
+                    #expect(try json(one.output) == (wanted as NSDictionary), "replay --account \(account) at \(position ?? "the end")")
+                }
             }
 
             #expect(try ledger("verify", ledgerDir).status == 0)
@@ -166,7 +187,7 @@ struct LedgerToolTests {
             let ledgerDir = directory.appendingPathComponent("ledger").path
             let report = directory.appendingPathComponent("report.jsonl").path
             #expect(try ledger("import", "--catalog", catalog.path, "--report", report, ledgerDir, events.path).status == 0)
-            #expect(try String(contentsOfFile: report, encoding: .utf8).contains(#"{"line": 4, "outcome": "rejected", "error": "invalidEvent"}"#))
+            #expect(try String(contentsOfFile: report, encoding: .utf8).contains(#"{"line": 4, "outcome": "rejected", "error": "invalidEvent", "message": "#))
 
             let all = try ledger("replay", "--json", "--as-of", "2026-01-15T00:00:00Z", ledgerDir)
             let accounts = try #require(try JSONSerialization.jsonObject(with: all.output) as? [String: Any])["accounts"] as? [String: Any]
@@ -202,7 +223,8 @@ struct LedgerToolTests {
             let catalog = directory.appendingPathComponent("catalog.json")
             try Data(#"{"products": [{"id": "pack", "type": "nonConsumable"}]}"#.utf8).write(to: catalog)
             let ledgerDir = directory.appendingPathComponent("ledger").path
-            #expect(try ledger("import", "--catalog", catalog.path, ledgerDir, "-", input: Data()).status == 0)
+            let first = #"{"id":"e1","type":"paymentAdded","account":"u1","at":"2026-01-01T00:00:00Z","payment":"p1","product":"pack"}"#
+            #expect(try ledger("import", "--catalog", catalog.path, ledgerDir, "-", input: Data(first.utf8)).status == 0)
             let audit = directory.appendingPathComponent("unattributed.jsonl")
             let line = #"{"notificationUUID": "n1", "reason": "no account", "signedPayload": "not.a.jws"}"#
             try Data((line + "\n").utf8).write(to: audit)
@@ -252,7 +274,7 @@ struct LedgerToolTests {
                 {"line": 1, "outcome": "appended", "position": 1}
                 {"line": 2, "outcome": "appended", "position": 2}
                 {"line": 3, "outcome": "duplicate", "position": 2}
-                {"line": 4, "outcome": "rejected", "error": "unknownPayment"}
+                {"line": 4, "outcome": "rejected", "error": "unknownPayment", "message": "payment \\"p2\\" is not in this account's queue"}
 
                 """)
             #expect(run.error.contains("2 appended, 1 duplicate, 1 rejected"))
@@ -330,8 +352,9 @@ struct LedgerToolTests {
         try withDirectory { directory in
             let ledgerDir = directory.appendingPathComponent("ledger").path
             let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
-            #expect(try ledger("import", "--catalog", catalog, ledgerDir, "-", input: Data()).status == 0)
-            let empty = try ledger("replay", "--json", ledgerDir)
+            let first = #"{"id":"e1","type":"paymentAdded","account":"u1","at":"2026-01-01T00:00:00Z","payment":"p1","product":"com.example.gem"}"#
+            #expect(try ledger("import", "--catalog", catalog, ledgerDir, "-", input: Data(first.utf8)).status == 0)
+            let empty = try ledger("replay", "--json", "--position", "0", ledgerDir)
             #expect(try json(empty.output) == json(Data(#"{"position": 0, "accounts": {}}"#.utf8)))
             let beyond = try ledger("replay", "--json", "--position", "5", ledgerDir)
             #expect(beyond.status == 2)
@@ -380,6 +403,58 @@ struct LedgerToolTests {
             #expect(lost.status == 2)
             #expect(lost.error.contains("cannot write the report"))
             #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("c").path))
+        }
+    }
+
+    /// A rejected line says why, in the report and, without one, on standard error with its
+    /// line number; `--strict` turns any rejection into exit 1.
+    @Test func aRejectedLineSaysWhyAndStrictFailsOnIt() throws {
+        try withDirectory { directory in
+            let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
+            let events = directory.appendingPathComponent("events.jsonl")
+            let lines = [
+                #"{"id":"e1","type":"paymentAdded","account":"u","at":"2026-01-01T00:00:00Z","payment":"p1","product":"com.example.gem"}"#,
+                #"{"id":"e2","type":"refund","account":"u","at":"2026-01-01T00:00:00Z"}"#,
+                #"{"id":"e3","type":"transactionFinished","account":"u","at":"2026-01-01T00:00:00Z","payment":"p9"}"#,
+            ]
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: events)
+            let path = directory.appendingPathComponent("ledger").path
+            let plain = try ledger("import", "--catalog", catalog, path, events.path)
+            #expect(plain.status == 0)
+            #expect(plain.error.contains(#"line 2: invalidEvent: unknown `type` "refund"; expected one of paymentAdded"#), "\(plain.error)")
+            #expect(plain.error.contains(#"line 3: unknownPayment: "#), "\(plain.error)")
+
+            let strict = try ledger("import", "--strict", "--report", "-", path, events.path)
+            #expect(strict.status == 1)
+            let report = strict.text.split(separator: "\n").map(String.init)
+            #expect(report.first == #"{"line": 1, "outcome": "duplicate", "position": 1}"#)
+            #expect(report.dropFirst().first?.hasPrefix(#"{"line": 2, "outcome": "rejected", "error": "invalidEvent", "message": "unknown `type` \"refund\""#) == true, "\(report)")
+            // With a report, standard error has the summary only.
+            #expect(!strict.error.contains("line 2:"))
+
+            try Data((lines[0] + "\n").utf8).write(to: events)
+            #expect(try ledger("import", "--strict", path, events.path).status == 0)
+        }
+    }
+
+    /// A ledger is created only when an event is about to be appended: input that holds none
+    /// (every line malformed) creates nothing, and a new ledger needs its catalog named.
+    @Test func inputWithoutEventsCreatesNoLedger() throws {
+        try withDirectory { directory in
+            let catalog = Self.fixtures.appendingPathComponent("spec-cases/catalog.json").path
+            let events = directory.appendingPathComponent("events.jsonl")
+            try Data("not json\n{\"id\": 1}\n".utf8).write(to: events)
+            let path = directory.appendingPathComponent("ledger").path
+            let run = try ledger("import", "--catalog", catalog, "--report", "-", path, events.path)
+            #expect(run.status == 0, "\(run.error)")
+            #expect(run.text.split(separator: "\n").count == 2)
+            #expect(run.text.contains(#""line": 2, "outcome": "rejected", "error": "invalidEvent", "message": "#))
+            #expect(run.error.contains("no ledger was created"))
+            #expect(!FileManager.default.fileExists(atPath: path))
+
+            let uncataloged = try ledger("import", path, events.path)
+            #expect(uncataloged.status == 2)
+            #expect(uncataloged.error.contains("give --catalog"), "\(uncataloged.error)")
         }
     }
 

@@ -25,6 +25,43 @@ struct AppStoreServerAPIClientTests {
         }
     }
 
+    @Test func anOrderIsLookedUpAndAnUnknownOneIsInvalid() async throws {
+        let store = FakeAppStore()
+        store.setOrder("MTMTT2W7WZ", ["signed-1", "signed-2"])
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            let order = try await client.lookUpOrder("MTMTT2W7WZ")
+            #expect(order.status == 0)
+            #expect(order.signedTransactions == ["signed-1", "signed-2"])
+            #expect(try await client.lookUpOrder("UNKNOWN").status == 1)
+            // An id with a slash stays one path segment.
+            #expect(try await client.lookUpOrder("A/../B").status == 1)
+        }
+    }
+
+    /// Send Consumption Information: Apple's 202, and its typed refusal of an answer without
+    /// the customer's consent.
+    @Test func consumptionInformationIsSentAndARefusalIsTyped() async throws {
+        let store = FakeAppStore()
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            let information = ConsumptionInformation(
+                customerConsented: true, deliveryStatus: .undeliveredServerOutage, sampleContentProvided: false, consumptionPercentage: 0)
+            #expect(try await client.sendConsumptionInformation(information, transactionID: "1000") == 202)
+            #expect(store.consumptionAnswers.map(\.body) == [
+                #"{"consumptionPercentage":0,"customerConsented":true,"deliveryStatus":"UNDELIVERED_SERVER_OUTAGE","sampleContentProvided":false}"#,
+            ])
+            var unconsented = information
+            unconsented.customerConsented = false
+            let error = await #expect(throws: AppStoreServerAPIError.self) {
+                try await client.sendConsumptionInformation(unconsented, transactionID: "1000")
+            }
+            #expect(error?.code == .badRequest)
+            #expect(error?.apiErrorCode == 4_000_035)
+            #expect(store.consumptionAnswers.count == 1)
+        }
+    }
+
     @Test func rateLimitsAndServerErrorsAreRetried() async throws {
         let store = FakeAppStore()
         store.setHistory(["a"], of: "1000")

@@ -30,6 +30,9 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("Write a snapshot of the projections every N events (0: only at the end).", valueName: "N"))
         var snapshotEvery: UInt64 = 100_000
 
+        @Flag(help: "Exit 1 when any line was rejected (the others are still imported).")
+        var strict = false
+
         @OptionGroup var location: LocationArgument
 
         @Argument(help: ArgumentHelp("The events, as JSON Lines ('-' for standard input).", valueName: "EVENTS"))
@@ -42,7 +45,7 @@ extension LedgerCommand {
         }
 
         func run() async throws {
-            try await runOrFail {
+            let rejected = try await runOrFail { () async throws -> Int in
                 let catalogValue = try catalog.map { try Catalog(contentsOfFile: $0) }
                 var input = try LineReader(path: events, maximumLength: Event.maximumJSONLineLength)
                 defer { input.closeInput() }
@@ -55,20 +58,31 @@ extension LedgerCommand {
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 configuration.snapshotInterval = snapshotEvery == 0 ? nil : snapshotEvery
-                let ledger = try location.openLedger(catalog: catalogValue, configuration: configuration)
+                // A ledger that exists is opened now (a bad location fails at once); a new one is
+                // created only when the first event is about to be appended, so input that holds
+                // no event creates nothing.
+                let open = { try location.openLedger(catalog: catalogValue, configuration: configuration) }
+                let existing = try Importer.holdsLedger(location) ? try open() : nil
+                if existing == nil, catalogValue == nil {
+                    throw CommandFailure(message: "\(location.display) holds no ledger yet: give --catalog to create one")
+                }
+                var importer = Importer(ledger: existing, open: open, showsProgress: Console.errorIsTerminal)
                 do {
                     // Opened only once the ledger is usable: a failed import leaves an old report alone.
-                    let reportOutput = try report.map { try ReportOutput(path: $0) }
-                    var importer = Importer(ledger: ledger, report: reportOutput, showsProgress: Console.errorIsTerminal)
+                    importer.report = try report.map { try ReportOutput(path: $0) }
                     try await importer.run(&input, batchSize: batchSize)
-                    try reportOutput?.finish()
-                    await ledger.close()
+                    try importer.report?.finish()
+                    await importer.ledger?.close()
                     Console.error(importer.summary(directory: location.display))
+                    // Without a report, the first rejections say where and why.
+                    if importer.report == nil, importer.rejected > 0 { Console.error(importer.firstRejections()) }
+                    return importer.rejected
                 } catch {
-                    await ledger.close()
+                    await importer.ledger?.close()
                     throw error
                 }
             }
+            if strict, rejected > 0 { throw ExitCode.rejectedLines }
         }
     }
 }
@@ -77,21 +91,26 @@ extension LedgerCommand {
 /// input order. The next batch is parsed while the previous one commits; it is submitted only
 /// once the previous one is durable, so lines are checked in input order.
 struct Importer {
-    let ledger: Ledger
-    let report: ReportOutput?
+    /// Nil until the first event is about to be appended to a ledger that did not exist.
+    private(set) var ledger: Ledger?
+    let open: () throws -> Ledger
+    var report: ReportOutput?
     let showsProgress: Bool
 
     private(set) var lines = 0
     private(set) var appended = 0
     private(set) var duplicates = 0
     private(set) var rejections: [String: Int] = [:]
+    /// The first rejected lines: number, error code, message.
+    private(set) var firstRejected: [(line: Int, code: String, message: String)] = []
+    static let rejectionsListed = 10
     private let clock = ContinuousClock()
     private var started: ContinuousClock.Instant
     private var lastProgress: ContinuousClock.Instant
 
-    init(ledger: Ledger, report: ReportOutput?, showsProgress: Bool) {
+    init(ledger: Ledger?, open: @escaping () throws -> Ledger, showsProgress: Bool) {
         self.ledger = ledger
-        self.report = report
+        self.open = open
         self.showsProgress = showsProgress
         started = clock.now
         lastProgress = started
@@ -101,7 +120,19 @@ struct Importer {
     private struct Batch {
         var firstLine: Int
         var count: Int
-        var appending: PendingLines
+        /// Nil when no line of the batch held an event and there is no ledger: all rejected.
+        var appending: PendingLines?
+        var parsed: [Result<Event, LedgerError>]
+    }
+
+    /// Whether `location` holds a ledger already (opening its log creates nothing).
+    static func holdsLedger(_ location: LocationArgument) throws -> Bool {
+        do {
+            try location.openLog().close()
+            return true
+        } catch let error as StorageError where error.code == .notALedger {
+            return false
+        }
     }
 
     mutating func run(_ input: inout LineReader, batchSize: Int) async throws {
@@ -112,7 +143,10 @@ struct Importer {
                 try await finish(previous)
             }
             guard !parsed.isEmpty else { break }
-            inFlight = Batch(firstLine: firstLine, count: parsed.count, appending: try await ledger.submit(lines: parsed))
+            if ledger == nil, parsed.contains(where: { if case .success = $0 { true } else { false } }) {
+                ledger = try open()
+            }
+            inFlight = Batch(firstLine: firstLine, count: parsed.count, appending: try await ledger?.submit(lines: parsed), parsed: parsed)
         }
         if showsProgress { Console.status("\r\u{1B}[K") }
     }
@@ -141,7 +175,10 @@ struct Importer {
     private mutating func finish(_ batch: Batch) async throws {
         let results: [AppendResult]
         do {
-            results = try await batch.appending.results()
+            results = try await batch.appending?.results() ?? batch.parsed.map { parsed in
+                // Only failures reach here: a line that held an event opened the ledger.
+                parsed.flatMap { _ in .failure(LedgerError(.invalidEvent, "not appended")) }
+            }
         } catch {
             throw CommandFailure(message: "lines \(batch.firstLine)–\(batch.firstLine + batch.count - 1) were not imported: \(describe(error))")
         }
@@ -151,7 +188,9 @@ struct Importer {
             switch outcome {
             case .success(.appended): appended += 1
             case .success(.duplicate): duplicates += 1
-            case .failure(let error): rejections[error.code.rawValue, default: 0] += 1
+            case .failure(let error):
+                rejections[error.code.rawValue, default: 0] += 1
+                if firstRejected.count < Self.rejectionsListed { firstRejected.append((number, error.code.rawValue, error.message)) }
             }
             reportText += outcome.reportLine(number) + "\n"
         }
@@ -173,13 +212,24 @@ struct Importer {
         return seconds > 0 ? Int(Double(lines) / seconds) : 0
     }
 
+    var rejected: Int { rejections.values.reduce(0, +) }
+
+    /// `line 34: invalidEvent: unknown `type` "refund"; …`, one line each, and how many more.
+    func firstRejections() -> String {
+        var text = firstRejected.map { "line \($0.line): \($0.code): \($0.message)" }.joined(separator: "\n")
+        if rejected > firstRejected.count {
+            text += "\n… and \(grouped(rejected - firstRejected.count)) more (--report FILE lists every line's outcome)"
+        }
+        return text
+    }
+
     func summary(directory: String) -> String {
-        let rejected = rejections.values.reduce(0, +)
         var text = "imported \(grouped(lines)) \(lines == 1 ? "line" : "lines") into \(directory): \(grouped(appended)) appended, \(grouped(duplicates)) duplicate, \(grouped(rejected)) rejected"
         if rejected > 0 {
             let codes = rejections.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
             text += " (" + codes.map { "\($0.key) \(grouped($0.value))" }.joined(separator: ", ") + ")"
         }
+        guard let ledger else { return text + "; no line held an event, so no ledger was created" }
         return text + "; \(rate(clock.now)) lines/s; log at position \(ledger.position)"
     }
 }

@@ -37,6 +37,8 @@ struct OutputFormat: ParsableArguments {
 extension ExitCode {
     /// `verify` found damage.
     static let damaged = ExitCode(1)
+    /// `import --strict`: some lines were rejected.
+    static let rejectedLines = ExitCode(1)
     /// The command could not do its job.
     static let couldNotRun = ExitCode(2)
 }

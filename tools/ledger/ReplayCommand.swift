@@ -9,7 +9,7 @@ extension LedgerCommand {
             discussion: """
                 The catalog in force is part of the ledger, so a replay needs no outside input. It starts from \
                 the newest snapshot at or before the position asked for, and replays the log after it; \
-                --no-snapshot replays the whole log.
+                --no-snapshot replays the whole log. With --account, only that account's own history is read.
                 """)
 
         @Flag(help: "Print the interchange format's JSON shape.")
@@ -58,20 +58,23 @@ extension LedgerCommand {
                 if let position, position > last {
                     throw CommandFailure(message: "--position \(position) is beyond the end of the log (\(last) events)")
                 }
-                let state = try log.state(at: position ?? last, useSnapshots: !noSnapshot)
-                if json {
-                    try Console.output(state.replayJSON(asOf: time, account: account, excluding: excluded) + "\n")
+                let at = position ?? last
+                if let account {
+                    // One account: from its own history, not a replay of every account.
+                    let projections = try log.projection(of: account, atPosition: at, asOf: time, excluding: excluded).map { [$0] } ?? []
+                    try Console.output(json ? AccountProjection.replayJSON(position: at, projections) + "\n" : Self.text(projections, position: at, asOf: time))
                 } else {
-                    try Console.output(Self.text(state, asOf: time, account: account, excluding: excluded))
+                    let state = try log.state(at: at, useSnapshots: !noSnapshot)
+                    try Console.output(json
+                        ? state.replayJSON(asOf: time, excluding: excluded) + "\n"
+                        : Self.text(state.projections(asOf: time, excluding: excluded), position: at, asOf: time))
                 }
             }
         }
 
         /// A readable account-by-account listing.
-        static func text(_ state: LedgerState, asOf time: Timestamp, account: String?, excluding excluded: Set<StoreEnvironment>) -> String {
-            var out = "position \(state.position), as of \(time)\n"
-            let projections = account.map { state.projection(of: $0, asOf: time, excluding: excluded).map { [$0] } ?? [] }
-                ?? state.projections(asOf: time, excluding: excluded)
+        static func text(_ projections: [AccountProjection], position: UInt64, asOf time: Timestamp) -> String {
+            var out = "position \(position), as of \(time)\n"
             if projections.isEmpty { out += "(no accounts)\n" }
             for projection in projections {
                 out += "\n\(projection.account)\n"

@@ -1,6 +1,6 @@
-/// One account as it stood at a past log position, rebuilt from its own history (the history
-/// index), not from a replay of the whole ledger: what `replay --account --position` and the
-/// answer to a refund request read.
+/// One account as it stood at a log position, rebuilt from its own history (the history
+/// index), not from a replay of the whole ledger: what `replay --account` and the answer to a
+/// refund request read.
 extension Ledger {
     /// What `account` owned after the first `position` events, as of `time`; nil when the
     /// account had no event by then. Throws when `position` is beyond the log's end.
@@ -28,11 +28,38 @@ extension Ledger {
     private func accountState<R>(
         _ account: String, atPosition position: UInt64, _ body: (AccountState?, any LedgerStorageReader) throws -> R
     ) throws -> R {
-        let last = self.position
+        try AccountAtPosition.read(account, at: position, last: self.position, storage: storage, catalog: catalog, body)
+    }
+}
+
+extension LedgerLog {
+    /// What `account` owned after the first `position` events (all when nil), as of `time`,
+    /// rebuilt from the account's own history: `ledger replay --account`, without replaying
+    /// every other account. Nil when the account had no event by then.
+    public func projection(
+        of account: String, atPosition position: UInt64? = nil, asOf time: Timestamp = .now(),
+        excluding environments: Set<StoreEnvironment> = []
+    ) throws -> AccountProjection? {
+        let last = try lastPosition()
+        let target = position ?? last
+        return try AccountAtPosition.read(account, at: target, last: last, storage: storage, catalog: try catalog()) { state, reader in
+            guard let state else { return nil }
+            return try AccountProjection(account: account, state: state, asOf: time, excluding: environments) {
+                try reader.revocation(ofTransaction: $0.string).map { $0 <= target } ?? false
+            }
+        }
+    }
+}
+
+/// One account's state at a position, from its history in one read transaction.
+enum AccountAtPosition {
+    static func read<R>(
+        _ account: String, at position: UInt64, last: UInt64, storage: any LedgerStorage, catalog: Catalog,
+        _ body: (AccountState?, any LedgerStorageReader) throws -> R
+    ) throws -> R {
         guard position <= last else {
             throw StorageError(.damaged, "position \(position) is beyond the end of the log (\(last))", position: position)
         }
-        let catalog = self.catalog
         return try storage.read { reader in
             // A name no event could carry has no history: not looked up at all.
             guard EventLimits.keyBytes.contains(account.utf8.count) else { return try body(nil, reader) }

@@ -25,7 +25,8 @@ extension Event {
 extension Result where Success == AppendOutcome, Failure == LedgerError {
     /// The interchange format's report line for this result: `{"line": 1, "outcome":
     /// "appended", "position": 1}`, `… "duplicate", "position": 1}` or `… "rejected", "error":
-    /// "illegalTransition"}`.
+    /// "illegalTransition", "message": "…"}`: the format's fields, then what was wrong, naming
+    /// the field or the rule (an addition of this project; the format's fields are unchanged).
     public func reportLine(_ line: Int) -> String {
         switch self {
         case .success(.appended(let position)):
@@ -33,7 +34,7 @@ extension Result where Success == AppendOutcome, Failure == LedgerError {
         case .success(.duplicate(let position)):
             "{\"line\": \(line), \"outcome\": \"duplicate\", \"position\": \(position)}"
         case .failure(let error):
-            "{\"line\": \(line), \"outcome\": \"rejected\", \"error\": \"\(error.code.rawValue)\"}"
+            "{\"line\": \(line), \"outcome\": \"rejected\", \"error\": \"\(error.code.rawValue)\", \"message\": \(JSONString.quoted(error.message))}"
         }
     }
 

@@ -3,15 +3,22 @@ extension LedgerState {
     /// `{"position": N, "accounts": {...}}`, accounts and balance items in UTF-8 order; with
     /// `account`, only that account (and `{}` when the log has no event of it).
     public func replayJSON(asOf time: Timestamp = .now(), account: String? = nil, excluding environments: Set<StoreEnvironment> = []) -> String {
+        let selected = account.map { [UTF8Key($0)] } ?? accounts.keys.sorted()
+        return AccountProjection.replayJSON(position: position, selected.lazy.compactMap { projection(of: $0, asOf: time, excluding: environments) })
+    }
+}
+
+extension AccountProjection {
+    /// `ledger replay --json`'s document: `{"position": N, "accounts": {…}}` with these
+    /// projections, in the order given (computed as they are written, when lazy).
+    public static func replayJSON(position: UInt64, _ projections: some Sequence<AccountProjection>) -> String {
         var writer = JSONWriter(spaced: true, capacity: 4096)
         writer.beginObject()
         writer.member("position", Int64(position))
         writer.key("accounts")
         writer.beginObject()
-        let selected = account.map { [UTF8Key($0)] } ?? accounts.keys.sorted()
-        for id in selected {
-            guard let projection = projection(of: id, asOf: time, excluding: environments) else { continue }
-            writer.key(id.string)
+        for projection in projections {
+            writer.key(projection.account)
             projection.write(to: &writer)
         }
         writer.endObject()

@@ -39,6 +39,8 @@ final class FakeAppStore: Sendable {
         var consumptionAnswers: [(transaction: String, body: String)] = []
         /// Transactions Apple knows, for Send Consumption Information (nil: any).
         var knownTransactions: Set<String>?
+        /// Signed transactions by order id (Look Up Order ID).
+        var orders: [String: [String]] = [:]
         var requests = 0
         var refusedTokens = 0
     }
@@ -68,6 +70,11 @@ final class FakeAppStore: Sendable {
     /// The consumption information Apple accepted: the request bodies, as sent.
     var consumptionAnswers: [(transaction: String, body: String)] { state.withLock { $0.consumptionAnswers } }
 
+    /// The order `id` on a customer's receipt email, and its signed transactions.
+    func setOrder(_ id: String, _ signed: [String]) {
+        state.withLock { $0.orders[id] = signed }
+    }
+
     /// Send Consumption Information answers 404 for any transaction not in `known`.
     func knowTransactions(_ known: Set<String>) {
         state.withLock { $0.knownTransactions = known }
@@ -94,6 +101,9 @@ final class FakeAppStore: Sendable {
         }
         router.post("/inApps/v1/notifications/history") { request, context in
             try await self.notificationHistory(request, context: context, keys: keys)
+        }
+        router.get("/inApps/v1/lookup/:id") { request, context in
+            try await self.lookUp(request, context: context, keys: keys)
         }
         router.put("/inApps/v2/transactions/consumption/:id") { request, context in
             try await self.consumption(request, context: context, keys: keys)
@@ -184,6 +194,20 @@ final class FakeAppStore: Sendable {
         ]
         if hasMore { answer["paginationToken"] = String(start + page.count) }
         return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: answer), as: UTF8.self))
+    }
+
+    /// Look Up Order ID: 200 with `status` 0 and the order's signed transactions, or `status` 1
+    /// for an order id Apple does not know (Apple answers an invalid id so, not with a 404).
+    private func lookUp(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
+        state.withLock { $0.requests += 1 }
+        guard await authorized(request, keys: keys) else {
+            state.withLock { $0.refusedTokens += 1 }
+            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
+        }
+        let id = context.parameters.get("id") ?? ""
+        let signed = state.withLock { $0.orders[id] }
+        let body: [String: Any] = signed.map { ["status": 0, "signedTransactions": $0] } ?? ["status": 1]
+        return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self))
     }
 
     /// Send Consumption Information (v2), checked as Apple documents the body: JSON,
