@@ -49,14 +49,15 @@ public enum LedgerServer {
         var services: [any Service] = [LedgerService(ledger: ledger)]
         do {
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
-            if let settings = configuration.appStore?.consumption,
-               let client = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger) {
-                notifications?.consumption = ConsumptionResponder(
-                    client: client, policy: .init(settings), ledger: ledger)
-            }
-            if let notifications, let schedule = try await ReconciliationService.configured(
-                by: configuration, verifier: notifications.verifier, ledger: ledger, logger: logger) {
-                services.append(schedule)
+            // One client (one key, one token cache) for the refund answers and the schedule.
+            if let client = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger) {
+                if let settings = configuration.appStore?.consumption {
+                    notifications?.consumption = ConsumptionResponder(client: client, policy: .init(settings), ledger: ledger)
+                }
+                if let notifications, let schedule = ReconciliationService.configured(
+                    by: configuration, client: client, verifier: notifications.verifier, ledger: ledger, logger: logger) {
+                    services.append(schedule)
+                }
             }
         } catch {
             await ledger.close()

@@ -23,14 +23,13 @@ public struct ReconciliationService: Service {
         self.logger = logger
     }
 
-    /// The schedule `appStore.reconcile` describes; nil without one. Throws when the key cannot
-    /// be read: a server that was asked to reconcile does not start without.
+    /// The schedule `appStore.reconcile` describes, calling Apple with `client` (the one
+    /// `appStore.api` describes); nil without a schedule.
     public static func configured(
-        by configuration: ServerConfiguration, verifier: AppStoreSignedDataVerifier, ledger: Ledger, logger: Logger
-    ) async throws -> ReconciliationService? {
-        guard let settings = configuration.appStore?.reconcile, let client = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger) else {
-            return nil
-        }
+        by configuration: ServerConfiguration, client: AppStoreServerAPIClient, verifier: AppStoreSignedDataVerifier, ledger: Ledger,
+        logger: Logger
+    ) -> ReconciliationService? {
+        guard let settings = configuration.appStore?.reconcile else { return nil }
         return ReconciliationService(
             reconciliation: Reconciliation(client: client, verifier: verifier, ledger: ledger, logger: logger),
             interval: .seconds(settings.everySeconds ?? 3600), lookBack: .seconds(settings.lookBackSeconds ?? 259_200), logger: logger)
@@ -72,8 +71,9 @@ public struct ReconciliationService: Service {
 }
 
 extension AppStoreServerAPIClient {
-    /// The client `appStore.api` describes; nil without one. Throws when the key cannot be read:
-    /// a server that was asked to call Apple does not start without.
+    /// The client `appStore.api` describes, shared by reconciliation and refund answers; nil
+    /// without one. Throws when the key cannot be read: a server that was asked to call Apple
+    /// does not start without.
     static func configured(by configuration: ServerConfiguration, logger: Logger) async throws -> AppStoreServerAPIClient? {
         guard let appStore = configuration.appStore, let api = appStore.api else { return nil }
         let pem: String
