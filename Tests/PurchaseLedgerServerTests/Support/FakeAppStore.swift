@@ -118,19 +118,7 @@ final class FakeAppStore: Sendable {
     }
 
     private func history(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
-        let fault: Fault? = state.withLock { state in
-            state.requests += 1
-            return state.faults.isEmpty ? nil : state.faults.removeFirst()
-        }
-        guard await authorized(request, keys: keys) else {
-            state.withLock { $0.refusedTokens += 1 }
-            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
-        }
-        if let fault {
-            var response = Self.json(fault.status, #"{"errorCode": 4290000, "errorMessage": "Rate limit exceeded."}"#)
-            if let retryAfter = fault.retryAfter { response.headers[HTTPField.Name("Retry-After")!] = retryAfter }
-            return response
-        }
+        if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
         let id = context.parameters.get("id") ?? ""
         guard let signed = state.withLock({ $0.histories[id] }) else {
             return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
@@ -151,11 +139,7 @@ final class FakeAppStore: Sendable {
     /// Get All Subscription Statuses: Apple's `getAllSubscriptionStatusesResponse.json` shape,
     /// with the renewal info set for the subscription (none: no group).
     private func statuses(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
-        state.withLock { $0.requests += 1 }
-        guard await authorized(request, keys: keys) else {
-            state.withLock { $0.refusedTokens += 1 }
-            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
-        }
+        if let refusal = await refusal(of: request, keys: keys, takingFaults: false) { return refusal }
         let id = context.parameters.get("id") ?? ""
         var data: [[String: Any]] = []
         if let renewal = state.withLock({ $0.renewals[id] }) {
@@ -175,11 +159,7 @@ final class FakeAppStore: Sendable {
     /// Get Notification History: the notifications sent between the body's dates, a page at a
     /// time (`paginationToken` is the offset of the next page).
     private func notificationHistory(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
-        state.withLock { $0.requests += 1 }
-        guard await authorized(request, keys: keys) else {
-            state.withLock { $0.refusedTokens += 1 }
-            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
-        }
+        if let refusal = await refusal(of: request, keys: keys, takingFaults: false) { return refusal }
         let body = try await request.body.collect(upTo: 1 << 16)
         guard let asked = try? JSONDecoder().decode(HistoryRequest.self, from: Data(body.readableBytesView)) else {
             return Self.json(400, #"{"errorCode": 4000023, "errorMessage": "Invalid request."}"#)
@@ -199,11 +179,7 @@ final class FakeAppStore: Sendable {
     /// Look Up Order ID: 200 with `status` 0 and the order's signed transactions, or `status` 1
     /// for an order id Apple does not know (Apple answers an invalid id so, not with a 404).
     private func lookUp(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
-        state.withLock { $0.requests += 1 }
-        guard await authorized(request, keys: keys) else {
-            state.withLock { $0.refusedTokens += 1 }
-            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
-        }
+        if let refusal = await refusal(of: request, keys: keys, takingFaults: false) { return refusal }
         let id = context.parameters.get("id") ?? ""
         let signed = state.withLock { $0.orders[id] }
         let body: [String: Any] = signed.map { ["status": 0, "signedTransactions": $0] } ?? ["status": 1]
@@ -215,19 +191,7 @@ final class FakeAppStore: Sendable {
     /// `consumptionPercentage` within 0…100000 and a known `refundPreference` when present.
     /// 202 with no body when accepted; faults queued first, like the other endpoints.
     private func consumption(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
-        let fault: Fault? = state.withLock { state in
-            state.requests += 1
-            return state.faults.isEmpty ? nil : state.faults.removeFirst()
-        }
-        guard await authorized(request, keys: keys) else {
-            state.withLock { $0.refusedTokens += 1 }
-            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
-        }
-        if let fault {
-            var response = Self.json(fault.status, #"{"errorCode": 5000000, "errorMessage": "An unknown error occurred."}"#)
-            if let retryAfter = fault.retryAfter { response.headers[HTTPField.Name("Retry-After")!] = retryAfter }
-            return response
-        }
+        if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
         let id = context.parameters.get("id") ?? ""
         if let known = state.withLock({ $0.knownTransactions }), !known.contains(id) {
             return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
@@ -255,6 +219,26 @@ final class FakeAppStore: Sendable {
         }
         state.withLock { $0.consumptionAnswers.append((id, body)) }
         return Response(status: .accepted)
+    }
+
+    /// What an endpoint answers before looking at the request, if anything: it counts the
+    /// request, takes the next queued fault (where `takingFaults`), and refuses a token Apple
+    /// would refuse (401) before serving the fault.
+    private func refusal(of request: Request, keys: JWTKeyCollection, takingFaults: Bool) async -> Response? {
+        let fault: Fault? = state.withLock { state in
+            state.requests += 1
+            return !takingFaults || state.faults.isEmpty ? nil : state.faults.removeFirst()
+        }
+        guard await authorized(request, keys: keys) else {
+            state.withLock { $0.refusedTokens += 1 }
+            return Self.json(401, #"{"errorCode": 4010000, "errorMessage": "Unauthorized"}"#)
+        }
+        guard let fault else { return nil }
+        var response = Self.json(fault.status, fault.status == 429
+            ? #"{"errorCode": 4290000, "errorMessage": "Rate limit exceeded."}"#
+            : #"{"errorCode": 5000000, "errorMessage": "An unknown error occurred."}"#)
+        if let retryAfter = fault.retryAfter { response.headers[HTTPField.Name("Retry-After")!] = retryAfter }
+        return response
     }
 
     /// The token checks Apple makes.
