@@ -476,6 +476,17 @@ struct LedgerToolTests {
         }
     }
 
+    /// Every command's help shows how to run it, and one placeholder style (no option's own
+    /// name turned into a placeholder).
+    @Test(arguments: ["import", "replay", "export", "verify", "history", "stats", "snapshot", "copy", "attribute", "reconcile"])
+    func everyCommandsHelpHasAnExample(_ command: String) throws {
+        let help = try ledger(command, "--help")
+        #expect(help.status == 0)
+        #expect(help.text.contains("Example"), "\(help.text)")
+        #expect(help.text.contains("  ledger \(command) "), "\(help.text)")
+        #expect(!help.text.contains("<batch-size>") && !help.text.contains("<snapshot-every>"), "\(help.text)")
+    }
+
     @Test func asOfMustBeWritableInUTC() throws {
         try withDirectory { directory in
             let run = try ledger("replay", "--as-of", "9999-12-31T23:59:59-05:00", directory.path)

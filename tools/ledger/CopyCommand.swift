@@ -11,6 +11,9 @@ extension LedgerCommand {
                 ledger yet. Every event is appended again, in order, under the catalog that governed it, and \
                 must land at its source position. Then the copy is verified: every record and index, the same \
                 records as the source, the same catalogs, and the same projections. Exits 0 only when all agree.
+
+                Example:
+                  ledger copy ./ledger postgres://ledger@db/store
                 """)
 
         @Argument(help: ArgumentHelp("The ledger to copy: a directory or a postgres:// URL.", valueName: "SOURCE"))
@@ -19,7 +22,7 @@ extension LedgerCommand {
         @Argument(help: ArgumentHelp("Where to copy it: a new directory or an empty PostgreSQL database.", valueName: "DESTINATION"))
         var destination: String
 
-        @Option(help: "Events per durable commit.")
+        @Option(help: ArgumentHelp("Events per durable commit.", valueName: "N"))
         var batchSize = 1000
 
         func validate() throws {

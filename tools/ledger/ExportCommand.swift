@@ -8,6 +8,9 @@ extension LedgerCommand {
             discussion: """
                 One canonical line per event, in log order: fields in the format's order, timestamps in UTC. \
                 The output re-imports to the same log, and exporting that gives the same bytes.
+
+                Example:
+                  ledger export ./ledger > events.jsonl
                 """)
 
         @OptionGroup var location: LocationArgument

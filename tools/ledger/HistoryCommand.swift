@@ -4,7 +4,12 @@ import PurchaseLedgerLocation
 extension LedgerCommand {
     struct History: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List an account's events in log order.")
+            abstract: "List an account's events in log order.",
+            discussion: """
+                Examples:
+                  ledger history --account player-9 ./ledger
+                  ledger history --account player-9 --after 1200 --limit 50 --json ./ledger
+                """)
 
         @Option(help: ArgumentHelp("The account.", valueName: "A"))
         var account: String

@@ -15,7 +15,11 @@ extension LedgerCommand {
             discussion: """
                 Every line is answered: appended, duplicate, or rejected with the spec's error code. \
                 Events are committed in batches; a report line is written only once its batch is durable. \
-                Exits 0 when every line was read, whatever the outcomes.
+                Exits 0 when every line was read, whatever the outcomes (with --strict, 1 when any was rejected).
+
+                Examples:
+                  ledger import --catalog Products.storekit --report report.jsonl ./ledger day.jsonl
+                  zcat day.jsonl.gz | ledger import --strict ./ledger -
                 """)
 
         @Option(help: ArgumentHelp("The catalog (interchange JSON, or an Xcode .storekit file). Required to create a ledger.", valueName: "CATALOG"))
@@ -24,7 +28,7 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("Write one JSON outcome per input line to this file ('-' for standard output).", valueName: "REPORT"))
         var report: String?
 
-        @Option(help: "Events per durable commit.")
+        @Option(help: ArgumentHelp("Events per durable commit.", valueName: "N"))
         var batchSize = 1000
 
         @Option(help: ArgumentHelp("Write a snapshot of the projections every N events (0: only at the end).", valueName: "N"))

@@ -12,7 +12,8 @@ struct LedgerCommand: AsyncParsableCommand {
         discussion: """
             A ledger is an append-only log of StoreKit payment-queue events (interchange format v1) and \
             the catalog in force, held in a directory (LMDB) or a PostgreSQL database (a postgres:// URL).
-            Exit status: 0 success, 1 damage found by verify, 2 the command could not do its job, 64 bad usage.
+            Exit status: 0 success; 1 damage (or a failed store proof) found by verify, or lines rejected by \
+            import --strict; 2 the command could not do its job; 64 bad usage.
             """,
         version: "1.0.0",
         subcommands: [Import.self, Replay.self, Export.self, Verify.self, History.self, Stats.self, Snapshot.self, Copy.self, Attribute.self, Reconcile.self]

@@ -10,6 +10,11 @@ extension LedgerCommand {
                 The catalog in force is part of the ledger, so a replay needs no outside input. It starts from \
                 the newest snapshot at or before the position asked for, and replays the log after it; \
                 --no-snapshot replays the whole log. With --account, only that account's own history is read.
+
+                Examples:
+                  ledger replay --json ./ledger
+                  ledger replay --account 7e3fb20b-4cdb-47cc-936d-99d65f608138 --position 1200 ./ledger
+                  ledger replay --json --environment Production postgres://ledger@db/store
                 """)
 
         @Flag(help: "Print the interchange format's JSON shape.")

@@ -5,7 +5,11 @@ import PurchaseLedgerLocation
 extension LedgerCommand {
     struct Snapshot: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Write a snapshot of the projections now, so that the next open replays less.")
+            abstract: "Write a snapshot of the projections now, so that the next open replays less.",
+            discussion: """
+                Example:
+                  ledger snapshot ./ledger
+                """)
 
         @OptionGroup var location: LocationArgument
 

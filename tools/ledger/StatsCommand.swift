@@ -4,7 +4,13 @@ import PurchaseLedgerLocation
 extension LedgerCommand {
     struct Stats: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a ledger's size: events, accounts, positions, catalog and data file.")
+            abstract: "Show a ledger's size: events, accounts, positions, catalog and data file.",
+            discussion: """
+                Counters only: no scan of the log.
+
+                Example:
+                  ledger stats --json ./ledger
+                """)
 
         @OptionGroup var format: OutputFormat
         @OptionGroup var location: LocationArgument
