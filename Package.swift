@@ -44,6 +44,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.20.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.21.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        // `swift package generate-documentation`: the DocC catalogs, built by tools/test so that
+        // a renamed symbol breaks the docs' build rather than their links.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // Debian: apt-get install liblmdb-dev. The only target where C is visible.

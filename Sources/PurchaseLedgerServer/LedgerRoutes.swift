@@ -35,6 +35,10 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     private let refusals = RefusalLog()
 
     /// - Parameters:
+    ///   - ledger: the ledger the routes append to and read.
+    ///   - keys: the API keys and the scopes each grants.
+    ///   - limits: the bounds on requests (body size, events per request).
+    ///   - notifications: the App Store's notifications; without a handler the route is not mounted.
     ///   - metricsRegistry: what `GET /metrics` renders; without one the route is not mounted.
     ///   - metricsFactory: where the server's own counters go (the ledger's go where its
     ///     configuration says); nil means `MetricsSystem.factory`.

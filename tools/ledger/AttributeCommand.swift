@@ -18,11 +18,10 @@ extension LedgerCommand {
                   ledger attribute --config /etc/ledger-server.json
                 """)
 
-        @Option(help: ArgumentHelp("The server's configuration file: its ledger and its appStore section.", valueName: "FILE"))
+        @Option(help: ArgumentHelp("The server's configuration file: its ledger and its appStore section.", valueName: "file"))
         var config: String
 
-        @Flag(help: "Print the summary as JSON.")
-        var json = false
+        @OptionGroup var format: OutputFormat
 
         func run() async throws {
             try await runOrFail {
@@ -41,8 +40,13 @@ extension LedgerCommand {
                     throw error
                 }
                 await ledger.close()
-                if json {
-                    try Console.output("{\"attributed\": \(result.attributed), \"kept\": \(result.kept)}\n")
+                if format.json {
+                    var writer = JSONWriter(spaced: true)
+                    writer.beginObject()
+                    writer.member("attributed", Int64(result.attributed))
+                    writer.member("kept", Int64(result.kept))
+                    writer.endObject()
+                    try Console.output(writer.string + "\n")
                 } else {
                     try Console.output("attributed \(grouped(UInt64(result.attributed))); \(grouped(UInt64(result.kept))) still without an account\n")
                 }

@@ -28,6 +28,7 @@ enum Console {
     }
 
     static var errorIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+    static var outputIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
 
     /// Writes all of `bytes`; returns the errno of a failed write, nil on success.
     @discardableResult

@@ -12,18 +12,24 @@ extension LedgerCommand {
                 must land at its source position. Then the copy is verified: every record and index, the same \
                 records as the source, the same catalogs, and the same projections. Exits 0 only when all agree.
 
-                Example:
+                On a terminal, progress lines show the copy and its verification. Ctrl-C stops the copy and \
+                leaves DESTINATION incomplete: remove it (or drop the database) and copy again.
+
+                Examples:
                   ledger copy ./ledger postgres://ledger@db/store
+                  ledger copy --json postgres://ledger@db/store ./ledger-copy
                 """)
 
-        @Argument(help: ArgumentHelp("The ledger to copy: a directory or a postgres:// URL.", valueName: "SOURCE"))
+        @Argument(help: ArgumentHelp("The ledger to copy: a directory or a postgres:// URL.", valueName: "source"))
         var source: String
 
-        @Argument(help: ArgumentHelp("Where to copy it: a new directory or an empty PostgreSQL database.", valueName: "DESTINATION"))
+        @Argument(help: ArgumentHelp("Where to copy it: a new directory or an empty PostgreSQL database.", valueName: "destination"))
         var destination: String
 
-        @Option(help: ArgumentHelp("Events per durable commit.", valueName: "N"))
+        @Option(name: .shortAndLong, help: ArgumentHelp("Events per durable commit.", valueName: "count"))
         var batchSize = 1000
+
+        @OptionGroup var format: OutputFormat
 
         func validate() throws {
             guard (1...100_000).contains(batchSize) else {
@@ -44,13 +50,34 @@ extension LedgerCommand {
                     existing.close()
                     throw CommandFailure(message: "\(to.display) already holds a ledger; copy into a new one")
                 }
+                let last = try sourceLog.lastPosition()
+                let progress = ProgressLine("copying", unit: "events")
+                let destinationName = to.display
+                Interruption.onInterrupt(clearing: progress) {
+                    "the copy stopped near position \(grouped(progress.done)) of \(grouped(last)); \(destinationName) holds an incomplete copy: "
+                        + "remove it and copy again"
+                }
                 let copier = LedgerCopier(source: sourceLog, destination: to, batchSize: batchSize)
-                let copied = try await copier.copy()
-                Console.error("copied \(grouped(copied)) events from \(from.display) to \(to.display); verifying the copy")
+                let copied = try await copier.copy { progress.update($0, of: last) }
+                progress.clear()
+                if !format.json { Console.error("copied \(grouped(copied)) events from \(from.display) to \(to.display); verifying the copy") }
                 let copy = try to.openLog()
                 defer { copy.close() }
-                try LedgerCopier.verify(copy, against: sourceLog, through: copied)
-                Console.error("the copy is intact and equal to the source: \(grouped(copied)) events")
+                let verifying = ProgressLine("verifying the copy", unit: "events")
+                try LedgerCopier.verify(copy, against: sourceLog, through: copied) { verifying.update($0, of: copied) }
+                verifying.clear()
+                if format.json {
+                    var writer = JSONWriter(spaced: true)
+                    writer.beginObject()
+                    writer.member("source", from.display)
+                    writer.member("destination", to.display)
+                    writer.member("copied", Int64(copied))
+                    writer.member("verified", true)
+                    writer.endObject()
+                    try Console.output(writer.string + "\n")
+                } else {
+                    Console.error("the copy is intact and equal to the source: \(grouped(copied)) events")
+                }
             }
         }
     }
@@ -70,8 +97,9 @@ struct LedgerCopier {
     let destination: LocationArgument
     let batchSize: Int
 
-    /// Copies through the source's last position now; returns it.
-    func copy() async throws -> UInt64 {
+    /// Copies through the source's last position now; returns it. `progress` gets the last
+    /// position copied, as batches become durable.
+    func copy(progress: (UInt64) -> Void = { _ in }) async throws -> UInt64 {
         let last = try source.lastPosition()
         let catalogs = try source.catalogHistory().filter { $0.effectiveFrom <= last + 1 }
         var configuration = Ledger.Configuration()
@@ -86,7 +114,7 @@ struct LedgerCopier {
                     throw CommandFailure(message: "the copy is at position \(ledger.position), the source's catalog \(index + 1) starts at \(epoch.effectiveFrom)")
                 }
                 if epoch.effectiveFrom <= end {
-                    try await append(from: epoch.effectiveFrom, through: end, to: ledger)
+                    try await append(from: epoch.effectiveFrom, through: end, to: ledger, progress: progress)
                 }
                 await ledger.close()
             } catch {
@@ -99,7 +127,7 @@ struct LedgerCopier {
 
     /// Submits batches while earlier ones commit (a few in flight), each event required to land
     /// at its source position.
-    private func append(from start: UInt64, through end: UInt64, to ledger: Ledger) async throws {
+    private func append(from start: UInt64, through end: UInt64, to ledger: Ledger, progress: (UInt64) -> Void) async throws {
         var inFlight: [(records: [LogRecord], pending: PendingAppends)] = []
         func settle(_ batch: (records: [LogRecord], pending: PendingAppends)) async throws {
             for (record, result) in zip(batch.records, try await batch.pending.results()) {
@@ -107,6 +135,7 @@ struct LedgerCopier {
                     throw CommandFailure(message: "the copy diverged at position \(record.position): \(result)")
                 }
             }
+            if let last = batch.records.last { progress(last.position) }
         }
         var next = start
         while next <= end {
@@ -124,8 +153,10 @@ struct LedgerCopier {
     /// The copy's records, indexes and rules check out, and it equals the source through
     /// `last`, the position copied to (a source that is still appended to goes on past it):
     /// the same records, catalogs and projections.
-    static func verify(_ copy: LedgerLog, against source: LedgerLog, through last: UInt64) throws {
-        let report = copy.verify()
+    static func verify(_ copy: LedgerLog, against source: LedgerLog, through last: UInt64, progress: (UInt64) -> Void = { _ in }) throws {
+        // Three passes over the log: the copy's own check, then record by record, then the
+        // projections; progress counts each third.
+        let report = copy.verify { progress($0 / 3) }
         if let damage = report.damage {
             throw CommandFailure(message: "the copy does not verify: \(damage)")
         }
@@ -150,9 +181,10 @@ struct LedgerCopier {
                 }
                 index += 1
             }
+            progress(last / 3 + end / 3)
             next = end + 1
         }
-        guard try copy.state(useSnapshots: false) == source.state(at: last) else {
+        guard try copy.state(useSnapshots: false, progress: { progress(2 * (last / 3) + $0 / 3) }) == source.state(at: last) else {
             throw CommandFailure(message: "the copy's projections differ from the source's")
         }
     }

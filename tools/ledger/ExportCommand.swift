@@ -9,6 +9,8 @@ extension LedgerCommand {
                 One canonical line per event, in log order: fields in the format's order, timestamps in UTC. \
                 The output re-imports to the same log, and exporting that gives the same bytes.
 
+                Writing to a file from a terminal, a progress line shows how far the export is.
+
                 Example:
                   ledger export ./ledger > events.jsonl
                 """)
@@ -19,7 +21,19 @@ extension LedgerCommand {
             try await runOrFail {
                 let log = try location.openLog()
                 defer { log.close() }
-                try log.exportJSONLines { try Console.output(bytes: $0) }
+                let last = try log.lastPosition()
+                // Only when the events go to a file or a pipe: on the terminal they are the output.
+                let progress = ProgressLine("exporting", unit: "events", shown: Console.errorIsTerminal && !Console.outputIsTerminal)
+                Interruption.onInterrupt(clearing: progress) {
+                    "the export stopped near position \(grouped(progress.done)) of \(grouped(last)): the output is incomplete"
+                }
+                var exported: UInt64 = 0
+                try log.exportJSONLines { bytes in
+                    try Console.output(bytes: bytes)
+                    exported += UInt64(bytes.lazy.filter { $0 == 0x0A }.count)
+                    progress.update(exported, of: last)
+                }
+                progress.clear()
             }
         }
     }

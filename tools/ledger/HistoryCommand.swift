@@ -11,13 +11,13 @@ extension LedgerCommand {
                   ledger history --account player-9 --after 1200 --limit 50 --json ./ledger
                 """)
 
-        @Option(help: ArgumentHelp("The account.", valueName: "A"))
+        @Option(name: .shortAndLong, help: ArgumentHelp("The account.", valueName: "account"))
         var account: String
 
-        @Option(help: ArgumentHelp("Start after this position.", valueName: "N"))
+        @Option(help: ArgumentHelp("Start after this position.", valueName: "position"))
         var after: UInt64 = 0
 
-        @Option(help: ArgumentHelp("Print at most this many events (default: all).", valueName: "N"))
+        @Option(name: [.customShort("n"), .long], help: ArgumentHelp("Print at most this many events (default: all).", valueName: "count"))
         var limit: Int?
 
         @OptionGroup var format: OutputFormat
@@ -32,22 +32,40 @@ extension LedgerCommand {
                 let log = try location.openLog()
                 defer { log.close() }
                 let records = try log.history(account: account, after: after, limit: limit ?? .max)
-                var out = ""
-                for record in records {
-                    if format.json {
-                        out += record.jsonLine + "\n"
-                    } else {
-                        out += Self.describe(record) + "\n"
-                    }
+                if format.json {
+                    try Console.output(records.map { $0.jsonLine + "\n" }.joined())
+                } else if records.isEmpty {
+                    try Console.output("no events for account \(account)\n")
+                } else {
+                    try Console.output(Self.table(records, style: .output))
                 }
-                if records.isEmpty && !format.json { out = "no events for account \(account)\n" }
-                try Console.output(out)
             }
         }
 
-        /// `  12  2026-03-01T09:30:00Z  transactionUpdated  p1 purchased transaction 1000…`
-        static func describe(_ record: LogRecord) -> String {
-            let event = record.event
+        /// One line per event, in columns: position (right-aligned), time, type, what happened, and
+        /// the event id.
+        ///
+        ///     position  at                    type                 detail
+        ///           12  2026-03-01T09:30:00Z  transactionUpdated   p1 purchased transaction 1000…  [e12]
+        static func table(_ records: [LogRecord], style: Style) -> String {
+            let rows = records.map { record in
+                (position: String(record.position), at: record.event.at.description, type: record.event.type.rawValue,
+                 detail: detail(of: record.event), id: record.event.id)
+            }
+            let positionWidth = max("position".count, rows.map(\.position.count).max() ?? 0)
+            let atWidth = max("at".count, rows.map(\.at.count).max() ?? 0)
+            let typeWidth = max("type".count, rows.map(\.type.count).max() ?? 0)
+            var out = style.dim("position".padding(left: positionWidth) + "  " + "at".padding(to: atWidth) + "  "
+                + "type".padding(to: typeWidth) + "  detail") + "\n"
+            for row in rows {
+                out += row.position.padding(left: positionWidth) + "  " + style.dim(row.at.padding(to: atWidth)) + "  "
+                    + style.cyan(row.type.padding(to: typeWidth)) + "  " + row.detail + "  " + style.dim("[\(row.id)]") + "\n"
+            }
+            return out
+        }
+
+        /// What an event says, in a few words: `p1 purchased transaction 1000…`.
+        static func detail(of event: Event) -> String {
             var detail: [String] = []
             switch event.payload {
             case .paymentAdded(let added):
@@ -91,9 +109,7 @@ extension LedgerCommand {
                 if let share = answer.consumptionPercentage { detail.append("\(Double(share) / 1000)% used") }
                 if let status = answer.status { detail.append("HTTP \(status)") }
             }
-            let position = String(record.position)
-            let padded = String(repeating: " ", count: max(0, 8 - position.count)) + position
-            return "\(padded)  \(event.at)  \(event.type.rawValue)  \(detail.joined(separator: " "))  [\(event.id)]"
+            return detail.joined(separator: " ")
         }
     }
 }

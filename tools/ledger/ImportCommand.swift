@@ -17,34 +17,45 @@ extension LedgerCommand {
                 Events are committed in batches; a report line is written only once its batch is durable. \
                 Exits 0 when every line was read, whatever the outcomes (with --strict, 1 when any was rejected).
 
+                On a terminal a progress line shows how far the import is. Ctrl-C stops it: the lines \
+                reported durable stay in the ledger, and running the same import again continues (the \
+                lines already in the ledger answer duplicate).
+
                 Examples:
                   ledger import --catalog Products.storekit --report report.jsonl ./ledger day.jsonl
                   zcat day.jsonl.gz | ledger import --strict ./ledger -
+                  ledger import --json ./ledger day.jsonl | jq .rejected
                 """)
 
-        @Option(help: ArgumentHelp("The catalog (interchange JSON, or an Xcode .storekit file). Required to create a ledger.", valueName: "CATALOG"))
+        @Option(name: .shortAndLong, help: ArgumentHelp("The catalog (interchange JSON, or an Xcode .storekit file). Required to create a ledger.", valueName: "file"))
         var catalog: String?
 
-        @Option(help: ArgumentHelp("Write one JSON outcome per input line to this file ('-' for standard output).", valueName: "REPORT"))
+        @Option(name: .shortAndLong, help: ArgumentHelp("Write one JSON outcome per input line to this file ('-' for standard output).", valueName: "file"))
         var report: String?
 
-        @Option(help: ArgumentHelp("Events per durable commit.", valueName: "N"))
+        @Option(name: .shortAndLong, help: ArgumentHelp("Events per durable commit.", valueName: "count"))
         var batchSize = 1000
 
-        @Option(help: ArgumentHelp("Write a snapshot of the projections every N events (0: only at the end).", valueName: "N"))
+        @Option(help: ArgumentHelp("Write a snapshot of the projections every <count> events (0: only at the end).", valueName: "count"))
         var snapshotEvery: UInt64 = 100_000
 
         @Flag(help: "Exit 1 when any line was rejected (the others are still imported).")
         var strict = false
 
+        @Flag(name: .shortAndLong, help: "Print the summary as a JSON object on standard output.")
+        var json = false
+
         @OptionGroup var location: LocationArgument
 
-        @Argument(help: ArgumentHelp("The events, as JSON Lines ('-' for standard input).", valueName: "EVENTS"))
+        @Argument(help: ArgumentHelp("The events, as JSON Lines ('-' for standard input).", valueName: "events"))
         var events: String
 
         func validate() throws {
             guard (1...100_000).contains(batchSize) else {
                 throw ValidationError("--batch-size must be from 1 to 100000")
+            }
+            if json, report == "-" {
+                throw ValidationError("--json and --report - would both write to standard output: give the report a file")
             }
         }
 
@@ -70,14 +81,27 @@ extension LedgerCommand {
                 if existing == nil, catalogValue == nil {
                     throw CommandFailure(message: "\(location.display) holds no ledger yet: give --catalog to create one")
                 }
-                var importer = Importer(ledger: existing, open: open, showsProgress: Console.errorIsTerminal)
+                let progress = ProgressLine("importing", unit: "lines")
+                var importer = Importer(ledger: existing, open: open, progress: progress)
+                let display = location.display
+                Interruption.onInterrupt(clearing: progress) {
+                    // The progress line counts lines whose batch is durable.
+                    let lines = progress.done
+                    guard lines > 0 else { return "no line of this import is durable yet; run it again to import" }
+                    return "lines 1–\(grouped(lines)) of this import are durable in \(display); "
+                        + "run the same import again to continue (the lines already imported answer duplicate)"
+                }
                 do {
                     // Opened only once the ledger is usable: a failed import leaves an old report alone.
                     importer.report = try report.map { try ReportOutput(path: $0) }
                     try await importer.run(&input, batchSize: batchSize)
                     try importer.report?.finish()
                     await importer.ledger?.close()
-                    Console.error(importer.summary(directory: location.display))
+                    if json {
+                        try Console.output(importer.summaryJSON() + "\n")
+                    } else {
+                        Console.error(importer.summary(directory: location.display, style: .error))
+                    }
                     // Without a report, the first rejections say where and why.
                     if importer.report == nil, importer.rejected > 0 { Console.error(importer.firstRejections()) }
                     return importer.rejected
@@ -99,7 +123,8 @@ struct Importer {
     private(set) var ledger: Ledger?
     let open: () throws -> Ledger
     var report: ReportOutput?
-    let showsProgress: Bool
+    /// Counts the lines whose outcomes are durable.
+    let progress: ProgressLine
 
     private(set) var lines = 0
     private(set) var appended = 0
@@ -110,14 +135,14 @@ struct Importer {
     static let rejectionsListed = 10
     private let clock = ContinuousClock()
     private var started: ContinuousClock.Instant
-    private var lastProgress: ContinuousClock.Instant
+    /// The fraction of the input read, when its size is known.
+    private var fractionRead: Double?
 
-    init(ledger: Ledger?, open: @escaping () throws -> Ledger, showsProgress: Bool) {
+    init(ledger: Ledger?, open: @escaping () throws -> Ledger, progress: ProgressLine) {
         self.ledger = ledger
         self.open = open
-        self.showsProgress = showsProgress
+        self.progress = progress
         started = clock.now
-        lastProgress = started
     }
 
     /// Lines submitted together: each decoded into an event, or rejected before the ledger.
@@ -142,6 +167,12 @@ struct Importer {
     mutating func run(_ input: inout LineReader, batchSize: Int) async throws {
         var inFlight: Batch?
         while true {
+            // Input that pauses (a pipe fed as events happen) must not hold back the answers
+            // of what was read before it.
+            if let previous = inFlight, input.wouldBlock() {
+                try await finish(previous)
+                inFlight = nil
+            }
             let (parsed, firstLine) = try readBatch(&input, size: batchSize)
             if let previous = inFlight {
                 try await finish(previous)
@@ -151,15 +182,17 @@ struct Importer {
                 ledger = try open()
             }
             inFlight = Batch(firstLine: firstLine, count: parsed.count, appending: try await ledger?.submit(lines: parsed), parsed: parsed)
+            fractionRead = input.fractionRead
         }
-        if showsProgress { Console.status("\r\u{1B}[K") }
+        progress.clear()
     }
 
     private mutating func readBatch(_ input: inout LineReader, size: Int) throws -> ([Result<Event, LedgerError>], Int) {
         var parsed: [Result<Event, LedgerError>] = []
         parsed.reserveCapacity(size)
         let firstLine = lines + 1
-        while parsed.count < size, let line = try input.next() {
+        // A batch ends early when the input pauses: what was read is appended now.
+        while parsed.count < size, parsed.isEmpty || !input.wouldBlock(), let line = try input.next() {
             lines += 1
             if line.isTruncated {
                 parsed.append(.failure(LedgerError(.invalidEvent, "the line is longer than \(Event.maximumJSONLineLength) bytes")))
@@ -198,16 +231,9 @@ struct Importer {
             }
             reportText += outcome.reportLine(number) + "\n"
         }
+        // Durable now, whether or not the report line is written before a Ctrl-C.
+        progress.update(UInt64(batch.firstLine + batch.count - 1), fraction: fractionRead)
         try report?.write(reportText)
-        showProgress()
-    }
-
-    private mutating func showProgress() {
-        guard showsProgress else { return }
-        let now = clock.now
-        guard now - lastProgress > .milliseconds(200) else { return }
-        lastProgress = now
-        Console.status("\r\u{1B}[K\(grouped(lines)) lines · \(grouped(appended)) appended · \(grouped(rate(now))) lines/s")
     }
 
     private func rate(_ now: ContinuousClock.Instant) -> Int {
@@ -227,14 +253,50 @@ struct Importer {
         return text
     }
 
-    func summary(directory: String) -> String {
-        var text = "imported \(grouped(lines)) \(lines == 1 ? "line" : "lines") into \(directory): \(grouped(appended)) appended, \(grouped(duplicates)) duplicate, \(grouped(rejected)) rejected"
+    /// Rejection counts by error code, the most frequent first.
+    private var rejectionsByCount: [(key: String, value: Int)] {
+        rejections.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
+    }
+
+    func summary(directory: String, style: Style = Style(enabled: false)) -> String {
+        let rejectedText = "\(grouped(rejected)) rejected"
+        var text = "imported \(grouped(lines)) \(lines == 1 ? "line" : "lines") into \(directory): \(grouped(appended)) appended, \(grouped(duplicates)) duplicate, \(rejected > 0 ? style.yellow(rejectedText) : rejectedText)"
         if rejected > 0 {
-            let codes = rejections.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }
-            text += " (" + codes.map { "\($0.key) \(grouped($0.value))" }.joined(separator: ", ") + ")"
+            text += " (" + rejectionsByCount.map { "\($0.key) \(grouped($0.value))" }.joined(separator: ", ") + ")"
         }
         guard let ledger else { return text + "; no line held an event, so no ledger was created" }
-        return text + "; \(rate(clock.now)) lines/s; log at position \(ledger.position)"
+        return text + "; \(grouped(rate(clock.now))) lines/s; log at position \(grouped(ledger.position))"
+    }
+
+    /// `{"lines": 3, "appended": 1, "duplicates": 1, "rejected": 1, "rejections": {"invalidEvent": 1},
+    /// "firstRejections": [{"line": 2, "error": "invalidEvent", "message": "…"}], "ledgerExists": true,
+    /// "position": 1, "linesPerSecond": 2500}`; without a ledger (no line held an event), no `position`.
+    func summaryJSON() -> String {
+        var writer = JSONWriter(spaced: true)
+        writer.beginObject()
+        writer.member("lines", Int64(lines))
+        writer.member("appended", Int64(appended))
+        writer.member("duplicates", Int64(duplicates))
+        writer.member("rejected", Int64(rejected))
+        writer.key("rejections")
+        writer.beginObject()
+        for (code, count) in rejectionsByCount { writer.member(code, Int64(count)) }
+        writer.endObject()
+        writer.key("firstRejections")
+        writer.beginArray()
+        for rejection in firstRejected {
+            writer.beginObject()
+            writer.member("line", Int64(rejection.line))
+            writer.member("error", rejection.code)
+            writer.member("message", rejection.message)
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.member("ledgerExists", ledger != nil)
+        if let ledger { writer.member("position", Int64(ledger.position)) }
+        writer.member("linesPerSecond", Int64(rate(clock.now)))
+        writer.endObject()
+        return writer.string
     }
 }
 

@@ -29,6 +29,17 @@ struct LineReader {
     private var start = 0
     private var end = 0
     private var atEOF = false
+    /// Bytes read from the input so far.
+    private var bytesRead: UInt64 = 0
+    /// The input's size when it is a regular file (a path, or standard input redirected from
+    /// one), for a percentage; nil for a pipe or a terminal.
+    let size: UInt64?
+
+    /// The fraction of the input consumed, when its size is known.
+    var fractionRead: Double? {
+        guard let size, size > 0 else { return nil }
+        return Double(bytesRead - UInt64(end - start)) / Double(size)
+    }
 
     /// Opens `path`, or stdin for `-`.
     init(path: String, maximumLength: Int) throws {
@@ -47,6 +58,8 @@ struct LineReader {
             }
             ownsDescriptor = true
         }
+        var info = stat()
+        size = fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFREG ? UInt64(clamping: info.st_size) : nil
     }
 
     /// True when `path` names the file being read (same device and inode).
@@ -59,6 +72,14 @@ struct LineReader {
 
     func closeInput() {
         if ownsDescriptor { close(fd) }
+    }
+
+    /// True when no byte is buffered and the input has none ready now (a pipe whose writer is
+    /// slow): the next `next()` would wait. A regular file never would.
+    func wouldBlock() -> Bool {
+        guard start == end, !atEOF else { return false }
+        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&ready, 1, 0) == 0
     }
 
     /// The next line, or nil at the end of the input.
@@ -100,6 +121,7 @@ struct LineReader {
             }
             if count == 0 { atEOF = true }
             end = count
+            bytesRead += UInt64(count)
             return
         }
     }

@@ -11,7 +11,7 @@ import Darwin
 struct LocationArgument: ParsableArguments {
     @Argument(help: ArgumentHelp(
         "The ledger: a directory, or a postgres://USER@HOST[:PORT]/DATABASE URL (password from PGPASSWORD).",
-        valueName: "LEDGER_DIR"))
+        valueName: "ledger"))
     var directory: String
 
     var location: LedgerLocation { LedgerLocation(directory) }
@@ -30,7 +30,7 @@ struct LocationArgument: ParsableArguments {
 
 /// Output format shared by the commands that can print JSON.
 struct OutputFormat: ParsableArguments {
-    @Flag(help: "Print JSON instead of text.")
+    @Flag(name: .shortAndLong, help: "Print JSON instead of text.")
     var json = false
 }
 
@@ -63,6 +63,18 @@ func describe(_ error: any Error) -> String {
     case let error as CatalogError: "catalog: " + error.message
     case let error as LedgerError: error.description
     default: "\(error)"
+    }
+}
+
+extension String {
+    /// Pads with spaces on the right to `width` characters (columns of text for people).
+    func padding(to width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
+
+    /// Pads with spaces on the left to `width` characters (numbers in a column).
+    func padding(left width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
     }
 }
 

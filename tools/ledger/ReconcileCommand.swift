@@ -30,37 +30,37 @@ extension LedgerCommand {
                     --root AppleRootCA-G3.cer --environment Sandbox --since 2026-11-01T00:00:00Z --json /var/lib/ledger
                 """)
 
-        @Option(help: ArgumentHelp("The in-app purchase key (.p8).", valueName: "P8"))
+        @Option(help: ArgumentHelp("The in-app purchase key (.p8).", valueName: "file"))
         var keyFile: String
 
-        @Option(help: ArgumentHelp("The key's id.", valueName: "KID"))
+        @Option(help: ArgumentHelp("The key's id.", valueName: "id"))
         var keyId: String
 
-        @Option(help: ArgumentHelp("The issuer id of the key's team.", valueName: "ISS"))
+        @Option(help: ArgumentHelp("The issuer id of the key's team.", valueName: "id"))
         var issuerId: String
 
-        @Option(help: ArgumentHelp("The app's bundle id.", valueName: "BID"))
+        @Option(help: ArgumentHelp("The app's bundle id.", valueName: "id"))
         var bundleId: String
 
-        @Option(help: ArgumentHelp("Production or Sandbox.", valueName: "E"))
+        @Option(name: [.customShort("e"), .long], help: ArgumentHelp("Production or Sandbox.", valueName: "environment"))
         var environment: String = "Production"
 
-        @Option(help: ArgumentHelp("The app's Apple id (required to verify production data).", valueName: "N"))
+        @Option(help: ArgumentHelp("The app's Apple id (required to verify production data).", valueName: "id"))
         var appAppleId: Int64?
 
-        @Option(help: ArgumentHelp("A trusted root certificate, DER or PEM (Apple Root CA G3); repeatable.", valueName: "CERT"))
+        @Option(help: ArgumentHelp("A trusted root certificate, DER or PEM (Apple Root CA G3); repeatable.", valueName: "file"))
         var root: [String] = []
 
-        @Option(help: ArgumentHelp("Another base URL for the API (a test server).", valueName: "URL"))
+        @Option(help: ArgumentHelp("Another base URL for the API (a test server).", valueName: "url"))
         var apiBase: String?
 
-        @Option(help: ArgumentHelp("Also look for notifications Apple sent since this time that the ledger never received (RFC 3339; Apple keeps 180 days).", valueName: "T"))
+        @Option(help: ArgumentHelp("Also look for notifications Apple sent since this time that the ledger never received (RFC 3339; Apple keeps 180 days).", valueName: "time"))
         var since: String?
 
         @Flag(help: "Append what the ledger lacks.")
         var apply = false
 
-        @Flag(help: "One JSON object per difference, then a summary object.")
+        @Flag(name: .shortAndLong, help: "One JSON object per difference, then a summary object.")
         var json = false
 
         @OptionGroup var location: LocationArgument
@@ -116,11 +116,27 @@ extension LedgerCommand {
             var text = ""
             if json {
                 for difference in report.differences { text += difference.json + "\n" }
+                var writer = JSONWriter(spaced: true)
                 for failure in report.failures {
-                    text += "{\"kind\": \"failure\", \"originalTransaction\": \(JSONString.quoted(failure.originalTransaction)), \"detail\": \(JSONString.quoted(failure.reason))}\n"
+                    writer.beginObject()
+                    writer.member("kind", "failure")
+                    writer.member("originalTransaction", failure.originalTransaction)
+                    writer.member("detail", failure.reason)
+                    writer.endObject()
+                    writer.newline()
                 }
-                text += "{\"summary\": {\"originalTransactions\": \(report.originalTransactions), \"differences\": \(report.differences.count), "
-                    + "\"failures\": \(report.failures.count), \"appended\": \(report.appended), \"requests\": \(requests)}}\n"
+                writer.beginObject()
+                writer.key("summary")
+                writer.beginObject()
+                writer.member("originalTransactions", Int64(report.originalTransactions))
+                writer.member("differences", Int64(report.differences.count))
+                writer.member("failures", Int64(report.failures.count))
+                writer.member("appended", Int64(report.appended))
+                writer.member("requests", Int64(requests))
+                writer.endObject()
+                writer.endObject()
+                writer.newline()
+                text += writer.string
             } else {
                 for difference in report.differences {
                     text += "\(difference.kind.rawValue)  \(difference.account)  \(difference.originalTransaction)/\(difference.transaction)  \(difference.detail)\n"

@@ -17,21 +17,21 @@ extension LedgerCommand {
                   ledger replay --json --environment Production postgres://ledger@db/store
                 """)
 
-        @Flag(help: "Print the interchange format's JSON shape.")
+        @Flag(name: .shortAndLong, help: "Print the interchange format's JSON shape.")
         var json = false
 
-        @Option(help: ArgumentHelp("Replay only the first N events.", valueName: "N"))
+        @Option(name: .shortAndLong, help: ArgumentHelp("Replay only the events at positions 1 to <position>.", valueName: "position"))
         var position: UInt64?
 
-        @Option(help: ArgumentHelp("The time to judge subscription expiry against (RFC 3339; default: now).", valueName: "T"))
+        @Option(help: ArgumentHelp("The time to judge subscription expiry against (RFC 3339; default: now).", valueName: "time"))
         var asOf: String?
 
-        @Option(help: ArgumentHelp("Print only this account.", valueName: "A"))
+        @Option(name: .shortAndLong, help: ArgumentHelp("Print only this account (read from its own history: fast at any log length).", valueName: "account"))
         var account: String?
 
-        @Option(name: .customLong("environment"), help: ArgumentHelp(
+        @Option(name: [.customShort("e"), .customLong("environment")], help: ArgumentHelp(
             "Count only the store's reports from this environment (Production, Sandbox, Xcode, LocalTesting); repeatable. Default: all.",
-            valueName: "E"))
+            valueName: "environment"))
         var environments: [String] = []
 
         @Flag(help: "Replay the whole log instead of starting from the newest snapshot (the audit path).")
@@ -67,31 +67,39 @@ extension LedgerCommand {
                 if let account {
                     // One account: from its own history, not a replay of every account.
                     let projections = try log.projection(of: account, atPosition: at, asOf: time, excluding: excluded).map { [$0] } ?? []
-                    try Console.output(json ? AccountProjection.replayJSON(position: at, projections) + "\n" : Self.text(projections, position: at, asOf: time))
+                    try Console.output(json
+                        ? AccountProjection.replayJSON(position: at, projections) + "\n"
+                        : Self.text(projections, position: at, asOf: time, style: .output))
                 } else {
-                    let state = try log.state(at: at, useSnapshots: !noSnapshot)
+                    let progress = ProgressLine("replaying", unit: "events")
+                    Interruption.onInterrupt(clearing: progress) {
+                        "replay stopped near position \(grouped(progress.done)) of \(grouped(at)); it changes nothing"
+                    }
+                    let state = try log.state(at: at, useSnapshots: !noSnapshot) { progress.update($0, of: at) }
+                    progress.clear()
                     try Console.output(json
                         ? state.replayJSON(asOf: time, excluding: excluded) + "\n"
-                        : Self.text(state.projections(asOf: time, excluding: excluded), position: at, asOf: time))
+                        : Self.text(state.projections(asOf: time, excluding: excluded), position: at, asOf: time, style: .output))
                 }
             }
         }
 
-        /// A readable account-by-account listing.
-        static func text(_ projections: [AccountProjection], position: UInt64, asOf time: Timestamp) -> String {
-            var out = "position \(position), as of \(time)\n"
-            if projections.isEmpty { out += "(no accounts)\n" }
+        /// A summary of the whole, then a readable account-by-account listing.
+        static func text(_ projections: [AccountProjection], position: UInt64, asOf time: Timestamp, style: Style) -> String {
+            var out = style.bold("position \(grouped(position)), as of \(time)") + "\n"
+            out += summary(projections) + "\n"
+            let none = style.dim("none")
             for projection in projections {
-                out += "\n\(projection.account)\n"
-                out += "  entitlements: \(projection.entitlements.isEmpty ? "none" : projection.entitlements.joined(separator: ", "))\n"
+                out += "\n" + style.bold(projection.account) + "\n"
+                out += "  entitlements: \(projection.entitlements.isEmpty ? none : projection.entitlements.joined(separator: ", "))\n"
                 let balances = projection.balances.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
-                out += "  balances:     \(balances.isEmpty ? "none" : balances.joined(separator: ", "))\n"
+                out += "  balances:     \(balances.isEmpty ? none : balances.joined(separator: ", "))\n"
                 if projection.unfinished.isEmpty {
-                    out += "  unfinished:   none\n"
+                    out += "  unfinished:   \(none)\n"
                 } else {
                     out += "  unfinished:\n"
                     for entry in projection.unfinished {
-                        var line = "    \(entry.payment)  \(entry.product)  \(entry.state.rawValue)"
+                        var line = "    \(entry.payment)  \(entry.product)  \(style.yellow(entry.state.rawValue))"
                         if let transaction = entry.transaction { line += "  transaction \(transaction)" }
                         for download in entry.downloads {
                             line += "  [download \(download.id) \(download.state.rawValue) \(Int((download.progress * 100).rounded()))%]"
@@ -101,7 +109,14 @@ extension LedgerCommand {
                     }
                 }
                 for subscription in projection.subscriptions {
-                    var line = "  subscription: \(subscription.group)  \(subscription.product)  \(subscription.status) (\(subscription.status.rawValue))"
+                    let status = "\(subscription.status) (\(subscription.status.rawValue))"
+                    let shown = switch subscription.status {
+                    case .active: style.green(status)
+                    case .revoked: style.red(status)
+                    case .billingRetry, .gracePeriod: style.yellow(status)
+                    default: style.dim(status)
+                    }
+                    var line = "  subscription: \(subscription.group)  \(subscription.product)  \(shown)"
                     if let expiresAt = subscription.expiresAt { line += "  expires \(expiresAt)" }
                     if let grace = subscription.gracePeriodEndsAt { line += "  grace until \(grace)" }
                     if let renewsTo = subscription.renewsTo, subscription.willRenew == true { line += "  renews to \(renewsTo)" }
@@ -112,13 +127,27 @@ extension LedgerCommand {
                 for purchase in projection.storeTransactions {
                     let report = purchase.report
                     var line = "  store: transaction \(report.transaction)  \(report.product)"
-                    if purchase.isRevoked { line += "  revoked" }
+                    if purchase.isRevoked { line += "  " + style.red("revoked") }
                     if report.ownership == .familyShared { line += "  family shared" }
                     if let environment = report.environment, environment != .production { line += "  (\(environment.rawValue))" }
                     out += line + "\n"
                 }
             }
             return out
+        }
+
+        /// `3 accounts · 2 with entitlements (4 in all) · 1 unfinished transaction · 1 active subscription`
+        static func summary(_ projections: [AccountProjection]) -> String {
+            func count(_ value: Int, _ one: String, _ many: String) -> String { "\(grouped(value)) \(value == 1 ? one : many)" }
+            let entitled = projections.filter { !$0.entitlements.isEmpty }
+            let entitlements = entitled.reduce(0) { $0 + $1.entitlements.count }
+            let unfinished = projections.reduce(0) { $0 + $1.unfinished.count }
+            let active = projections.reduce(0) { $0 + $1.subscriptions.filter(\.status.grantsAccess).count }
+            var parts = [count(projections.count, "account", "accounts")]
+            parts.append("\(grouped(entitled.count)) with entitlements (\(grouped(entitlements)) in all)")
+            parts.append(count(unfinished, "unfinished transaction", "unfinished transactions"))
+            if active > 0 { parts.append(count(active, "active subscription", "active subscriptions")) }
+            return parts.joined(separator: " · ")
         }
     }
 }

@@ -26,29 +26,35 @@ extension LedgerCommand {
                 let snapshot = try log.snapshots().last { $0.problem == nil }
                 let age = snapshot?.createdAt.map { Timestamp.now().seconds - $0.seconds }
                 if format.json {
-                    var fields = [
-                        "\"events\": \(events)", "\"accounts\": \(accounts)", "\"firstPosition\": \(events > 0 ? 1 : 0)",
-                        "\"lastPosition\": \(events)", "\"products\": \(products)", "\"fileSize\": \(size)",
-                    ]
+                    var writer = JSONWriter(spaced: true)
+                    writer.beginObject()
+                    writer.member("events", Int64(events))
+                    writer.member("accounts", Int64(accounts))
+                    writer.member("firstPosition", Int64(events > 0 ? 1 : 0))
+                    writer.member("lastPosition", Int64(events))
+                    writer.member("products", Int64(products))
+                    writer.member("fileSize", Int64(size))
                     if let snapshot {
-                        fields.append("\"snapshotPosition\": \(snapshot.position)")
-                        if let age { fields.append("\"snapshotAgeSeconds\": \(age)") }
+                        writer.member("snapshotPosition", Int64(snapshot.position))
+                        writer.member("snapshotAgeSeconds", ifPresent: age)
                     }
-                    try Console.output("{" + fields.joined(separator: ", ") + "}\n")
+                    writer.endObject()
+                    try Console.output(writer.string + "\n")
                 } else {
                     let snapshotText = snapshot.map { snapshot in
                         "position \(grouped(snapshot.position)) (\(grouped(events - snapshot.position)) events after it)"
                             + (age.map { ", written \(Self.duration($0)) ago" } ?? "")
                     } ?? "none"
-                    try Console.output("""
-                        events     \(grouped(events))
-                        accounts   \(grouped(accounts))
-                        positions  \(events > 0 ? "1 … \(grouped(events))" : "none")
-                        products   \(products)
-                        file size  \(grouped(size)) bytes (\(megabytes(size)))
-                        snapshot   \(snapshotText)
-
-                        """)
+                    let style = Style.output
+                    let rows = [
+                        ("events", grouped(events)),
+                        ("accounts", grouped(accounts)),
+                        ("positions", events > 0 ? "1 … \(grouped(events))" : "none"),
+                        ("products", "\(products)"),
+                        ("file size", "\(grouped(size)) bytes (\(megabytes(size)))"),
+                        ("snapshot", snapshotText),
+                    ]
+                    try Console.output(rows.map { style.dim($0.0.padding(to: 11)) + $0.1 + "\n" }.joined())
                 }
             }
         }

@@ -21,13 +21,13 @@ extension LedgerCommand {
                   ledger verify --root AppleRootCA-G3.cer --bundle-id com.example.app --app-apple-id 1234567890 /var/lib/store/ledger
                 """)
 
-        @Option(name: .customLong("root"), help: ArgumentHelp("A trusted root certificate (DER or PEM) for the store's proofs; repeatable.", valueName: "certificate"))
+        @Option(name: .customLong("root"), help: ArgumentHelp("A trusted root certificate (DER or PEM) for the store's proofs; repeatable.", valueName: "file"))
         var roots: [String] = []
 
         @Option(help: ArgumentHelp("The app's bundle id, which the proofs must name (with --root).", valueName: "bundle-id"))
         var bundleId: String?
 
-        @Option(help: ArgumentHelp("The app's Apple ID, which production proofs must name.", valueName: "number"))
+        @Option(help: ArgumentHelp("The app's Apple ID, which production proofs must name.", valueName: "id"))
         var appAppleId: Int64?
 
         @OptionGroup var format: OutputFormat
@@ -42,47 +42,75 @@ extension LedgerCommand {
             let (report, proofs) = try await runOrFail { () async throws -> (VerificationReport, StoreProofs.Report?) in
                 let log = try location.openLog()
                 defer { log.close() }
-                let report = log.verify()
+                let last = try log.lastPosition()
+                let progress = ProgressLine("verifying", unit: "events")
+                Interruption.onInterrupt(clearing: progress) {
+                    "verify stopped near position \(grouped(progress.done)) of \(grouped(last)); it changes nothing: run it again to check the whole log"
+                }
+                let report = log.verify { progress.update($0, of: last) }
+                progress.clear()
                 guard report.isIntact, let bundleId, !roots.isEmpty else { return (report, nil) }
                 let checker = StoreProofs(
                     trustedRoots: try AppStoreSignedDataVerifier.loadCertificates(paths: roots), bundleId: bundleId, appAppleId: appAppleId)
                 var proofs = StoreProofs.Report()
+                let proving = ProgressLine("checking proofs", unit: "events")
                 for try await record in log.records() {
                     await checker.check(record, into: &proofs)
+                    if record.position & 4095 == 0 { proving.update(record.position, of: last) }
                 }
+                proving.clear()
                 return (report, proofs)
             }
             try await runOrFail {
-                if format.json {
-                    var fields = ["\"intact\": \(report.isIntact)", "\"intactRecords\": \(report.intactRecords)"]
-                    if let damage = report.damage {
-                        fields.append("\"damage\": \"\(damage.kind.rawValue)\"")
-                        if let position = damage.position { fields.append("\"position\": \(position)") }
-                    }
-                    if let proofs {
-                        fields.append("\"proven\": \(proofs.proven)")
-                        fields.append("\"unproven\": \(proofs.unproven)")
-                        let disproven = proofs.disproven.map {
-                            "{\"position\": \($0.position), \"id\": \(JSONString.quoted($0.eventID)), \"reason\": \(JSONString.quoted($0.reason))}"
-                        }
-                        fields.append("\"disproven\": [" + disproven.joined(separator: ", ") + "]")
-                    }
-                    try Console.output("{" + fields.joined(separator: ", ") + "}\n")
-                } else if let damage = report.damage {
-                    try Console.output("damaged: \(damage)\n")
-                    try Console.output("\(grouped(report.intactRecords)) records intact before it\n")
-                } else {
-                    try Console.output("intact: \(grouped(report.intactRecords)) records, indexes and rules check out\n")
-                    if let proofs {
-                        try Console.output("proofs: \(grouped(proofs.proven)) store events proven by Apple's signature, "
-                            + "\(grouped(proofs.unproven)) without a proof, \(grouped(proofs.disproven.count)) disproven\n")
-                        for failure in proofs.disproven.prefix(20) {
-                            try Console.output("  position \(failure.position) [\(failure.eventID)]: \(failure.reason)\n")
-                        }
-                    }
-                }
+                try Console.output(format.json ? Self.json(report, proofs) + "\n" : Self.text(report, proofs, style: .output))
             }
             if !report.isIntact || proofs?.disproven.isEmpty == false { throw ExitCode.damaged }
+        }
+
+        /// `{"intact": true, "intactRecords": 1000, "proven": 2, "unproven": 0, "disproven": []}`; with
+        /// damage, `"damage"` (its kind), `"position"` and `"message"`.
+        static func json(_ report: VerificationReport, _ proofs: StoreProofs.Report?) -> String {
+            var writer = JSONWriter(spaced: true)
+            writer.beginObject()
+            writer.member("intact", report.isIntact)
+            writer.member("intactRecords", Int64(report.intactRecords))
+            if let damage = report.damage {
+                writer.member("damage", damage.kind.rawValue)
+                if let position = damage.position { writer.member("position", Int64(position)) }
+                writer.member("message", damage.message)
+            }
+            if let proofs {
+                writer.member("proven", Int64(proofs.proven))
+                writer.member("unproven", Int64(proofs.unproven))
+                writer.key("disproven")
+                writer.beginArray()
+                for failure in proofs.disproven {
+                    writer.beginObject()
+                    writer.member("position", Int64(failure.position))
+                    writer.member("id", failure.eventID)
+                    writer.member("reason", failure.reason)
+                    writer.endObject()
+                }
+                writer.endArray()
+            }
+            writer.endObject()
+            return writer.string
+        }
+
+        static func text(_ report: VerificationReport, _ proofs: StoreProofs.Report?, style: Style) -> String {
+            guard !report.isIntact, let damage = report.damage else {
+                var out = "\(style.green("intact")): \(grouped(report.intactRecords)) records, indexes and rules check out\n"
+                if let proofs {
+                    let disproven = "\(grouped(proofs.disproven.count)) disproven"
+                    out += "proofs: \(grouped(proofs.proven)) store events proven by Apple's signature, "
+                        + "\(grouped(proofs.unproven)) without a proof, \(proofs.disproven.isEmpty ? disproven : style.red(disproven))\n"
+                    for failure in proofs.disproven.prefix(20) {
+                        out += "  position \(failure.position) [\(failure.eventID)]: \(failure.reason)\n"
+                    }
+                }
+                return out
+            }
+            return "\(style.red("damaged")): \(damage)\n\(grouped(report.intactRecords)) records intact before it\n"
         }
     }
 }

@@ -6,7 +6,7 @@ extension Catalog {
         do {
             root = try JSONParser.parse(bytes)
         } catch {
-            throw CatalogError(.invalid, "the catalog is not valid JSON: \(error)")
+            throw CatalogError(.invalid, "the catalog is not valid JSON: \(error.described(in: bytes))")
         }
         guard case .object(let fields) = root, case .array(let entries)? = fields["products"] else {
             throw CatalogError(.invalid, "a catalog is an object with a \"products\" array")

@@ -10,7 +10,7 @@ extension Catalog {
         do {
             root = try JSONParser.parse(bytes)
         } catch {
-            throw CatalogError(.invalid, "the StoreKit configuration is not valid JSON: \(error)")
+            throw CatalogError(.invalid, "the StoreKit configuration is not valid JSON: \(error.described(in: bytes))")
         }
         guard case .object(let file) = root else {
             throw CatalogError(.invalid, "a StoreKit configuration is a JSON object")
@@ -64,13 +64,18 @@ extension Catalog {
     }
 
     /// Reads a catalog file: a StoreKit configuration when the name ends in `.storekit`, the
-    /// interchange JSON otherwise.
+    /// interchange JSON otherwise. An error names the file (and, for malformed JSON, the line
+    /// and column), since a person will open it to mend it.
     public init(contentsOfFile path: String) throws {
         let bytes = try FileBytes.contents(of: path)
-        if path.hasSuffix(".storekit") {
-            try self.init(storeKitConfiguration: bytes)
-        } else {
-            try self.init(json: bytes)
+        do throws(CatalogError) {
+            if path.hasSuffix(".storekit") {
+                try self.init(storeKitConfiguration: bytes)
+            } else {
+                try self.init(json: bytes)
+            }
+        } catch {
+            throw CatalogError(error.code, "\(path): \(error.message)")
         }
     }
 }

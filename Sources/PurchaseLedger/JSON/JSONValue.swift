@@ -141,4 +141,16 @@ struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
     var offset: Int
 
     var description: String { "\(message) at byte \(offset + 1)" }
+
+    /// The message with the line and column (1-based, in bytes) where the problem is in
+    /// `input`, for files a person edits: a catalog, a configuration.
+    func described(in input: [UInt8]) -> String {
+        var line = 1
+        var lineStart = 0
+        for index in 0..<min(offset, input.count) where input[index] == 0x0A {
+            line += 1
+            lineStart = index + 1
+        }
+        return "\(message) at line \(line), column \(offset - lineStart + 1)"
+    }
 }

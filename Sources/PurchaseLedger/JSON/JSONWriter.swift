@@ -1,8 +1,8 @@
 /// Writes canonical JSON into a byte buffer: keys in the order the caller writes them, strings
 /// escaped minimally (quote, backslash and control characters; everything else as UTF-8),
 /// numbers in their shortest exact form. The same values always give the same bytes.
-struct JSONWriter {
-    private(set) var bytes: [UInt8] = []
+package struct JSONWriter {
+    package private(set) var bytes: [UInt8] = []
     /// Separators between members: `,` and `:` when compact, `, ` and `: ` for the report and
     /// replay shapes of the spec.
     private let comma: [UInt8]
@@ -12,75 +12,75 @@ struct JSONWriter {
     /// True between a key and its value, which then needs no separator.
     private var afterKey = false
 
-    init(spaced: Bool = false, capacity: Int = 256) {
+    package init(spaced: Bool = false, capacity: Int = 256) {
         comma = spaced ? Array(", ".utf8) : Array(",".utf8)
         colon = spaced ? Array(": ".utf8) : Array(":".utf8)
         bytes.reserveCapacity(capacity)
     }
 
-    var string: String { String(decoding: bytes, as: UTF8.self) }
+    package var string: String { String(decoding: bytes, as: UTF8.self) }
 
     /// Ends a line (between top-level values, as in JSON Lines).
-    mutating func newline() {
+    package mutating func newline() {
         bytes.append(0x0A)
     }
 
     /// Starts over, keeping the buffer's capacity.
-    mutating func removeAll() {
+    package mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)
     }
 
-    mutating func beginObject() {
+    package mutating func beginObject() {
         separate()
         bytes.append(UInt8(ascii: "{"))
         isFirst.append(true)
     }
 
-    mutating func endObject() {
+    package mutating func endObject() {
         isFirst.removeLast()
         bytes.append(UInt8(ascii: "}"))
     }
 
-    mutating func beginArray() {
+    package mutating func beginArray() {
         separate()
         bytes.append(UInt8(ascii: "["))
         isFirst.append(true)
     }
 
-    mutating func endArray() {
+    package mutating func endArray() {
         isFirst.removeLast()
         bytes.append(UInt8(ascii: "]"))
     }
 
     /// Writes `"key":` inside an object; the value follows.
-    mutating func key(_ key: String) {
+    package mutating func key(_ key: String) {
         separate()
         appendString(key)
         bytes.append(contentsOf: colon)
         afterKey = true
     }
 
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         separate()
         appendString(value)
     }
 
-    mutating func int(_ value: Int64) {
+    package mutating func int(_ value: Int64) {
         separate()
         bytes.append(contentsOf: String(value).utf8)
     }
 
-    mutating func double(_ value: Double) {
+    package mutating func double(_ value: Double) {
         separate()
         Self.appendNumber(value, to: &bytes)
     }
 
-    mutating func bool(_ value: Bool) {
+    package mutating func bool(_ value: Bool) {
         separate()
         bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
-    mutating func timestamp(_ value: Timestamp) {
+    package mutating func timestamp(_ value: Timestamp) {
         separate()
         bytes.append(UInt8(ascii: "\""))
         value.appendRFC3339(to: &bytes)
@@ -88,17 +88,17 @@ struct JSONWriter {
     }
 
     // Convenience for object members.
-    mutating func member(_ name: String, _ value: String) { key(name); string(value) }
-    mutating func member(_ name: String, _ value: Int64) { key(name); int(value) }
-    mutating func member(_ name: String, _ value: Double) { key(name); double(value) }
-    mutating func member(_ name: String, _ value: Timestamp) { key(name); timestamp(value) }
-    mutating func member(_ name: String, ifPresent value: String?) { if let value { member(name, value) } }
-    mutating func member(_ name: String, ifPresent value: Double?) { if let value { member(name, value) } }
-    mutating func member(_ name: String, ifPresent value: Timestamp?) { if let value { member(name, value) } }
-    mutating func member(_ name: String, ifPresent value: Int?) { if let value { member(name, Int64(value)) } }
-    mutating func member(_ name: String, ifPresent value: Int64?) { if let value { member(name, value) } }
-    mutating func member(_ name: String, _ value: Bool) { key(name); bool(value) }
-    mutating func member(_ name: String, ifPresent value: Bool?) { if let value { member(name, value) } }
+    package mutating func member(_ name: String, _ value: String) { key(name); string(value) }
+    package mutating func member(_ name: String, _ value: Int64) { key(name); int(value) }
+    package mutating func member(_ name: String, _ value: Double) { key(name); double(value) }
+    package mutating func member(_ name: String, _ value: Timestamp) { key(name); timestamp(value) }
+    package mutating func member(_ name: String, ifPresent value: String?) { if let value { member(name, value) } }
+    package mutating func member(_ name: String, ifPresent value: Double?) { if let value { member(name, value) } }
+    package mutating func member(_ name: String, ifPresent value: Timestamp?) { if let value { member(name, value) } }
+    package mutating func member(_ name: String, ifPresent value: Int?) { if let value { member(name, Int64(value)) } }
+    package mutating func member(_ name: String, ifPresent value: Int64?) { if let value { member(name, value) } }
+    package mutating func member(_ name: String, _ value: Bool) { key(name); bool(value) }
+    package mutating func member(_ name: String, ifPresent value: Bool?) { if let value { member(name, value) } }
 
     private mutating func separate() {
         if afterKey {

@@ -78,14 +78,15 @@ public final class LedgerLog: Sendable {
 
     /// The projections after the first `position` events (all of them when nil): from the
     /// newest usable snapshot at or before it and the log after it, or, with
-    /// `useSnapshots: false` (the audit path), replayed from the start.
-    public func state(at position: UInt64? = nil, useSnapshots: Bool = true) throws -> LedgerState {
+    /// `useSnapshots: false` (the audit path), replayed from the start. `progress` is called
+    /// now and then with the position replayed to, on this thread (for a progress line).
+    public func state(at position: UInt64? = nil, useSnapshots: Bool = true, progress: (UInt64) -> Void = { _ in }) throws -> LedgerState {
         let last = try log.lastPosition()
         let target = position ?? last
         guard target <= last else {
             throw StorageError(.damaged, "position \(target) is beyond the end of the log (\(last))", position: target)
         }
-        return try log.state(at: target, catalog: try catalog(), useSnapshots: useSnapshots, logger: logger)
+        return try log.state(at: target, catalog: try catalog(), useSnapshots: useSnapshots, logger: logger, progress: progress)
     }
 
     /// Writes every event as a canonical JSON line (with a newline), in log order, handing
@@ -133,9 +134,10 @@ public final class LedgerLog: Sendable {
         }
     }
 
-    /// Checks every record and index; see `VerificationReport`.
-    public func verify() -> VerificationReport {
-        LedgerVerifier(storage: storage).run()
+    /// Checks every record and index; see `VerificationReport`. `progress` is called now and
+    /// then with the position checked to, on this thread.
+    public func verify(progress: (UInt64) -> Void = { _ in }) -> VerificationReport {
+        LedgerVerifier(storage: storage).run(progress: progress)
     }
 }
 

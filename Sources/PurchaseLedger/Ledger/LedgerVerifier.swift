@@ -50,10 +50,10 @@ struct LedgerVerifier {
         var damage: VerificationReport.Damage
     }
 
-    func run() -> VerificationReport {
+    func run(progress: (UInt64) -> Void = { _ in }) -> VerificationReport {
         var intact: UInt64 = 0
         do {
-            try storage.read { reader in try check(reader, intact: &intact) }
+            try storage.read { reader in try check(reader, intact: &intact, progress: progress) }
             return VerificationReport(intactRecords: intact, damage: nil)
         } catch let found as Found {
             return VerificationReport(intactRecords: intact, damage: found.damage)
@@ -70,7 +70,7 @@ struct LedgerVerifier {
         Found(damage: .init(kind: kind, position: position, message: message))
     }
 
-    private func check(_ reader: any LedgerStorageReader, intact: inout UInt64) throws {
+    private func check(_ reader: any LedgerStorageReader, intact: inout UInt64, progress: (UInt64) -> Void) throws {
         let catalogs = try loadCatalogs(reader)
         var snapshots = try snapshotsToCheck(reader)
         var context = VerificationContext(reader: reader, catalog: catalogs[0].catalog)
@@ -117,6 +117,7 @@ struct LedgerVerifier {
             try checkIndexes(reader, event: event, position: position, state: context.state)
             intact = position
             expected += 1
+            if position & LogReader.progressMask == 0 { progress(position) }
             while let snapshot = snapshots.first, snapshot == position {
                 try checkSnapshot(reader, at: snapshot, state: context.state)
                 snapshots.removeFirst()

@@ -5,6 +5,9 @@ import Logging
 /// Long reads go in chunks of short read transactions, so that a replay or an export never pins
 /// old pages while a writer appends; the log is append-only, so the chunks join up exactly.
 struct LogReader: Sendable {
+    /// Progress is reported every 4,096 records: often enough for a person, rarely enough to cost nothing.
+    static let progressMask: UInt64 = 4095
+
     let storage: any LedgerStorage
     static let chunkSize = 4096
 
@@ -53,7 +56,7 @@ struct LogReader: Sendable {
 
     /// The state after the first `position` events: from the newest usable snapshot at or
     /// before it (when `useSnapshots`) and the log after it, or replayed from the start.
-    func state(at position: UInt64, catalog: Catalog, useSnapshots: Bool, logger: Logger) throws -> LedgerState {
+    func state(at position: UInt64, catalog: Catalog, useSnapshots: Bool, logger: Logger, progress: (UInt64) -> Void = { _ in }) throws -> LedgerState {
         var state = LedgerState()
         if useSnapshots {
             state = try storage.read { reader in
@@ -68,6 +71,7 @@ struct LogReader: Sendable {
             } catch {
                 throw StorageError(.damaged, "record at position \(record.position) cannot be replayed: \(error)", position: record.position)
             }
+            if record.position & Self.progressMask == 0 { progress(record.position) }
         }
         return state
     }

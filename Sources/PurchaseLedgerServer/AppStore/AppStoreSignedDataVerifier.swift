@@ -29,7 +29,11 @@ public struct AppStoreSignedDataVerifier: Sendable {
     public let environment: AppStoreEnvironment
     private let roots: [Certificate]
 
-    /// - Parameter trustedRoots: the roots chains must end in (Apple Root CA G3 in production).
+    /// - Parameters:
+    ///   - trustedRoots: the roots chains must end in (Apple Root CA G3 in production).
+    ///   - bundleId: the app's bundle id, which every payload must name.
+    ///   - appAppleId: the app's Apple ID, which production payloads must name.
+    ///   - environment: the environment payloads must come from.
     public init(trustedRoots: [Certificate], bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment) {
         self.roots = trustedRoots
         self.bundleId = bundleId
