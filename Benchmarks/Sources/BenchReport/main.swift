@@ -96,11 +96,37 @@ func machine() -> String {
     return lines.map { "- \($0)" }.joined(separator: "\n")
 }
 
-/// A line chart of throughput against the number of concurrent appenders (log scales), with
-/// the floor's and SQLite's figures as horizontal references.
-func chart(ledger: [(Int, Double)], references: [(String, Double, String)]) -> String {
-    let width = 720.0, height = 420.0, left = 80.0, right = 220.0, top = 30.0, bottom = 50.0
-    let values = ledger.map(\.1) + references.map(\.1)
+/// A line of the chart: throughput at each number of concurrent appenders.
+struct ChartSeries {
+    var label: String
+    var color: String
+    var points: [(tasks: Int, value: Double)]
+}
+
+/// Moves labels apart vertically so that none overlaps the next (at least `gap` apart), each as
+/// close to where it belongs as the others allow; `wanted` in any order, the result in the same.
+func spread(_ wanted: [Double], gap: Double, within range: ClosedRange<Double>) -> [Double] {
+    let order = wanted.indices.sorted { wanted[$0] < wanted[$1] }
+    var placed = order.map { wanted[$0] }
+    for index in placed.indices {
+        placed[index] = max(placed[index], index == 0 ? range.lowerBound : placed[index - 1] + gap)
+    }
+    // Pushed past the bottom: pull back up, keeping the gaps.
+    if let last = placed.last, last > range.upperBound {
+        placed[placed.count - 1] = range.upperBound
+        for index in placed.indices.dropLast().reversed() { placed[index] = min(placed[index], placed[index + 1] - gap) }
+    }
+    var result = wanted
+    for (rank, index) in order.enumerated() { result[index] = placed[rank] }
+    return result
+}
+
+/// A line chart of throughput against the number of concurrent appenders (log scales): one
+/// line per backend, and the floors' and peers' figures as dashed horizontal references.
+/// Labels sit at the right, spread so that none covers another.
+func chart(series: [ChartSeries], references: [(label: String, value: Double)]) -> String {
+    let width = 760.0, height = 440.0, left = 80.0, right = 250.0, top = 30.0, bottom = 50.0
+    let values = series.flatMap { $0.points.map(\.value) } + references.map(\.value)
     let low = pow(10, floor(log10(max(1, values.min() ?? 1)))), high = pow(10, ceil(log10(max(10, values.max() ?? 10))))
     func x(_ tasks: Int) -> Double {
         left + (width - left - right) * log2(Double(tasks)) / log2(256)
@@ -125,20 +151,35 @@ func chart(ledger: [(Int, Double)], references: [(String, Double, String)]) -> S
         svg += "<text x=\"\(x(tasks))\" y=\"\(height - bottom + 18)\" text-anchor=\"middle\">\(tasks)</text>\n"
     }
     svg += "<text x=\"\((left + width - right) / 2)\" y=\"\(height - 10)\" text-anchor=\"middle\">concurrent appenders</text>\n"
-    let colors = ["#c0392b", "#7f8c8d", "#2980b9", "#8e44ad"]
+    // Every label at the right edge: each series' at its last point, each reference at its line.
+    let colors = ["#c0392b", "#7f8c8d", "#e67e22", "#8e44ad", "#b7950b", "#34495e"]
+    var labels: [(text: String, color: String, y: Double)] = []
     for (index, reference) in references.enumerated() {
         let color = colors[index % colors.count]
-        svg += "<line x1=\"\(left)\" x2=\"\(width - right)\" y1=\"\(y(reference.1))\" y2=\"\(y(reference.1))\" stroke=\"\(color)\" stroke-dasharray=\"6 4\"/>"
-        svg += "<text x=\"\(width - right + 6)\" y=\"\(y(reference.1) + 4)\" fill=\"\(color)\">\(reference.0) (\(format(reference.1)))</text>\n"
+        svg += "<line x1=\"\(left)\" x2=\"\(width - right)\" y1=\"\(y(reference.value))\" y2=\"\(y(reference.value))\" stroke=\"\(color)\" stroke-dasharray=\"6 4\"/>\n"
+        labels.append(("\(reference.label) (\(format(reference.value)))", color, y(reference.value)))
     }
-    let points = ledger.map { "\(x($0.0)),\(y($0.1))" }.joined(separator: " ")
-    svg += "<polyline points=\"\(points)\" fill=\"none\" stroke=\"#27ae60\" stroke-width=\"2.5\"/>\n"
-    for (tasks, value) in ledger {
-        svg += "<circle cx=\"\(x(tasks))\" cy=\"\(y(value))\" r=\"4\" fill=\"#27ae60\"/>"
-        svg += "<text x=\"\(x(tasks))\" y=\"\(y(value) - 9)\" text-anchor=\"middle\" fill=\"#27ae60\">\(format(value))</text>\n"
+    for line in series where !line.points.isEmpty {
+        let points = line.points.map { "\(x($0.tasks)),\(y($0.value))" }.joined(separator: " ")
+        svg += "<polyline points=\"\(points)\" fill=\"none\" stroke=\"\(line.color)\" stroke-width=\"2.5\"/>\n"
+        for point in line.points {
+            svg += "<circle cx=\"\(x(point.tasks))\" cy=\"\(y(point.value))\" r=\"4\" fill=\"\(line.color)\"/>"
+            svg += "<text x=\"\(x(point.tasks) + 7)\" y=\"\(y(point.value) + 16)\" fill=\"\(line.color)\">\(format(point.value))</text>\n"
+        }
+        if let last = line.points.max(by: { $0.tasks < $1.tasks }) {
+            labels.append((line.label, line.color, y(last.value)))
+        }
     }
-    svg += "<text x=\"\(width - right + 6)\" y=\"\(top + 10)\" fill=\"#27ae60\">ledger, group commit</text>\n</svg>\n"
-    return svg
+    let placed = spread(labels.map(\.y), gap: 15, within: top...(height - bottom))
+    for (label, labelY) in zip(labels, placed) {
+        svg += "<text x=\"\(width - right + 14)\" y=\"\(labelY + 4)\" fill=\"\(label.color)\">\(label.text)</text>"
+        // A leader from the line to its label when the label had to move.
+        if abs(labelY - label.y) > 1 {
+            svg += "<line x1=\"\(width - right + 2)\" y1=\"\(label.y)\" x2=\"\(width - right + 12)\" y2=\"\(labelY)\" stroke=\"\(label.color)\"/>"
+        }
+        svg += "\n"
+    }
+    return svg + "</svg>\n"
 }
 
 let arguments = CommandLine.arguments
@@ -283,11 +324,19 @@ report += """
     """
 try report.write(toFile: arguments[2], atomically: true, encoding: .utf8)
 
-var references: [(String, Double, String)] = []
-if let floorBatch { references.append(("LMDB, 1,000 puts/commit", floorBatch.throughput, "")) }
-if let floorSingle { references.append(("LMDB, 1 put/commit", floorSingle.throughput, "")) }
-if let sqliteBatch { references.append(("SQLite, 1,000/transaction", sqliteBatch.throughput, "")) }
-if let sqliteSingle { references.append(("SQLite, 1/transaction", sqliteSingle.throughput, "")) }
-try chart(ledger: concurrency.map { ($0.0, $0.1.throughput) }, references: references)
+var references: [(label: String, value: Double)] = []
+if let floorBatch { references.append(("LMDB, 1,000 puts/commit", floorBatch.throughput)) }
+if let floorSingle { references.append(("LMDB, 1 put/commit", floorSingle.throughput)) }
+if let sqliteBatch { references.append(("SQLite, 1,000/transaction", sqliteBatch.throughput)) }
+if let sqliteSingle { references.append(("SQLite, 1/transaction", sqliteSingle.throughput)) }
+if let raw = figure("PostgreSQL raw: 1,000 inserts per transaction") { references.append(("PostgreSQL, 1,000/transaction", raw.throughput)) }
+let postgresConcurrency = [1, 8, 64, 256].compactMap { tasks in
+    figure("PostgreSQL ledger: group commit, \(tasks) concurrent appenders").map { (tasks: tasks, value: $0.throughput) }
+}
+let series = [
+    ChartSeries(label: "LMDB ledger, group commit", color: "#27ae60", points: concurrency.map { (tasks: $0.0, value: $0.1.throughput) }),
+    ChartSeries(label: "PostgreSQL ledger, group commit", color: "#2980b9", points: postgresConcurrency),
+]
+try chart(series: series, references: references)
     .write(toFile: arguments[3], atomically: true, encoding: .utf8)
 print("wrote \(arguments[2]) and \(arguments[3]) from \(figures.count) benchmarks")
