@@ -305,6 +305,10 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             try txn.withValue(in: tables.log, forKey: position) { bytes in try body(bytes) } != nil
         }
 
+        func transactionCountHint() throws -> Int? {
+            try txn.count(tables.transactions)
+        }
+
         func accountCount() throws -> Int {
             // One seek per account: from an account's first key, jump past its last possible key.
             var count = 0

@@ -69,6 +69,21 @@ struct EventJSONTests {
         #expect(error?.code == .invalidEvent)
     }
 
+    /// Every kind of malformed UTF-8 is refused, including sequences that decoding repairs with
+    /// a replacement character of the same length; a real U+FFFD is kept.
+    @Test(arguments: [
+        [0xFF], [0xC3, 0x28], [0xC0, 0x80], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80],
+        [0xF1, 0x80, 0x80, 0x41], [0xE1, 0x80], [0x61, 0x80, 0x62],
+    ] as [[UInt8]])
+    func malformedUTF8IsRefused(_ bytes: [UInt8]) {
+        #expect(bytes.withUnsafeBufferPointer { String(exactUTF8: $0) } == nil)
+    }
+
+    @Test(arguments: ["", "a", "é", "\u{FFFD}", "日本語", "🎮 p1", "x\u{0}y"])
+    func wellFormedUTF8IsKept(_ text: String) {
+        #expect(Array(text.utf8).withUnsafeBufferPointer { String(exactUTF8: $0) } == text)
+    }
+
     @Test func overlongLineIsInvalidEvent() {
         let line = #"{"id":"e1","type":"transactionFinished","account":"u1","at":"2026-01-01T00:00:00Z","payment":"p1","pad":""#
             + String(repeating: "x", count: Event.maximumJSONLineLength) + "\"}"

@@ -69,7 +69,7 @@ extension LedgerCommand {
                     let projections = try log.projection(of: account, atPosition: at, asOf: time, excluding: excluded).map { [$0] } ?? []
                     try Console.output(json
                         ? AccountProjection.replayJSON(position: at, projections) + "\n"
-                        : Self.text(projections, position: at, asOf: time, style: .output))
+                        : Self.text(projections, position: at, asOf: time, style: .output, summarized: false))
                 } else {
                     let progress = ProgressLine("replaying", unit: "events")
                     Interruption.onInterrupt(clearing: progress) {
@@ -84,10 +84,12 @@ extension LedgerCommand {
             }
         }
 
-        /// A summary of the whole, then a readable account-by-account listing.
-        static func text(_ projections: [AccountProjection], position: UInt64, asOf time: Timestamp, style: Style) -> String {
+        /// A summary of the whole (unless one account was asked for), then a readable
+        /// account-by-account listing.
+        static func text(_ projections: [AccountProjection], position: UInt64, asOf time: Timestamp, style: Style, summarized: Bool = true) -> String {
             var out = style.bold("position \(grouped(position)), as of \(time)") + "\n"
-            out += summary(projections) + "\n"
+            if summarized { out += summary(projections) + "\n" }
+            if !summarized, projections.isEmpty { out += "no events for this account\n" }
             let none = style.dim("none")
             for projection in projections {
                 out += "\n" + style.bold(projection.account) + "\n"

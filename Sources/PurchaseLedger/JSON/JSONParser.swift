@@ -232,7 +232,7 @@ struct JSONParser {
     }
 
     private func makeString(_ utf8: UnsafeBufferPointer<UInt8>, at offset: Int) throws(JSONSyntaxError) -> String {
-        guard let text = String(validating: utf8, as: UTF8.self) else {
+        guard let text = String(exactUTF8: utf8) else {
             throw JSONSyntaxError(message: "invalid UTF-8 in a string", offset: offset)
         }
         return text

@@ -65,6 +65,10 @@ struct LogReader: Sendable {
                     reader: reader, snapshot: header.position, factsThrough: header.position, catalog: catalog, logger: logger)
             }
         }
+        if state.position == 0, let transactions = try storage.read({ try $0.transactionCountHint() }) {
+            // The index holds the transactions of the whole log: at most that many by `position`.
+            state.reserveCapacity(transactions: transactions)
+        }
         try forEachRecord(from: state.position + 1, through: position) { record in
             do {
                 try state.apply(record.event, at: record.position, catalog: catalog)

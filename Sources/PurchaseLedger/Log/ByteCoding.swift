@@ -95,8 +95,8 @@ package struct ByteReader {
     package mutating func string() throws(Malformed) -> String {
         let length = try varint()
         guard length <= UInt64(bytes.count - offset) else { throw Malformed(reason: "string past the end") }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)])
-        guard let text = String(validating: slice.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {
+        let utf8 = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)]).assumingMemoryBound(to: UInt8.self)
+        guard let text = String(exactUTF8: utf8) else {
             throw Malformed(reason: "invalid UTF-8")
         }
         offset += Int(length)

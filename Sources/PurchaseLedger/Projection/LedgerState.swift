@@ -77,6 +77,12 @@ extension LedgerState: ProjectionStore {
         revocations[transaction] = position
     }
 
+    /// Room for `transactions` held transactions, so that a replay from the start does not grow
+    /// (and rehash) the table twenty times over.
+    mutating func reserveCapacity(transactions: Int) {
+        holders.reserveCapacity(transactions)
+    }
+
     mutating func setHolder(_ holder: TransactionHolder, of transaction: UTF8Key) {
         holders[transaction] = holder
     }

@@ -150,6 +150,9 @@ package protocol LedgerStorageReader {
     func hasHistoryEntry(account: String, position: UInt64) throws -> Bool
     /// How many accounts have at least one event.
     func accountCount() throws -> Int
+    /// How many store transactions the transaction index holds, when the backend knows it
+    /// without a scan; nil otherwise. A hint: a replay sizes its tables by it.
+    func transactionCountHint() throws -> Int?
 
     /// The catalogs recorded so far, oldest first, each with the first position it governs.
     func catalogs() throws -> [(effectiveFrom: UInt64, json: [UInt8])]
@@ -178,6 +181,8 @@ package protocol LedgerStorageReader {
 }
 
 extension LedgerStorageReader {
+    package func transactionCountHint() throws -> Int? { nil }
+
     /// One lookup per account: what an embedded storage costs nothing more for.
     package func accountStateVersions(of accounts: [String]) throws -> [[UInt64]] {
         try accounts.map { try accountStateVersions($0) }
