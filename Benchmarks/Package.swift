@@ -46,6 +46,12 @@ let package = Package(
             path: "Benchmarks/LedgerBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // Times the release `ledger` binary end to end (import, replay) and writes JMH JSON.
+        .executableTarget(
+            name: "command-line-bench",
+            dependencies: ["Workloads"],
+            path: "Sources/CommandLineBench"
+        ),
         // Turns the benchmark results (JMH JSON) into RESULTS.md and the concurrency chart.
         .executableTarget(
             name: "bench-report",

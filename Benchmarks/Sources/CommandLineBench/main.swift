@@ -1,0 +1,88 @@
+import Foundation
+import Workloads
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// command-line-bench OUTPUT.jmh.json
+//
+// The `ledger` tool end to end, as a user meets it: the release binary (`LEDGER_BINARY`, built
+// by tools/bench) importing a file of 1,000,000 generated events into a new ledger, and
+// replaying the 1,000,000-event fixture (`replay --json --no-snapshot`). Timed here, child
+// process by child process (wall clock and peak memory from wait4), rather than in
+// package-benchmark: it records no throughput for an iteration over two seconds, and its JMH
+// export then drops the suite. Writes the figures in the JMH shape that bench-report reads.
+
+/// One run of the binary: wall clock in microseconds and peak resident memory in bytes.
+func timedRun(_ binary: String, _ arguments: [String]) throws -> (micros: Double, peakBytes: Double) {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    let argv = ([binary] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let clock = ContinuousClock()
+    let start = clock.now
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, binary, &actions, nil, argv, environ)
+    guard spawned == 0 else { throw CommandLineRunError("cannot run \(binary): \(String(cString: strerror(spawned)))") }
+    var status: Int32 = 0
+    var usage = rusage()
+    while wait4(pid, &status, 0, &usage) < 0 {
+        guard errno == EINTR else { throw CommandLineRunError("wait4: \(String(cString: strerror(errno)))") }
+    }
+    let elapsed = clock.now - start
+    // WIFEXITED && WEXITSTATUS == 0, spelled out: the macros are not imported.
+    guard status & 0x7F == 0, (status >> 8) & 0xFF == 0 else {
+        throw CommandLineRunError("ledger \(arguments.joined(separator: " ")) failed (wait status \(status))")
+    }
+    let micros = Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
+    return (micros, Double(usage.ru_maxrss) * 1024)
+}
+
+/// A JMH element as package-benchmark writes it, with the metrics bench-report reads.
+func element(_ name: String, _ runs: [(micros: Double, peakBytes: Double)]) -> [String: Any] {
+    let times = runs.map(\.micros).sorted()
+    let median = times[times.count / 2]
+    return [
+        "benchmark": "package.benchmark.CommandLineBench.\(name.replacingOccurrences(of: " ", with: "_"))",
+        "mode": "thrpt",
+        "measurementIterations": runs.count,
+        "primaryMetric": ["score": 1_000_000 / median, "scorePercentiles": ["50.0": 1_000_000 / median], "scoreUnit": "# / s"],
+        "secondaryMetrics": [
+            "Time (wall clock)": ["scorePercentiles": ["50.0": median, "100.0": times.last ?? median], "scoreUnit": "μs"],
+            "Memory (resident peak)": ["scorePercentiles": ["100.0": runs.map(\.peakBytes).max() ?? 0], "scoreUnit": "#"],
+        ],
+    ]
+}
+
+guard CommandLine.arguments.count == 2 else {
+    FileHandle.standardError.write(Data("usage: command-line-bench OUTPUT.jmh.json\n".utf8))
+    exit(64)
+}
+var elements: [[String: Any]] = []
+if let binary = CommandLineRuns.binary {
+    let input = try CommandLineRuns.eventsFile(events: 1_000_000)
+    var imports: [(micros: Double, peakBytes: Double)] = []
+    for _ in 0..<3 {
+        let directory = Scratch.directory("cli-import")
+        defer { Scratch.remove(directory) }
+        imports.append(try timedRun(binary, ["import", "--catalog", input.catalog, directory + "/ledger", input.events]))
+    }
+    elements.append(element("Command line: ledger import of 1,000,000 events", imports))
+
+    let fixture = try await LedgerFixtures.ledger(events: 1_000_000, tail: 0)
+    _ = try timedRun(binary, ["replay", "--json", "--no-snapshot", fixture])  // warm-up: the page cache
+    var replays: [(micros: Double, peakBytes: Double)] = []
+    for _ in 0..<5 { replays.append(try timedRun(binary, ["replay", "--json", "--no-snapshot", fixture])) }
+    elements.append(element("Command line: ledger replay --json --no-snapshot of 1,000,000 events", replays))
+} else {
+    FileHandle.standardError.write(Data("LEDGER_BINARY is not set: no command-line figures\n".utf8))
+}
+try JSONSerialization.data(withJSONObject: elements, options: [.prettyPrinted, .sortedKeys])
+    .write(to: URL(fileURLWithPath: CommandLine.arguments[1]))
+print("command-line-bench: wrote \(elements.count) figures to \(CommandLine.arguments[1])")
