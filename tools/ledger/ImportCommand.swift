@@ -102,8 +102,8 @@ extension LedgerCommand {
                     } else {
                         Console.error(importer.summary(directory: location.display, style: .error))
                     }
-                    // Without a report, the first rejections say where and why.
-                    if importer.report == nil, importer.rejected > 0 { Console.error(importer.firstRejections()) }
+                    // Without a report, the first rejections say where and why (in the JSON summary with --json).
+                    if importer.report == nil, !json, importer.rejected > 0 { Console.error(importer.firstRejections()) }
                     return importer.rejected
                 } catch {
                     await importer.ledger?.close()
