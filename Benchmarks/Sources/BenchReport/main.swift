@@ -101,6 +101,8 @@ struct ChartSeries {
     var label: String
     var color: String
     var points: [(tasks: Int, value: Double)]
+    /// A floor's line: thin and dashed, no figures at its points.
+    var isFloor = false
 }
 
 /// Moves labels apart vertically so that none overlaps the next (at least `gap` apart), each as
@@ -161,8 +163,9 @@ func chart(series: [ChartSeries], references: [(label: String, value: Double)]) 
     }
     for line in series where !line.points.isEmpty {
         let points = line.points.map { "\(x($0.tasks)),\(y($0.value))" }.joined(separator: " ")
-        svg += "<polyline points=\"\(points)\" fill=\"none\" stroke=\"\(line.color)\" stroke-width=\"2.5\"/>\n"
-        for point in line.points {
+        let stroke = line.isFloor ? "stroke-width=\"1.5\" stroke-dasharray=\"3 3\"" : "stroke-width=\"2.5\""
+        svg += "<polyline points=\"\(points)\" fill=\"none\" stroke=\"\(line.color)\" \(stroke)/>\n"
+        for point in line.points where !line.isFloor {
             svg += "<circle cx=\"\(x(point.tasks))\" cy=\"\(y(point.value))\" r=\"4\" fill=\"\(line.color)\"/>"
             svg += "<text x=\"\(x(point.tasks) + 7)\" y=\"\(y(point.value) + 16)\" fill=\"\(line.color)\">\(format(point.value))</text>\n"
         }
@@ -362,14 +365,18 @@ try report.write(toFile: resultsPath, atomically: true, encoding: .utf8)
 
 var references: [(label: String, value: Double)] = []
 if let floorBatch { references.append(("LMDB, 1,000 puts/commit", floorBatch.throughput)) }
-if let floorSingle { references.append(("LMDB, 1 put/commit", floorSingle.throughput)) }
 if let sqliteBatch { references.append(("SQLite, 1,000/transaction", sqliteBatch.throughput)) }
 if let sqliteSingle { references.append(("SQLite, 1/transaction", sqliteSingle.throughput)) }
 if let raw = figure("PostgreSQL raw: 1,000 inserts per transaction") { references.append(("PostgreSQL, 1,000/transaction", raw.throughput)) }
 let postgresConcurrency = [1, 8, 64, 256].compactMap { tasks in
     figure("PostgreSQL ledger: group commit, \(tasks) concurrent appenders").map { (tasks: tasks, value: $0.throughput) }
 }
+// The floor of N appenders: raw LMDB committing N puts at a time (one at a time for one).
+let groupedFloor = [1, 8, 64, 256].compactMap { tasks in
+    (tasks == 1 ? floorSingle : floorGrouped(tasks)).map { (tasks: tasks, value: $0.throughput) }
+}
 let series = [
+    ChartSeries(label: "LMDB floor, N puts/commit", color: "#16a085", points: groupedFloor, isFloor: true),
     ChartSeries(label: "LMDB ledger, group commit", color: "#27ae60", points: concurrency.map { (tasks: $0.0, value: $0.1.throughput) }),
     ChartSeries(label: "PostgreSQL ledger, group commit", color: "#2980b9", points: postgresConcurrency),
 ]
