@@ -53,9 +53,12 @@ extension LedgerCommand {
                 let last = try sourceLog.lastPosition()
                 let progress = ProgressLine("copying", unit: "events")
                 let destinationName = to.display
-                Interruption.onInterrupt(clearing: progress) {
-                    "the copy stopped near position \(grouped(progress.done)) of \(grouped(last)); \(destinationName) holds an incomplete copy: "
-                        + "remove it and copy again"
+                Interruption.onInterrupt {
+                    progress.done < last
+                        ? "the copy stopped near position \(grouped(progress.done)) of \(grouped(last)); \(destinationName) holds an incomplete copy: "
+                            + "remove it and copy again"
+                        : "every event was copied to \(destinationName), but the copy was not yet checked against the source: "
+                            + "run ledger verify on it, or remove it and copy again"
                 }
                 let copier = LedgerCopier(source: sourceLog, destination: to, batchSize: batchSize)
                 let copied = try await copier.copy { progress.update($0, of: last) }

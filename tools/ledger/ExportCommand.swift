@@ -24,7 +24,7 @@ extension LedgerCommand {
                 let last = try log.lastPosition()
                 // Only when the events go to a file or a pipe: on the terminal they are the output.
                 let progress = ProgressLine("exporting", unit: "events", shown: Console.errorIsTerminal && !Console.outputIsTerminal)
-                Interruption.onInterrupt(clearing: progress) {
+                Interruption.onInterrupt {
                     "the export stopped near position \(grouped(progress.done)) of \(grouped(last)): the output is incomplete"
                 }
                 var exported: UInt64 = 0

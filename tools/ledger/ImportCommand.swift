@@ -84,7 +84,7 @@ extension LedgerCommand {
                 let progress = ProgressLine("importing", unit: "lines")
                 var importer = Importer(ledger: existing, open: open, progress: progress)
                 let display = location.display
-                Interruption.onInterrupt(clearing: progress) {
+                Interruption.onInterrupt {
                     // The progress line counts lines whose batch is durable.
                     let lines = progress.done
                     guard lines > 0 else { return "no line of this import is durable yet; run it again to import" }

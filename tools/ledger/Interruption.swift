@@ -12,13 +12,14 @@ enum Interruption {
     /// Signal sources live as long as the process.
     private nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
 
-    /// From now on, SIGINT clears `progress`, prints `ledger: interrupted: <message()>` and exits
-    /// with status 130. `message` runs on a Dispatch thread: what it reads must be safe there.
-    static func onInterrupt(clearing progress: ProgressLine?, _ message: @escaping @Sendable () -> String) {
+    /// From now on, SIGINT clears the terminal's line (whichever progress line is drawn), prints
+    /// `ledger: interrupted: <message()>` and exits with status 130. `message` runs on a
+    /// Dispatch thread: what it reads must be safe there.
+    static func onInterrupt(_ message: @escaping @Sendable () -> String) {
         signal(SIGINT, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
         source.setEventHandler {
-            progress?.clear()
+            if Console.errorIsTerminal { Console.status("\r\u{1B}[K") }
             Console.error("ledger: interrupted: " + message())
             exit(130)
         }

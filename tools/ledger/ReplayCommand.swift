@@ -72,7 +72,7 @@ extension LedgerCommand {
                         : Self.text(projections, position: at, asOf: time, style: .output, summarized: false))
                 } else {
                     let progress = ProgressLine("replaying", unit: "events")
-                    Interruption.onInterrupt(clearing: progress) {
+                    Interruption.onInterrupt {
                         "replay stopped near position \(grouped(progress.done)) of \(grouped(at)); it changes nothing"
                     }
                     let state = try log.state(at: at, useSnapshots: !noSnapshot) { progress.update($0, of: at) }

@@ -44,7 +44,7 @@ extension LedgerCommand {
                 defer { log.close() }
                 let last = try log.lastPosition()
                 let progress = ProgressLine("verifying", unit: "events")
-                Interruption.onInterrupt(clearing: progress) {
+                Interruption.onInterrupt {
                     "verify stopped near position \(grouped(progress.done)) of \(grouped(last)); it changes nothing: run it again to check the whole log"
                 }
                 let report = log.verify { progress.update($0, of: last) }
