@@ -21,11 +21,13 @@ struct LedgerToolUsabilityTests {
 
     /// Runs the binary on a pseudo-terminal (standard output and error both), as a person at a
     /// terminal would: what the terminal received, and the exit status.
-    func onTerminal(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, screen: String) {
+    /// `redirect` is shell text after the command (`> file`: standard output to a file while
+    /// standard error stays on the terminal).
+    func onTerminal(_ arguments: [String], redirect: String = "", environment: [String: String] = [:]) throws -> (status: Int32, screen: String) {
         let quoted = ([LedgerToolTests.binary("ledger").path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", quoted.joined(separator: " "), "/dev/null"]
+        process.arguments = ["-qec", quoted.joined(separator: " ") + " " + redirect, "/dev/null"]
         var variables = ProcessInfo.processInfo.environment
         variables.removeValue(forKey: "NO_COLOR")
         variables["TERM"] = "xterm-256color"
@@ -82,6 +84,22 @@ struct LedgerToolUsabilityTests {
 
             let replayed = try onTerminal(["replay", "--no-snapshot", path])
             #expect(replayed.screen.range(of: #"replaying +\d+% · [\d,]+ of 10,000 events"#, options: .regularExpression) != nil, "\(replayed.screen)")
+
+            let copied = try onTerminal(["copy", path, url.appendingPathComponent("copy").path])
+            #expect(copied.status == 0, "\(copied.screen)")
+            #expect(copied.screen.range(of: #"copying +\d+% · [\d,]+ of 10,000 events"#, options: .regularExpression) != nil, "\(copied.screen)")
+            #expect(copied.screen.range(of: #"verifying the copy +\d+%"#, options: .regularExpression) != nil, "\(copied.screen)")
+
+            // An export to a file shows progress on the terminal, and the file holds only events.
+            let file = url.appendingPathComponent("export.jsonl")
+            let exported = try onTerminal(["export", path], redirect: "> '\(file.path)'")
+            #expect(exported.status == 0, "\(exported.screen)")
+            #expect(exported.screen.range(of: #"exporting +\d+% · [\d,]+ of 10,000 events"#, options: .regularExpression) != nil, "\(exported.screen)")
+            let lines = try String(contentsOf: file, encoding: .utf8).split(separator: "\n")
+            #expect(lines.count == 10_000 && lines.allSatisfy { $0.hasPrefix("{") && !$0.contains("\r") })
+            // On the terminal itself, the events are the output: no progress line among them.
+            let onScreen = try onTerminal(["export", path])
+            #expect(!onScreen.screen.contains("exporting"))
 
             // On pipes: results only, no carriage return.
             for run in [try ledger("verify", path), try ledger("replay", "--no-snapshot", path), try ledger("export", path)] {
