@@ -27,12 +27,7 @@ extension LedgerCommand {
                 Interruption.onInterrupt {
                     "the export stopped near position \(grouped(progress.done)) of \(grouped(last)): the output is incomplete"
                 }
-                var exported: UInt64 = 0
-                try log.exportJSONLines { bytes in
-                    try Console.output(bytes: bytes)
-                    exported += UInt64(bytes.lazy.filter { $0 == 0x0A }.count)
-                    progress.update(exported, of: last)
-                }
+                try log.exportJSONLines(progress: { progress.update($0, of: last) }) { try Console.output(bytes: $0) }
                 progress.clear()
             }
         }

@@ -56,7 +56,7 @@ extension LedgerCommand {
                 let proving = ProgressLine("checking proofs", unit: "events")
                 for try await record in log.records() {
                     await checker.check(record, into: &proofs)
-                    if record.position & 4095 == 0 { proving.update(record.position, of: last) }
+                    proving.update(record.position, of: last)
                 }
                 proving.clear()
                 return (report, proofs)
@@ -98,7 +98,7 @@ extension LedgerCommand {
         }
 
         static func text(_ report: VerificationReport, _ proofs: StoreProofs.Report?, style: Style) -> String {
-            guard !report.isIntact, let damage = report.damage else {
+            guard let damage = report.damage else {
                 var out = "\(style.green("intact")): \(grouped(report.intactRecords)) records, indexes and rules check out\n"
                 if let proofs {
                     let disproven = "\(grouped(proofs.disproven.count)) disproven"

@@ -91,18 +91,25 @@ public final class LedgerLog: Sendable {
 
     /// Writes every event as a canonical JSON line (with a newline), in log order, handing
     /// `write` about 64 KiB at a time. The output re-imports to the same log and, exported
-    /// again, gives the same bytes.
-    public func exportJSONLines(_ write: ([UInt8]) throws -> Void) throws {
+    /// again, gives the same bytes. `progress` gets the position written through after each
+    /// hand-over, on this thread.
+    public func exportJSONLines(progress: (UInt64) -> Void = { _ in }, _ write: ([UInt8]) throws -> Void) throws {
         var writer = JSONWriter(capacity: 1 << 16 + 1024)
+        var position: UInt64 = 0
         try forEachRecord { record in
             record.event.write(to: &writer)
             writer.newline()
+            position = record.position
             if writer.bytes.count >= 1 << 16 {
                 try write(writer.bytes)
                 writer.removeAll()
+                progress(position)
             }
         }
-        if !writer.bytes.isEmpty { try write(writer.bytes) }
+        if !writer.bytes.isEmpty {
+            try write(writer.bytes)
+            progress(position)
+        }
     }
 
     /// Bytes of the data file.
