@@ -157,42 +157,11 @@ func floorBenchmarks() {
         },
         teardown: { Scratch.remove(single.value!.1) })
 
-    let batched = Box<(RawLMDB, String, BenchmarkEvents)>()
-    Benchmark(
-        "LMDB floor: 1,000 puts per commit",
-        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
-        closure: { benchmark in
-            let records = batched.value!.2.next(1000).map { Array($0.jsonLine.utf8) }
-            benchmark.startMeasurement()
-            batched.value!.0.append(records)
-            benchmark.stopMeasurement()
-        },
-        setup: {
-            let directory = Scratch.directory("floor-batched")
-            batched.value = (RawLMDB(directory: directory), directory, BenchmarkEvents(prefix: "fb"))
-        },
-        teardown: { Scratch.remove(batched.value!.1) })
-
-    // The floor for group commit with N appenders: the same 1,000 records an iteration of that
-    // suite appends, N to a commit.
+    // 1,000 records an iteration, all in one commit (the floor of batched appends) or N to a
+    // commit (the floor of group commit with N appenders: the most one commit of theirs holds).
+    groupedFloor("LMDB floor: 1,000 puts per commit", perCommit: 1000, maxIterations: 300)
     for perCommit in [8, 64, 256] {
-        let grouped = Box<(RawLMDB, String, BenchmarkEvents)>()
-        Benchmark(
-            "LMDB floor: 1,000 puts in commits of \(perCommit)",
-            configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
-            closure: { benchmark in
-                let records = grouped.value!.2.next(1000).map { Array($0.jsonLine.utf8) }
-                benchmark.startMeasurement()
-                for start in stride(from: 0, to: records.count, by: perCommit) {
-                    grouped.value!.0.append(Array(records[start..<min(start + perCommit, records.count)]))
-                }
-                benchmark.stopMeasurement()
-            },
-            setup: {
-                let directory = Scratch.directory("floor-grouped\(perCommit)")
-                grouped.value = (RawLMDB(directory: directory), directory, BenchmarkEvents(prefix: "fg\(perCommit)"))
-            },
-            teardown: { Scratch.remove(grouped.value!.1) })
+        groupedFloor("LMDB floor: 1,000 puts in commits of \(perCommit)", perCommit: perCommit, maxIterations: 200)
     }
 
     let disk = Box<DiskFloor>()
@@ -219,6 +188,27 @@ func floorBenchmarks() {
             }
             scan.value = (lmdb, directory)
         })
+}
+
+/// Raw LMDB appending 1,000 records an iteration, `perCommit` to a durable commit.
+func groupedFloor(_ name: String, perCommit: Int, maxIterations: Int) {
+    let floor = Box<(RawLMDB, String, BenchmarkEvents)>()
+    Benchmark(
+        name,
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: maxIterations),
+        closure: { benchmark in
+            let records = floor.value!.2.next(1000).map { Array($0.jsonLine.utf8) }
+            benchmark.startMeasurement()
+            for start in stride(from: 0, to: records.count, by: perCommit) {
+                floor.value!.0.append(Array(records[start..<min(start + perCommit, records.count)]))
+            }
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let directory = Scratch.directory("floor-\(perCommit)")
+            floor.value = (RawLMDB(directory: directory), directory, BenchmarkEvents(prefix: "f\(perCommit)"))
+        },
+        teardown: { Scratch.remove(floor.value!.1) })
 }
 
 /// Makes `directory` exist (kept between runs).

@@ -207,9 +207,8 @@ let sqliteScan = figure("SQLite peer: ordered scan of 1,000,000 rows")
 let ledgerSingle = figure("Ledger: append, 1 event per commit")
 let ledgerBatch = figure("Ledger: append, 1,000 events per commit")
 let replay = figure("Ledger: full replay of 1,000,000 events (open without snapshot)")
-let concurrency = [1, 8, 64, 256].compactMap { tasks in
-    figure("Ledger: group commit, \(tasks) concurrent appenders").map { (tasks, $0) }
-}
+func group(_ tasks: Int) -> Figure? { figure("Ledger: group commit, \(tasks) concurrent appenders") }
+let concurrency = [1, 8, 64, 256].compactMap { tasks in group(tasks).map { (tasks, $0) } }
 
 var report = """
     # Benchmark results
@@ -276,7 +275,6 @@ func verdict(_ ok: Bool?) -> String {
 func atLeast(_ value: Figure?, _ factor: Double, _ reference: Figure?) -> Bool? {
     value.flatMap { v in reference.map { v.throughput >= factor * $0.throughput } }
 }
-func group(_ tasks: Int) -> Figure? { figure("Ledger: group commit, \(tasks) concurrent appenders") }
 func postgres(_ workload: String) -> Figure? { figure("PostgreSQL ledger: " + workload) }
 let rawPostgresBatch = figure("PostgreSQL raw: 1,000 inserts per transaction")
 let rawPostgresSingle = figure("PostgreSQL raw: 1 insert per transaction")
