@@ -101,49 +101,36 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         guard !isClosed.load(ordering: .acquiring) else { throw StorageError(.closed, "the ledger is closed") }
         let connection = try writerConnectionForUse()
         do {
+            // postgres-nio sends a statement once the one before it has been answered, so each
+            // statement is a round trip: a write is five (BEGIN, the lock, what the rules will
+            // look up, the buffered writes, COMMIT), whatever it appends.
             connection.send("BEGIN")
             let locking = connection.start("SELECT position FROM ledger_head WHERE id = 1 FOR UPDATE")
-            // Sent right behind the lock, so they run once it is held and cost no round trip of
-            // their own. Each statement sees what was committed when it started, so these see
-            // every write before the lock was granted (a column joined to the locking SELECT
-            // would not: its rows are those of before the wait). The newest catalog and
-            // snapshot tell a catch-up, without a query of its own, whether another process
-            // grew the catalog or wrote a snapshot.
-            let newest = connection.start("""
-                SELECT c.effective_from, length(c.catalog), (SELECT max(position) FROM ledger_snapshots)
-                FROM (SELECT 1) one
-                LEFT JOIN (SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from DESC LIMIT 1) c ON true
-                """)
-            let prefetching = lookups.map { connection.start(Writer.lookupQuery($0)) }
+            // Sent right behind the lock, so it runs once the lock is held. Each statement sees
+            // what was committed when it started, so this one sees every write before the lock
+            // was granted (a column joined to the locking SELECT would not: its rows are those
+            // of before the wait).
+            let prefetching = connection.start(Writer.lookupQuery(lookups))
             guard let head = try connection.wait(locking).first?.decode(Int64.self) else {
                 throw StorageError(.damaged, "the ledger's head row is missing")
             }
-            guard let (catalogFrom, catalogSize, snapshot) = try connection.wait(newest).first?.decode((Int64?, Int32?, Int64?).self) else {
-                throw StorageError(.io, "PostgreSQL returned no row for the newest catalog and snapshot")
-            }
-            let newestCatalog = catalogFrom.flatMap { from in catalogSize.map { CatalogVersion(effectiveFrom: UInt64(from), size: Int($0)) } }
-            let writer = Writer(
-                connection: connection, head: UInt64(head), newestCatalog: newestCatalog, newestSnapshot: snapshot.map { UInt64($0) })
-            if let lookups, let prefetching {
-                try writer.remember(lookups, found: connection.wait(prefetching))
-            }
+            let writer = Writer(connection: connection, head: UInt64(head))
+            try writer.remember(lookups, found: connection.wait(prefetching))
             let result = try body(writer)
             if writer.isDiscarded {
                 try connection.query("ROLLBACK")
                 return result
             }
-            writer.flush()
-            if writer.head != UInt64(head) {
-                let last = Int64(writer.head)
-                connection.send("UPDATE ledger_head SET position = \(last) WHERE id = 1")
-                if notifications {
-                    // Delivered at commit, to every process listening; a few bytes, once per write.
-                    connection.send("SELECT pg_notify(\(Self.channel), \(String(last)))")
-                }
-            } else if writer.recordedCatalog, notifications {
-                // No position: the others look, and take the grown catalog.
-                connection.send("SELECT pg_notify(\(Self.channel), 'catalog')")
+            let appended = writer.head != UInt64(head)
+            // Delivered at commit, to every process listening; a few bytes, once per write. A
+            // write that appended nothing but grew the catalog has the others look, too.
+            var notification: (channel: String, payload: String)?
+            if notifications, appended {
+                notification = (Self.channel, String(writer.head))
+            } else if notifications, writer.recordedCatalog {
+                notification = (Self.channel, "catalog")
             }
+            writer.flush(movingHead: appended, notifying: notification)
             let commit = try connection.query("COMMIT")
             // COMMIT of a transaction that failed answers ROLLBACK, not an error.
             guard commit.metadata.command == "COMMIT" else {
@@ -435,9 +422,9 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// The last position: the head as locked, plus what this write appended.
         private(set) var head: UInt64
         private(set) var isDiscarded = false
-        /// Records appended and not yet sent: one multi-row INSERT for them all, before the
-        /// next query or the commit.
-        private var buffered: (positions: [Int64], ids: [ByteBuffer], accounts: [ByteBuffer], records: [ByteBuffer]) = ([], [], [], [])
+        /// Index writes not yet sent: one statement for them all (`flush`), before the next
+        /// query or the commit.
+        private var pending = PendingWrites()
         /// What this write knows of the indexes (`remember`, and its own writes): a key present
         /// with nil is known to be absent. Other keys are looked up.
         /// By bytes, as the indexes compare them (`String` would take "é" and "e\u{301}" for one).
@@ -451,14 +438,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// The newest catalog, as locked (and as this write recorded).
         private var newestCatalog: CatalogVersion?
         private(set) var recordedCatalog = false
-        /// The newest snapshot's position, as locked; `.none` once this write changed the
-        /// snapshots (it is read then).
+        /// The newest snapshot's position, as locked; `.none` until `remember` and once this
+        /// write changed the snapshots (it is read then).
         private var newestSnapshot: UInt64??
 
-        init(connection: BlockingConnection, head: UInt64, newestCatalog: CatalogVersion?, newestSnapshot: UInt64?) {
+        init(connection: BlockingConnection, head: UInt64) {
             self.head = head
-            self.newestCatalog = newestCatalog
-            self.newestSnapshot = .some(newestSnapshot)
             super.init(connection: connection)
         }
 
@@ -476,70 +461,90 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try super.run(query)
         }
 
-        /// Sends the buffered records (pipelined: checked at the next query or the commit).
-        func flush() {
-            guard !buffered.positions.isEmpty else { return }
-            connection.send("""
-                INSERT INTO ledger_events (position, event_id, account, record)
-                SELECT * FROM unnest(\(buffered.positions)::bigint[], \(buffered.ids)::bytea[], \(buffered.accounts)::bytea[], \(buffered.records)::bytea[])
-                """)
-            buffered = ([], [], [], [])
+        /// Sends the pending index writes as one statement (pipelined: checked at the next query
+        /// or the commit), with the head's move and the commit's notification when this is the
+        /// write's last.
+        func flush(movingHead: Bool = false, notifying notification: (channel: String, payload: String)? = nil) {
+            guard let statement = pending.statement(head: movingHead ? head : nil, notification: notification) else { return }
+            connection.send(statement)
+            pending = PendingWrites()
         }
 
         override func lastPosition() throws -> UInt64 {
             head
         }
 
-        /// One query for what a batch's rules will look up: its event ids, the holders and
-        /// revocations of the store transactions its events name, and the states of its
-        /// accounts that are not in memory (the newest at or before the snapshot).
-        static func lookupQuery(_ lookups: Lookups) -> PostgresQuery {
+        /// One query, sent once the head is locked: the newest catalog and snapshot (they tell
+        /// a catch-up whether another process grew the catalog or wrote a snapshot) and what a
+        /// batch's rules will look up: its event ids, the holders and revocations of the store
+        /// transactions its events name, and the states of its accounts that are not in memory
+        /// (the newest at or before the snapshot).
+        static func lookupQuery(_ lookups: Lookups?) -> PostgresQuery {
+            let newest = """
+                SELECT 4, NULL::bytea, (SELECT max(position) FROM ledger_snapshots), NULL::bytea, NULL::bytea, NULL::boolean, NULL::bytea, NULL::bigint
+                UNION ALL
+                (SELECT 5, NULL, effective_from, NULL, NULL, NULL, NULL, length(catalog)::bigint FROM ledger_catalogs ORDER BY effective_from DESC LIMIT 1)
+                """
+            guard let lookups else { return PostgresQuery(unsafeSQL: newest) }
             // Without repeats, by bytes (a `Set<String>` would keep one of "é" and "e\u{301}").
             let ids: [ByteBuffer] = Set(lookups.eventIDs.map { UTF8Key($0) }).map { Keys.bytes($0.string) }
             let keys: [ByteBuffer] = Set(lookups.transactions.map { UTF8Key($0) }).map { Keys.bytes($0.string) }
             let accounts: [ByteBuffer] = lookups.snapshot == nil ? [] : lookups.accounts.map(Keys.bytes)
             let snapshot = Int64(clamping: lookups.snapshot ?? 0)
             return """
-                SELECT 0, event_id, position, NULL::bytea, NULL::bytea, NULL::boolean, NULL::bytea FROM ledger_events WHERE event_id = ANY(\(ids)::bytea[])
+                \(unescaped: newest)
                 UNION ALL
-                SELECT 1, transaction_id, position, account, payment, credits_consumable, NULL FROM ledger_transactions WHERE transaction_id = ANY(\(keys)::bytea[])
+                SELECT 0, event_id, position, NULL, NULL, NULL, NULL, NULL FROM ledger_events WHERE event_id = ANY(\(ids)::bytea[])
                 UNION ALL
-                SELECT 2, transaction_id, position, NULL, NULL, NULL, NULL FROM ledger_revocations WHERE transaction_id = ANY(\(keys)::bytea[])
+                SELECT 1, transaction_id, position, account, payment, credits_consumable, NULL, NULL FROM ledger_transactions WHERE transaction_id = ANY(\(keys)::bytea[])
                 UNION ALL
-                (SELECT DISTINCT ON (account) 3, account, version, NULL, NULL, NULL, state FROM ledger_account_states
+                SELECT 2, transaction_id, position, NULL, NULL, NULL, NULL, NULL FROM ledger_revocations WHERE transaction_id = ANY(\(keys)::bytea[])
+                UNION ALL
+                (SELECT DISTINCT ON (account) 3, account, version, NULL, NULL, NULL, state, NULL FROM ledger_account_states
                  WHERE account = ANY(\(accounts)::bytea[]) AND version <= \(snapshot) ORDER BY account, version DESC)
                 """
         }
 
-        /// Takes what `lookupQuery` found: those keys' lookups need no query in this write.
-        func remember(_ lookups: Lookups, found rows: PostgresQueryResult) throws {
-            for id in lookups.eventIDs { eventPositions[UTF8Key(id)] = .some(nil) }
-            for key in lookups.transactions {
-                holders[UTF8Key(key)] = .some(nil)
-                revocations[UTF8Key(key)] = .some(nil)
-            }
-            if let snapshot = lookups.snapshot {
-                statesSnapshot = snapshot
-                for account in lookups.accounts { accountStates[UTF8Key(account)] = .some(nil) }
+        /// Takes what `lookupQuery` found: the newest catalog and snapshot, and the lookups'
+        /// keys, which need no query in this write.
+        func remember(_ lookups: Lookups?, found rows: PostgresQueryResult) throws {
+            if let lookups {
+                for id in lookups.eventIDs { eventPositions[UTF8Key(id)] = .some(nil) }
+                for key in lookups.transactions {
+                    holders[UTF8Key(key)] = .some(nil)
+                    revocations[UTF8Key(key)] = .some(nil)
+                }
+                if let snapshot = lookups.snapshot {
+                    statesSnapshot = snapshot
+                    for account in lookups.accounts { accountStates[UTF8Key(account)] = .some(nil) }
+                }
             }
             for row in rows {
-                let (kind, key, position, account, payment, credits, state) = try row.decode(
-                    (Int32, ByteBuffer, Int64, ByteBuffer?, ByteBuffer?, Bool?, ByteBuffer?).self)
-                switch kind {
-                case 0:
+                let (kind, key, position, account, payment, credits, state, size) = try row.decode(
+                    (Int32, ByteBuffer?, Int64?, ByteBuffer?, ByteBuffer?, Bool?, ByteBuffer?, Int64?).self)
+                switch (kind, key, position) {
+                case (4, _, _):
+                    newestSnapshot = .some(position.map { UInt64($0) })
+                case (5, _, let position?):
+                    guard let size else { throw StorageError(.damaged, "a catalog is missing its bytes") }
+                    newestCatalog = CatalogVersion(effectiveFrom: UInt64(position), size: Int(size))
+                case (0, let key?, let position?):
                     eventPositions[UTF8Key(Keys.string(key))] = UInt64(position)
-                case 1:
+                case (1, let key?, let position?):
                     guard let account, let payment, let credits else { throw StorageError(.damaged, "a transaction index entry is incomplete") }
                     holders[UTF8Key(Keys.string(key))] = TransactionHolder(
                         entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
                         position: UInt64(position), creditsConsumable: credits)
-                case 2:
+                case (2, let key?, let position?):
                     revocations[UTF8Key(Keys.string(key))] = UInt64(position)
-                default:
+                case (3, let key?, let position?):
                     guard let state else { throw StorageError(.damaged, "an account state is missing its bytes") }
                     accountStates[UTF8Key(Keys.string(key))] = (UInt64(position), state)
+                default:
+                    throw StorageError(.damaged, "PostgreSQL answered the lookups with an incomplete row (kind \(kind))")
                 }
             }
+            guard newestSnapshot != nil else { throw StorageError(.io, "PostgreSQL returned no row for the newest snapshot") }
         }
 
         override func position(ofEventID id: String) throws -> UInt64? {
@@ -569,31 +574,19 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
             precondition(position == head + 1, "records are appended at the next position")
-            buffered.positions.append(Int64(position))
-            buffered.ids.append(Keys.bytes(eventID))
-            buffered.accounts.append(Keys.bytes(account))
-            buffered.records.append(ByteBuffer(bytes: record))
+            pending.append(record: record, at: position, eventID: eventID, account: account)
             eventPositions[UTF8Key(eventID)] = position
             head = position
         }
 
         func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws {
             holders[UTF8Key(transaction)] = holder
-            connection.send("""
-                INSERT INTO ledger_transactions (transaction_id, account, payment, position, credits_consumable)
-                VALUES (\(Keys.bytes(transaction)), \(Keys.bytes(holder.entry.account)), \(Keys.bytes(holder.entry.payment)),
-                        \(Int64(holder.position)), \(holder.creditsConsumable))
-                ON CONFLICT (transaction_id) DO UPDATE SET account = excluded.account, payment = excluded.payment,
-                    position = excluded.position, credits_consumable = excluded.credits_consumable
-                """)
+            pending.setHolder(holder, ofTransaction: transaction)
         }
 
         func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
             revocations[UTF8Key(transaction)] = position
-            connection.send("""
-                INSERT INTO ledger_revocations (transaction_id, position) VALUES (\(Keys.bytes(transaction)), \(Int64(position)))
-                ON CONFLICT (transaction_id) DO UPDATE SET position = excluded.position
-                """)
+            pending.setRevocation(position, ofTransaction: transaction)
         }
 
         func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws {

@@ -126,6 +126,37 @@ struct StorageContractTests {
         }
     }
 
+    /// A fact set twice in one write keeps the last (a backend that sends a write's facts
+    /// together must still apply them in order), and replaces the one of an earlier write.
+    @Test(arguments: Backend.available)
+    func aFactSetTwiceInOneWriteKeepsTheLast(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            let holders = (1...3).map {
+                TransactionHolder(entry: EntryReference(account: "a\($0)", payment: "p\($0)"), position: UInt64($0), creditsConsumable: $0 == 2)
+            }
+            try appendRecords(storage, count: 3)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.setHolder(holders[0], ofTransaction: "t1")
+                try writer.setRevocation(1, ofTransaction: "t1")
+            }
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.setHolder(holders[1], ofTransaction: "t1")
+                try writer.setRevocation(2, ofTransaction: "t1")
+                try writer.setHolder(holders[0], ofTransaction: "t2")
+                try writer.setHolder(holders[2], ofTransaction: "t1")
+                try writer.setRevocation(3, ofTransaction: "t1")
+                #expect(try writer.holder(ofTransaction: "t1") == holders[2])
+            }
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.holder(ofTransaction: "t1") == holders[2])
+                #expect(try reader.holder(ofTransaction: "t2") == holders[0])
+                #expect(try reader.revocation(ofTransaction: "t1") == 3)
+                #expect(try reader.counts().transactions == 2)
+                #expect(try reader.counts().revocations == 1)
+            }
+        }
+    }
+
     /// Holders are replaced, revocations kept per transaction; keys are compared by their bytes
     /// (é as one code point and as e + accent are two transactions).
     @Test(arguments: Backend.available)
