@@ -89,6 +89,11 @@ final class AppendWatcher: @unchecked Sendable {
             }
     }
 
+    /// Tells the ledger at once, as a poll would.
+    func signal() {
+        onChange(nil)
+    }
+
     /// A connection listens for notifications now.
     var isListening: Bool {
         state.withLock { $0.connection.map { !$0.isClosed } ?? false }

@@ -2,10 +2,11 @@ import NIOCore
 import PostgresNIO
 import PurchaseLedger
 
-/// The index writes of one storage write not yet sent: the records appended, the transactions'
-/// holders and the revocations set. `statement` sends them all as one statement, one round
-/// trip, however many there are (postgres-nio sends a statement once the one before it has been
-/// answered, so a statement per holder was a round trip per holder).
+/// The rows of one storage write not yet sent: the records appended, the transactions' holders
+/// and the revocations set, the account states of a snapshot put and deleted. `statement` sends
+/// them all as one statement, one round trip, however many there are (postgres-nio sends a
+/// statement once the one before it has been answered, so a statement per holder or state was a
+/// round trip per holder or state).
 struct PendingWrites {
     private var positions: [Int64] = []
     private var eventIDs: [ByteBuffer] = []
@@ -15,9 +16,16 @@ struct PendingWrites {
     /// bytes, as the index compares them.
     private var holders: [UTF8Key: TransactionHolder] = [:]
     private var revocations: [UTF8Key: UInt64] = [:]
+    /// Account states to put (their bytes) or delete (nil), the last of each kept.
+    private var states: [AccountStateKey: ByteBuffer?] = [:]
+
+    private struct AccountStateKey: Hashable {
+        let account: UTF8Key
+        let version: UInt64
+    }
 
     var isEmpty: Bool {
-        positions.isEmpty && holders.isEmpty && revocations.isEmpty
+        positions.isEmpty && holders.isEmpty && revocations.isEmpty && states.isEmpty
     }
 
     mutating func append(record: [UInt8], at position: UInt64, eventID: String, account: String) {
@@ -33,6 +41,19 @@ struct PendingWrites {
 
     mutating func setRevocation(_ position: UInt64, ofTransaction transaction: String) {
         revocations[UTF8Key(transaction)] = position
+    }
+
+    mutating func putAccountState(_ bytes: [UInt8], account: String, version: UInt64) {
+        states[AccountStateKey(account: UTF8Key(account), version: version)] = .some(ByteBuffer(bytes: bytes))
+    }
+
+    mutating func deleteAccountState(account: String, version: UInt64) {
+        states[AccountStateKey(account: UTF8Key(account), version: version)] = .some(nil)
+    }
+
+    /// Every account state is being deleted: those pending need not be sent.
+    mutating func forgetAccountStates() {
+        states.removeAll()
     }
 
     /// One statement for everything pending, each table's rows as arrays (`unnest`) in a
@@ -71,13 +92,33 @@ struct PendingWrites {
                 ON CONFLICT (transaction_id) DO UPDATE SET position = excluded.position
                 """)
         }
+        var deleted: [AccountStateKey] = []
+        var put: [(key: AccountStateKey, bytes: ByteBuffer)] = []
+        for (key, bytes) in states {
+            if let bytes { put.append((key, bytes)) } else { deleted.append(key) }
+        }
+        if !deleted.isEmpty {
+            writes.append("""
+                DELETE FROM ledger_account_states WHERE (account, version) IN
+                    (SELECT * FROM unnest(\(bind(deleted.map { Keys.bytes($0.account.string) }))::bytea[], \(bind(deleted.map { Int64($0.version) }))::bigint[]))
+                """)
+        }
+        if !put.isEmpty {
+            writes.append("""
+                INSERT INTO ledger_account_states (account, version, state)
+                SELECT * FROM unnest(\(bind(put.map { Keys.bytes($0.key.account.string) }))::bytea[], \(bind(put.map { Int64($0.key.version) }))::bigint[],
+                    \(bind(put.map(\.bytes)))::bytea[])
+                ON CONFLICT (account, version) DO UPDATE SET state = excluded.state
+                """)
+        }
         if let head {
             writes.append("UPDATE ledger_head SET position = \(bind(Int64(head))) WHERE id = 1")
         }
         // Delivered at commit, to every process listening.
         let result = notification.map { "SELECT pg_notify(\(bind($0.channel)), \(bind($0.payload)))" } ?? "SELECT 1"
         // Every statement of a `WITH` runs, referred to or not, on the same snapshot; they
-        // write different tables, so none needs to see another's rows.
+        // write different tables, or different rows of one (states deleted and put), so none
+        // needs to see another's rows.
         let with = writes.enumerated().map { "w\($0.offset) AS (\($0.element))" }.joined(separator: ",\n")
         return PostgresQuery(unsafeSQL: writes.isEmpty ? result : "WITH \(with)\n\(result)", binds: binds)
     }

@@ -35,6 +35,9 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
     private let writerConnection = Mutex<BlockingConnection?>(nil)
     private let readers: ReaderPool
     private let watcher = Mutex<AppendWatcher?>(nil)
+    /// The last position this process's writer committed, or is committing: a notification up
+    /// to it announces this process's own append, which the ledger has or is about to publish.
+    private let ownHead = OwnHead()
     private let isClosed = Atomic<Bool>(false)
 
     init(location: PostgresLocation, readOnly: Bool, synchronousCommit: Bool, options: PostgresOptions, logger: Logger) throws {
@@ -131,10 +134,21 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 notification = (Self.channel, "catalog")
             }
             writer.flush(movingHead: appended, notifying: notification)
-            let commit = try connection.query("COMMIT")
-            // COMMIT of a transaction that failed answers ROLLBACK, not an error.
-            guard commit.metadata.command == "COMMIT" else {
-                throw StorageError(.io, "PostgreSQL rolled the write back (\(commit.metadata.command))")
+            // Set before COMMIT: its notification may reach the listener before its answer
+            // reaches this thread.
+            let previousHead = ownHead.claim(through: writer.head)
+            do {
+                let commit = try connection.query("COMMIT")
+                // COMMIT of a transaction that failed answers ROLLBACK, not an error.
+                guard commit.metadata.command == "COMMIT" else {
+                    throw StorageError(.io, "PostgreSQL rolled the write back (\(commit.metadata.command))")
+                }
+            } catch {
+                // Another process may commit those positions instead: its notification must
+                // not be taken for this one's, and a catch-up looks now.
+                ownHead.release(back: previousHead)
+                watcher.withLock { $0 }?.signal()
+                throw error
             }
             return result
         } catch {
@@ -167,8 +181,14 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
     }
 
     func watchForAppends(_ onChange: @escaping @Sendable (UInt64?) -> Void) {
+        let ownHead = self.ownHead
         let started = AppendWatcher(
-            location: location, channel: notifications ? Self.channel : nil, pollInterval: pollInterval, logger: logger, onChange: onChange)
+            location: location, channel: notifications ? Self.channel : nil, pollInterval: pollInterval, logger: logger
+        ) { last in
+            // This process's own commit: the ledger publishes it without reading it back.
+            if let last, last <= ownHead.position { return }
+            onChange(last)
+        }
         watcher.withLock { $0 = started }
     }
 
@@ -422,8 +442,8 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// The last position: the head as locked, plus what this write appended.
         private(set) var head: UInt64
         private(set) var isDiscarded = false
-        /// Index writes not yet sent: one statement for them all (`flush`), before the next
-        /// query or the commit.
+        /// Rows not yet sent: one statement for them all (`flush`), before the next query or
+        /// the commit.
         private var pending = PendingWrites()
         /// What this write knows of the indexes (`remember`, and its own writes): a key present
         /// with nil is known to be absent. Other keys are looked up.
@@ -461,7 +481,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try super.run(query)
         }
 
-        /// Sends the pending index writes as one statement (pipelined: checked at the next query
+        /// Sends the pending rows as one statement (pipelined: checked at the next query
         /// or the commit), with the head's move and the commit's notification when this is the
         /// write's last.
         func flush(movingHead: Bool = false, notifying notification: (channel: String, payload: String)? = nil) {
@@ -621,20 +641,18 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func putAccountState(_ bytes: [UInt8], account: String, version: UInt64) throws {
             statesSnapshot = nil
-            connection.send("""
-                INSERT INTO ledger_account_states (account, version, state) VALUES (\(Keys.bytes(account)), \(Int64(version)), \(ByteBuffer(bytes: bytes)))
-                ON CONFLICT (account, version) DO UPDATE SET state = excluded.state
-                """)
+            pending.putAccountState(bytes, account: account, version: version)
         }
 
         func deleteAccountState(account: String, version: UInt64) throws {
             statesSnapshot = nil
-            connection.send("DELETE FROM ledger_account_states WHERE account = \(Keys.bytes(account)) AND version = \(Int64(version))")
+            pending.deleteAccountState(account: account, version: version)
         }
 
         func removeAllSnapshots() throws {
             statesSnapshot = nil
             newestSnapshot = .none
+            pending.forgetAccountStates()
             connection.send("DELETE FROM ledger_snapshots")
             connection.send("DELETE FROM ledger_account_states")
         }
@@ -642,6 +660,23 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func discard() {
             isDiscarded = true
         }
+    }
+}
+
+/// The last position this process's writer committed or is committing (`claim` before COMMIT,
+/// `release` when it failed).
+final class OwnHead: Sendable {
+    private let head = Atomic<UInt64>(0)
+
+    var position: UInt64 { head.load(ordering: .acquiring) }
+
+    /// Returns the position claimed before, for `release`.
+    func claim(through position: UInt64) -> UInt64 {
+        head.exchange(position, ordering: .acquiringAndReleasing)
+    }
+
+    func release(back position: UInt64) {
+        head.store(position, ordering: .releasing)
     }
 }
 

@@ -259,6 +259,41 @@ struct StorageContractTests {
         }
     }
 
+    /// Account states put and deleted in one write end as the last call left each; removing
+    /// every snapshot takes the states put before it in the same write, not those after.
+    @Test(arguments: Backend.available)
+    func accountStatesChangedTwiceInOneWriteKeepTheLast(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, _ in
+            try appendRecords(storage, count: 30)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.putAccountState([1], account: "a1", version: 10)
+                try writer.putAccountState([2], account: "a2", version: 10)
+            }
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.putAccountState([3], account: "a1", version: 10)
+                try writer.putAccountState([4], account: "a1", version: 10)
+                try writer.deleteAccountState(account: "a2", version: 10)
+                try writer.putAccountState([5], account: "a2", version: 10)
+                try writer.putAccountState([6], account: "a3", version: 10)
+                try writer.deleteAccountState(account: "a3", version: 10)
+                #expect(try writer.accountStateVersions(of: ["a1", "a2", "a3"]) == [[10], [10], []])
+                try writer.putAccountState([7], account: "a1", version: 20)
+            }
+            func states(_ reader: any LedgerStorageReader) throws -> [String] {
+                var visited: [String] = []
+                try reader.forEachAccountState { account, version, bytes in visited.append("\(account)@\(version)=\(Array(bytes))") }
+                return visited
+            }
+            try storage.read { (reader: any LedgerStorageReader) throws in #expect(try states(reader) == ["a1@10=[4]", "a1@20=[7]", "a2@10=[5]"]) }
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.putAccountState([8], account: "a4", version: 30)
+                try writer.removeAllSnapshots()
+                try writer.putAccountState([9], account: "a5", version: 30)
+            }
+            try storage.read { (reader: any LedgerStorageReader) throws in #expect(try states(reader) == ["a5@30=[9]"]) }
+        }
+    }
+
     /// What a write committed is there after the storage is closed and opened again, also
     /// read-only; a read-only storage refuses writes.
     @Test(arguments: Backend.available)
