@@ -192,7 +192,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LMDBTests",
-            dependencies: ["LMDB"],
+            dependencies: ["LMDB", "LedgerTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -6,6 +6,9 @@
 /// closure returned is a programming error and traps.
 public class ReadTransaction {
     private var handle: LMDBCall.Transaction?
+    /// The addresses of the map that this read-only transaction's scans handed out, lowest and
+    /// highest: all of it lies in the one mapping of the data file.
+    private var scanned: (low: UInt, high: UInt)?
 
     init(handle: LMDBCall.Transaction) {
         self.handle = handle
@@ -52,6 +55,18 @@ public class ReadTransaction {
         try LMDBCall.pageCount(live, table.handle)
     }
 
+    /// Lets go of the pages of the data file that this transaction's scans have read: a long
+    /// scan would otherwise keep every page it visited in the process's resident memory (the
+    /// whole file, for a scan of the whole log). They stay in the page cache, and values
+    /// already handed out stay readable: their pages come back at the next access. A write
+    /// transaction lets nothing go (its values may be in pages of its own, not in the map).
+    public func releaseReadPages() {
+        _ = live
+        guard let (low, high) = scanned else { return }
+        scanned = nil
+        LMDBCall.releaseMappedPages(from: low, to: high)
+    }
+
     /// Opens a cursor on `table` for the duration of `body`.
     public func withCursor<K, V, R>(_ table: Table<K, V>, _ body: (Cursor<K, V>) throws -> R) throws -> R {
         let cursor = try Cursor<K, V>(handle: LMDBCall.openCursor(live, table.handle))
@@ -65,12 +80,27 @@ public class ReadTransaction {
         _ table: Table<K, V>, from start: K? = nil,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {
+        let inMap = !(self is WriteTransaction)
         try withCursor(table) { cursor in
             var entry = try start.map { try cursor.seek(atOrAfter: $0) } ?? cursor.first()
             while let (key, value) = entry {
+                if inMap { noteScanned(value) }
                 guard try body(key, value) else { return }
                 entry = try cursor.next()
             }
+        }
+    }
+
+    /// Widens the span of the map scanned to cover `value` (`releaseReadPages`).
+    @inline(__always)
+    private func noteScanned(_ value: UnsafeRawBufferPointer) {
+        guard let start = value.baseAddress else { return }
+        let low = UInt(bitPattern: start)
+        let high = low + UInt(value.count)
+        if let (lowest, highest) = scanned {
+            scanned = (min(lowest, low), max(highest, high))
+        } else {
+            scanned = (low, high)
         }
     }
 

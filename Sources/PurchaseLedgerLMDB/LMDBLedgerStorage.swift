@@ -191,12 +191,22 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             from start: UInt64, through end: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool
         ) throws {
             guard start <= end else { return }
+            // The pages read are let go as the scan goes, and at its end: a replay reads the
+            // whole log through the map, and every page it touched would otherwise stay in the
+            // process's resident memory (for 1,000,000 events, 230 MB of a 408 MB peak).
+            var read = 0
+            defer { txn.releaseReadPages() }
             try txn.scan(tables.log, from: start) { key, value in
                 guard key.count == 8 else {
                     throw StorageError(.damaged, "the log holds a key of \(key.count) bytes")
                 }
                 let position = try UInt64(lmdbBytes: key)
                 guard position <= end else { return false }
+                read += value.count
+                if read >= 8 << 20 {
+                    txn.releaseReadPages()
+                    read = 0
+                }
                 return try body(position, value)
             }
         }

@@ -1,3 +1,4 @@
+import LedgerTestSupport
 import Testing
 @testable import LMDB
 
@@ -186,6 +187,34 @@ struct EnvironmentTests {
         }
         try await body(environment, tables)
         environment.close()
+    }
+
+    /// A scan maps in every page it reads; letting them go takes them out of the process's
+    /// resident memory, and the values stay readable (they come back from the page cache).
+    @Test func pagesReadAreLetGoAndStayReadable() throws {
+        try withEnvironment({ $0.initialMapSize = 64 << 20 }) { environment, tables, directory in
+            let values = (0..<2_000 as Range<UInt64>).map { key in [UInt8](repeating: UInt8(truncatingIfNeeded: key), count: 4_000) }
+            try environment.write { txn throws in
+                for (key, value) in values.enumerated() { try txn.put(value, in: tables.blobs, forKey: UInt64(key)) }
+            }
+            func readAll(_ txn: ReadTransaction) throws -> Int {
+                var matching = 0
+                try txn.scan(tables.blobs) { key, value in
+                    let key = try UInt64(lmdbBytes: key)
+                    if value.count == 4_000, value.allSatisfy({ $0 == UInt8(truncatingIfNeeded: key) }) { matching += 1 }
+                    return true
+                }
+                return matching
+            }
+            try environment.read { txn throws in
+                #expect(try readAll(txn) == 2_000)
+                let touched = try residentBytes(ofMappingsOf: directory + "/data.mdb")
+                #expect(touched >= 7_000_000, "the scan mapped in the 8 MB it read")
+                txn.releaseReadPages()
+                #expect(try residentBytes(ofMappingsOf: directory + "/data.mdb") < 1_000_000)
+                #expect(try readAll(txn) == 2_000, "the same transaction reads the values again")
+            }
+        }
     }
 
     @Test func errorsCarryTheCodeAndLMDBsText() throws {

@@ -1,4 +1,9 @@
 import CLMDB
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Every call into liblmdb lives in this file, and each return code is checked here, so the
 /// rest of the module never sees a C type or an unchecked `Int32`.
@@ -67,6 +72,21 @@ enum LMDBCall {
         var dead: Int32 = 0
         try check(mdb_reader_check(env, &dead), "mdb_reader_check")
         return Int(dead)
+    }
+
+    /// Unmaps from this process the pages of the data file between two addresses of its map
+    /// (`madvise`, `MADV_DONTNEED`). The map is a read-only shared mapping of the file (no
+    /// `MDB_WRITEMAP`; the writer writes with `pwrite`), so its pages hold nothing the page
+    /// cache does not: they are mapped again at their next access, and nothing is lost. Only
+    /// for addresses LMDB handed out in a read-only transaction; advice, so a failure changes
+    /// nothing and is not reported.
+    static func releaseMappedPages(from low: UInt, to high: UInt) {
+        let size = sysconf(Int32(_SC_PAGESIZE))
+        guard size > 0, high > low else { return }
+        let page = UInt(size)
+        let start = low & ~(page - 1)
+        let end = (high + page - 1) & ~(page - 1)
+        _ = madvise(UnsafeMutableRawPointer(bitPattern: start), Int(end - start), MADV_DONTNEED)
     }
 
     // MARK: Transactions
