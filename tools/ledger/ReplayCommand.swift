@@ -67,9 +67,12 @@ extension LedgerCommand {
                 if let account {
                     // One account: from its own history, not a replay of every account.
                     let projections = try log.projection(of: account, atPosition: at, asOf: time, excluding: excluded).map { [$0] } ?? []
-                    try Console.output(json
-                        ? AccountProjection.replayJSON(position: at, projections) + "\n"
-                        : Self.text(projections, position: at, asOf: time, style: .output, summarized: false))
+                    if json {
+                        try AccountProjection.writeReplayJSON(position: at, projections) { try Console.output(bytes: $0) }
+                        try Console.output("\n")
+                    } else {
+                        try Console.output(Self.text(projections, position: at, asOf: time, style: .output, summarized: false))
+                    }
                 } else {
                     let progress = ProgressLine("replaying", unit: "events")
                     Interruption.onInterrupt {
@@ -77,9 +80,13 @@ extension LedgerCommand {
                     }
                     let state = try log.state(at: at, useSnapshots: !noSnapshot) { progress.update($0, of: at) }
                     progress.clear()
-                    try Console.output(json
-                        ? state.replayJSON(asOf: time, excluding: excluded) + "\n"
-                        : Self.text(state.projections(asOf: time, excluding: excluded), position: at, asOf: time, style: .output))
+                    if json {
+                        // Written as it is built: the document of every account is never whole in memory.
+                        try state.writeReplayJSON(asOf: time, excluding: excluded) { try Console.output(bytes: $0) }
+                        try Console.output("\n")
+                    } else {
+                        try Console.output(Self.text(state.projections(asOf: time, excluding: excluded), position: at, asOf: time, style: .output))
+                    }
                 }
             }
         }

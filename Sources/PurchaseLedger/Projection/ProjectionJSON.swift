@@ -3,8 +3,20 @@ extension LedgerState {
     /// `{"position": N, "accounts": {...}}`, accounts and balance items in UTF-8 order; with
     /// `account`, only that account (and `{}` when the log has no event of it).
     public func replayJSON(asOf time: Timestamp = .now(), account: String? = nil, excluding environments: Set<StoreEnvironment> = []) -> String {
+        var document: [UInt8] = []
+        writeReplayJSON(asOf: time, account: account, excluding: environments) { document += $0 }
+        return String(decoding: document, as: UTF8.self)
+    }
+
+    /// The same document, handed to `output` in pieces as it is written
+    /// (`AccountProjection.writeReplayJSON`).
+    public func writeReplayJSON(
+        asOf time: Timestamp = .now(), account: String? = nil, excluding environments: Set<StoreEnvironment> = [],
+        to output: ([UInt8]) throws -> Void
+    ) rethrows {
         let selected = account.map { [UTF8Key($0)] } ?? accounts.keys.sorted()
-        return AccountProjection.replayJSON(position: position, selected.lazy.compactMap { projection(of: $0, asOf: time, excluding: environments) })
+        try AccountProjection.writeReplayJSON(
+            position: position, selected.lazy.compactMap { projection(of: $0, asOf: time, excluding: environments) }, to: output)
     }
 }
 
@@ -12,7 +24,17 @@ extension AccountProjection {
     /// `ledger replay --json`'s document: `{"position": N, "accounts": {…}}` with these
     /// projections, in the order given (computed as they are written, when lazy).
     public static func replayJSON(position: UInt64, _ projections: some Sequence<AccountProjection>) -> String {
-        var writer = JSONWriter(spaced: true, capacity: 4096)
+        var document: [UInt8] = []
+        writeReplayJSON(position: position, projections) { document += $0 }
+        return String(decoding: document, as: UTF8.self)
+    }
+
+    /// The same document, handed to `output` in pieces of about `chunkSize` bytes as it is
+    /// written: the replay of every account is never held whole, nor copied into a `String`.
+    public static func writeReplayJSON(
+        position: UInt64, _ projections: some Sequence<AccountProjection>, chunkSize: Int = 1 << 16, to output: ([UInt8]) throws -> Void
+    ) rethrows {
+        var writer = JSONWriter(spaced: true, capacity: chunkSize + 4096)
         writer.beginObject()
         writer.member("position", Int64(position))
         writer.key("accounts")
@@ -20,10 +42,14 @@ extension AccountProjection {
         for projection in projections {
             writer.key(projection.account)
             projection.write(to: &writer)
+            if writer.bytes.count >= chunkSize {
+                try output(writer.bytes)
+                writer.removeAll()
+            }
         }
         writer.endObject()
         writer.endObject()
-        return writer.string
+        try output(writer.bytes)
     }
 }
 

@@ -42,7 +42,9 @@ enum Projector {
             try store.setEntry(entry, of: account)
             if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
                 let key = UTF8Key(transaction)
-                let reference = EntryReference(account: event.account, payment: update.payment)
+                // The entry's own payment string, not this event's copy of it: the holders of a
+                // long log then keep no string of their own.
+                let reference = EntryReference(account: event.account, payment: entry.payment)
                 // Another entry of the account holds it already (1.1): this one holds it too and
                 // can be finished, but the transaction was credited, once, by the first.
                 if let holder = try store.holder(of: key), holder.entry != reference { return }
