@@ -13,7 +13,7 @@ struct AccountState: Sendable, Hashable {
     static let fields = "entries, balances, referenced transactions, store transactions, renewal infos, consent"
 
     /// By payment id.
-    var entries: [UTF8Key: QueueEntry] = [:]
+    var entries = QueueEntries()
     /// By item.
     var balances: [UTF8Key: Int64] = [:]
     /// The store transactions the account's entries hold, as their transaction or their

@@ -17,8 +17,7 @@ enum AccountStateCodec {
         writer.byte(AccountState.version)
         // Sorted, so that the same state always has the same bytes.
         writer.varint(UInt64(state.entries.count))
-        for payment in state.entries.keys.sorted() {
-            let entry = state.entries[payment]!
+        for entry in state.entries.values.sorted(by: { utf8Order($0.payment, $1.payment) }) {
             writer.string(entry.payment)
             writer.string(entry.product)
             writer.byte(UInt8(Catalog.ProductType.allCases.firstIndex(of: entry.productType)!))
@@ -116,7 +115,7 @@ enum AccountStateCodec {
                         id: try reader.string(), state: try value(try reader.byte(), in: DownloadState.allCases),
                         progress: try reader.double()))
                 }
-                state.entries[UTF8Key(payment)] = entry
+                state.entries.updateValue(entry, forKey: UTF8Key(payment))
             }
             for _ in 0..<(try reader.varint()) {
                 let item = try reader.string()

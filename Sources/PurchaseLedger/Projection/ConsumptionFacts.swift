@@ -50,7 +50,7 @@ extension ConsumptionFacts {
         self.transaction = transaction
         self.position = position
         consented = state?.consent?.consented
-        let holding = (state?.entries.values ?? [:].values)
+        let holding = (state?.entries.values ?? [])
             .filter { $0.state == .purchased || $0.state == .restored }
             .filter { sameBytes($0.transaction, transaction) }
             .sorted { $0.openedAt < $1.openedAt }

@@ -1,0 +1,50 @@
+import Testing
+@testable import PurchaseLedger
+
+/// An account's entries, kept in an array with an index past a few: found by the bytes of their
+/// payment, replaced in place, equal whatever order they came in.
+struct QueueEntriesTests {
+    private static func entry(_ payment: String, openedAt: UInt64 = 1) -> QueueEntry {
+        QueueEntry(payment: payment, product: "com.example.tenhints", productType: .consumable, quantity: 1, openedAt: openedAt)
+    }
+
+    @Test(arguments: [3, QueueEntries.indexedFrom - 1, QueueEntries.indexedFrom, 100])
+    func entriesAreFoundReplacedAndKeptInOrder(count: Int) {
+        var entries = QueueEntries()
+        for number in 0..<count {
+            #expect(entries.updateValue(Self.entry("p\(number)", openedAt: UInt64(number)), forKey: UTF8Key("p\(number)")) == nil)
+        }
+        var finished = Self.entry("p1", openedAt: 1)
+        finished.finishedAt = 99
+        #expect(entries.updateValue(finished, forKey: "p1")?.finishedAt == nil, "returns the entry it replaced")
+        #expect(entries.count == count)
+        #expect(entries["p1"]?.finishedAt == 99)
+        #expect(entries[UTF8Key("p\(count - 1)")]?.openedAt == UInt64(count - 1))
+        #expect(entries[UTF8Key("p\(count)")] == nil)
+        #expect(entries.keys.map(\.string) == (0..<count).map { "p\($0)" }, "in the order they came")
+    }
+
+    /// "é" as one code point and as e + accent are two payments, before and after the index.
+    @Test(arguments: [2, QueueEntries.indexedFrom + 2])
+    func paymentsAreComparedByTheirBytes(count: Int) {
+        var entries = QueueEntries()
+        for number in 0..<(count - 2) { entries.updateValue(Self.entry("p\(number)"), forKey: UTF8Key("p\(number)")) }
+        entries.updateValue(Self.entry("p\u{E9}", openedAt: 1), forKey: UTF8Key("p\u{E9}"))
+        entries.updateValue(Self.entry("pe\u{301}", openedAt: 2), forKey: UTF8Key("pe\u{301}"))
+        #expect(entries.count == count)
+        #expect(entries[UTF8Key("p\u{E9}")]?.openedAt == 1)
+        #expect(entries[UTF8Key("pe\u{301}")]?.openedAt == 2)
+    }
+
+    @Test func equalityAndHashIgnoreOrder() {
+        let payments = (0..<40).map { "p\($0)" }
+        var forward = QueueEntries()
+        var backward = QueueEntries()
+        for payment in payments { forward.updateValue(Self.entry(payment), forKey: UTF8Key(payment)) }
+        for payment in payments.reversed() { backward.updateValue(Self.entry(payment), forKey: UTF8Key(payment)) }
+        #expect(forward == backward)
+        #expect(forward.hashValue == backward.hashValue)
+        backward.updateValue(Self.entry("p7", openedAt: 2), forKey: "p7")
+        #expect(forward != backward)
+    }
+}
