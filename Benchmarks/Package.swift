@@ -46,10 +46,11 @@ let package = Package(
             path: "Benchmarks/LedgerBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
-        // Times the release `ledger` binary end to end (import, replay) and writes JMH JSON.
+        // Times what takes seconds an iteration, in child processes (the release `ledger` binary
+        // end to end; the library's full replay) and writes JMH JSON.
         .executableTarget(
             name: "command-line-bench",
-            dependencies: ["Workloads"],
+            dependencies: ["Workloads", .product(name: "PurchaseLedger", package: ledgerPackage)],
             path: "Sources/CommandLineBench"
         ),
         // Turns the benchmark results (JMH JSON) into RESULTS.md and the concurrency chart.

@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseLedger
 import Workloads
 
 #if canImport(Glibc)
@@ -9,12 +10,16 @@ import Darwin
 
 // command-line-bench OUTPUT.jmh.json
 //
-// The `ledger` tool end to end, as a user meets it: the release binary (`LEDGER_BINARY`, built
-// by tools/bench) importing a file of 1,000,000 generated events into a new ledger, and
-// replaying the 1,000,000-event fixture (`replay --json --no-snapshot`). Timed here, child
-// process by child process (wall clock and peak memory from wait4), rather than in
-// package-benchmark: it records no throughput for an iteration over two seconds, and its JMH
-// export then drops the suite. Writes the figures in the JMH shape that bench-report reads.
+// What takes seconds an iteration, timed here, child process by child process (wall clock and
+// peak memory from wait4), rather than in package-benchmark: it records no throughput for an
+// iteration of two seconds or more, and its JMH export then drops the suite. Writes the
+// figures in the JMH shape that bench-report reads.
+//
+// - The `ledger` tool end to end, as a user meets it: the release binary (`LEDGER_BINARY`,
+//   built by tools/bench) importing a file of 1,000,000 generated events into a new ledger, and
+//   replaying the 1,000,000-event fixture (`replay --json --no-snapshot`).
+// - The library's full replay: this program again (`--open-without-snapshot PATH`), opening the
+//   fixture with `useSnapshots = false`, so that its peak memory is the replay's alone.
 
 /// One run of the binary: wall clock in microseconds and peak resident memory in bytes.
 func timedRun(_ binary: String, _ arguments: [String]) throws -> (micros: Double, peakBytes: Double) {
@@ -38,7 +43,7 @@ func timedRun(_ binary: String, _ arguments: [String]) throws -> (micros: Double
     let elapsed = clock.now - start
     // WIFEXITED && WEXITSTATUS == 0, spelled out: the macros are not imported.
     guard status & 0x7F == 0, (status >> 8) & 0xFF == 0 else {
-        throw CommandLineRunError("ledger \(arguments.joined(separator: " ")) failed (wait status \(status))")
+        throw CommandLineRunError("\(binary) \(arguments.joined(separator: " ")) failed (wait status \(status))")
     }
     let micros = Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
     return (micros, Double(usage.ru_maxrss) * 1024)
@@ -58,6 +63,17 @@ func element(_ name: String, _ runs: [(micros: Double, peakBytes: Double)]) -> [
             "Memory (resident peak)": ["scorePercentiles": ["100.0": runs.map(\.peakBytes).max() ?? 0], "scoreUnit": "#"],
         ],
     ]
+}
+
+// The child of the library's replay: open without a snapshot (a replay of the whole log), close.
+if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "--open-without-snapshot" {
+    var configuration = LedgerFixtures.quiet
+    configuration.readOnly = true
+    configuration.useSnapshots = false
+    let ledger = try Ledger.open(at: CommandLine.arguments[2], configuration: configuration)
+    guard ledger.position > 0 else { throw CommandLineRunError("the fixture at \(CommandLine.arguments[2]) is empty") }
+    await ledger.close()
+    exit(0)
 }
 
 guard CommandLine.arguments.count == 2 else {
@@ -83,6 +99,13 @@ if let binary = CommandLineRuns.binary {
 } else {
     FileHandle.standardError.write(Data("LEDGER_BINARY is not set: no command-line figures\n".utf8))
 }
+
+let fixture = try await LedgerFixtures.ledger(events: 1_000_000, tail: 0)
+let itself = "/proc/self/exe"
+_ = try timedRun(itself, ["--open-without-snapshot", fixture])  // warm-up: the page cache
+var opens: [(micros: Double, peakBytes: Double)] = []
+for _ in 0..<5 { opens.append(try timedRun(itself, ["--open-without-snapshot", fixture])) }
+elements.append(element("Ledger: full replay of 1,000,000 events (open without snapshot)", opens))
 try JSONSerialization.data(withJSONObject: elements, options: [.prettyPrinted, .sortedKeys])
     .write(to: URL(fileURLWithPath: CommandLine.arguments[1]))
 print("command-line-bench: wrote \(elements.count) figures to \(CommandLine.arguments[1])")

@@ -5,7 +5,6 @@
 ///                state, stateSetAt, a presence mask (transaction, original transaction,
 ///                expiresAt, finishedAt), those fields, and the downloads (id, state, progress)
 ///     varint     balances, then each: item, amount (zigzag)
-///     varint     referenced transactions, then each id
 ///     varint     store transactions, then each: signedAt, event id, product type, group, and
 ///                the `storeTransaction` fields (`StoreEventCoding`)
 ///     varint     renewal infos, then each: signedAt, event id, the `renewalInfo` fields
@@ -46,10 +45,6 @@ enum AccountStateCodec {
         for item in state.balances.keys.sorted() {
             writer.string(item.string)
             writer.signed(state.balances[item]!)
-        }
-        writer.varint(UInt64(state.referencedTransactions.count))
-        for transaction in state.referencedTransactions.sorted() {
-            writer.string(transaction.string)
         }
         writer.varint(UInt64(state.storeTransactions.count))
         for transaction in state.storeTransactions.keys.sorted() {
@@ -120,9 +115,6 @@ enum AccountStateCodec {
             for _ in 0..<(try reader.varint()) {
                 let item = try reader.string()
                 state.balances[UTF8Key(item)] = try reader.signed()
-            }
-            for _ in 0..<(try reader.varint()) {
-                state.referencedTransactions.insert(UTF8Key(try reader.string()))
             }
             for _ in 0..<(try reader.varint()) {
                 let signedAt = try reader.timestamp()

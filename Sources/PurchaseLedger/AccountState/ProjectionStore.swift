@@ -33,7 +33,7 @@ extension ProjectionReader {
     /// True when one of the account's entries holds `transaction` as its transaction or its
     /// original transaction.
     func accountHolds(_ account: UTF8Key, transaction: UTF8Key) throws -> Bool {
-        try read(account) { $0.referencedTransactions.contains(transaction) ? true : nil } ?? false
+        try read(account) { $0.holds(transaction) ? true : nil } ?? false
     }
 
     /// The store's report in force about `transaction` in this account.
@@ -61,9 +61,5 @@ extension ProjectionStore {
 
     mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) throws {
         try change(account, .balance(item: item, value))
-    }
-
-    mutating func addReference(_ transaction: UTF8Key, of account: UTF8Key) throws {
-        try change(account, .reference(transaction))
     }
 }

@@ -36,8 +36,6 @@ enum Projector {
                 entry.transaction = transaction
                 entry.originalTransaction = update.originalTransaction
                 entry.expiresAt = update.expiresAt
-                try store.addReference(UTF8Key(transaction), of: account)
-                if let original = update.originalTransaction { try store.addReference(UTF8Key(original), of: account) }
             }
             try store.setEntry(entry, of: account)
             if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
