@@ -162,7 +162,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         let entry = EntryReference(account: try reader.string(), payment: try reader.string())
         let position = try reader.varint()
         let flags = try reader.byte()
-        guard flags <= 1, reader.isAtEnd else { throw ByteReader.Malformed(reason: "malformed transaction index entry") }
+        guard flags <= 1, position <= TransactionHolder.maximumPosition, reader.isAtEnd else {
+            throw ByteReader.Malformed(reason: "malformed transaction index entry")
+        }
         return TransactionHolder(entry: entry, position: position, creditsConsumable: flags == 1)
     }
 

@@ -118,13 +118,29 @@ package struct EntryReference: Sendable, Hashable {
 /// credited a consumable (a purchase of one, as opposed to a restore or another product type).
 package struct TransactionHolder: Sendable, Hashable {
     package var entry: EntryReference
-    package var position: UInt64
-    package var creditsConsumable: Bool
+    /// The position, with `creditsConsumable` in its top bit: 40 bytes a holder, not 48 (a
+    /// replay keeps one per purchase). Log positions stay below 2^63; backends read a larger
+    /// one as damage.
+    private var packed: UInt64
+
+    private static let creditsFlag: UInt64 = 1 << 63
+
+    /// The largest position a holder records.
+    package static let maximumPosition = creditsFlag - 1
+
+    package var position: UInt64 {
+        get { packed & Self.maximumPosition }
+        set { packed = newValue & Self.maximumPosition | packed & Self.creditsFlag }
+    }
+
+    package var creditsConsumable: Bool {
+        get { packed & Self.creditsFlag != 0 }
+        set { packed = newValue ? packed | Self.creditsFlag : packed & Self.maximumPosition }
+    }
 
     package init(entry: EntryReference, position: UInt64, creditsConsumable: Bool) {
         self.entry = entry
-        self.position = position
-        self.creditsConsumable = creditsConsumable
+        packed = position & Self.maximumPosition | (creditsConsumable ? Self.creditsFlag : 0)
     }
 }
 
