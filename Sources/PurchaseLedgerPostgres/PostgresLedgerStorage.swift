@@ -169,6 +169,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         // A process that stalls (or loses its network) holding the head lock would hold up
         // every writer: PostgreSQL ends such a transaction after a minute.
         try connection.query("SET idle_in_transaction_session_timeout = '60s'")
+        // The writer's statements look keys up and insert: a sequential scan is never the plan
+        // they want, but a young or unanalyzed table with a batch's thousand keys in `= ANY`
+        // leads the planner to one (measured: 4.5 ms instead of 0.9 ms for a batch's event ids
+        // in a table of 300,000). Discouraged, not forbidden: a table without an index still
+        // gets one.
+        try connection.query("SET enable_seqscan = off")
         writerConnection.withLock { $0 = connection }
         return connection
     }
