@@ -29,8 +29,10 @@ struct QueueEntries: Sendable {
     @discardableResult
     mutating func updateValue(_ entry: QueueEntry, forKey payment: UTF8Key) -> QueueEntry? {
         if let offset = offset(of: payment) {
-            defer { values[offset] = entry }
-            return values[offset]
+            // Swapped, not copied out and assigned: an entry holds five references.
+            var previous = entry
+            swap(&previous, &values[offset])
+            return previous
         }
         values.append(entry)
         if index != nil {
@@ -47,7 +49,10 @@ struct QueueEntries: Sendable {
 
     private func offset(of payment: UTF8Key) -> Int? {
         if let index { return index[payment] }
-        return values.firstIndex { sameBytes($0.payment, payment.string) }
+        // Fingerprints first, the bytes only where one matches: comparing every payment's
+        // bytes cost a replay 15%.
+        let wanted = QueueEntry.fingerprint(payment.string)
+        return values.firstIndex { $0.paymentFingerprint == wanted && sameBytes($0.payment, payment.string) }
     }
 }
 

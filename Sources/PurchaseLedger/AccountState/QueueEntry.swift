@@ -34,7 +34,7 @@ struct QueueEntry: Sendable, Hashable {
         var progress: Double
     }
 
-    // Widest first, the one-byte fields last: 128 bytes an entry instead of 144 with padding
+    // Widest first, the narrow fields last: 128 bytes an entry instead of 144 with padding
     // (a replay holds one per purchase).
     let payment: String
     let product: String
@@ -53,6 +53,9 @@ struct QueueEntry: Sendable, Hashable {
     var finishedAt: UInt64?
     let productType: Catalog.ProductType
     var state: QueueEntryState
+    /// `fingerprint(payment)`, in what was padding: what a lookup among an account's entries
+    /// compares before the bytes.
+    let paymentFingerprint: UInt32
 
     init(payment: String, product: Catalog.Product, quantity: Int, openedAt: UInt64) {
         self.init(payment: payment, product: product.id, productType: product.type, quantity: quantity, openedAt: openedAt)
@@ -66,9 +69,19 @@ struct QueueEntry: Sendable, Hashable {
         self.openedAt = openedAt
         self.state = .added
         self.stateSetAt = openedAt
+        self.paymentFingerprint = Self.fingerprint(payment)
     }
 
     var isFinished: Bool { finishedAt != nil }
+
+    /// FNV-1a over a payment's bytes, folded to 32 bits.
+    static func fingerprint(_ payment: String) -> UInt32 {
+        var payment = payment
+        let hash = payment.withUTF8 { bytes in
+            bytes.reduce(0xCBF2_9CE4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01B3 }
+        }
+        return UInt32(truncatingIfNeeded: hash ^ (hash >> 32))
+    }
 
     func downloadIndex(_ id: String) -> Int? {
         downloads.firstIndex { sameBytes($0.id, id) }
