@@ -225,7 +225,9 @@ var report = """
     appenders with N puts per commit (the most one commit of theirs can hold), replay with the
     cursor scan. The disk floor (`fdatasync` of a 4 KiB write) is the physical limit of any
     durable commit on this machine. The command-line suites run the release `ledger` binary as a
-    user does, reading and writing files.
+    user does, reading and writing files. The full replay of the library is timed the same way,
+    in a child process (its iterations take about two seconds, and package-benchmark records no
+    throughput for one of two seconds or more), so its peak memory is the replay's alone.
 
     ## Machine
 
