@@ -11,9 +11,10 @@ import Synchronization
 /// PostgreSQL answers. They never run on an event loop, whose threads do the waiting's other
 /// half, so blocking cannot deadlock.
 ///
-/// Statements whose result is not needed right away are pipelined (`send`): they go out at
-/// once and are checked at the next `query` or `finish`, so an append's inserts cost no
-/// round trip of their own. A connection that failed is closed and not reused.
+/// Statements whose result is not needed right away are sent without waiting (`send`) and
+/// checked at the next `query` or `settle`: the calling thread goes on meanwhile. Each is still
+/// a round trip of its own (postgres-nio sends a statement once the one before it has been
+/// answered), so a write sends few. A connection that failed is closed and not reused.
 final class BlockingConnection: @unchecked Sendable {
     let connection: PostgresConnection
     private let logger: Logger

@@ -12,7 +12,8 @@ import Synchronization
 ///   transaction that first locks the head row (`SELECT … FOR UPDATE`), so writers in every
 ///   process run one at a time, each seeing everything committed before it; positions come from
 ///   the head and are gap-free. The transaction then updates the head and notifies the other
-///   processes (`pg_notify`), and commits. Statements whose answer is not needed are pipelined.
+///   processes (`pg_notify`), and commits: five statements, each a round trip, whatever it
+///   appends (its rows go in one, `PendingWrites`).
 /// - Reads: a pool of connections, each read one `REPEATABLE READ READ ONLY` transaction (one
 ///   consistent view, like an LMDB read transaction).
 /// - Watching: one more connection `LISTEN`s for the notifications, and a timer polls the head
@@ -487,7 +488,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try super.run(query)
         }
 
-        /// Sends the pending rows as one statement (pipelined: checked at the next query
+        /// Sends the pending rows as one statement (without waiting: checked at the next query
         /// or the commit), with the head's move and the commit's notification when this is the
         /// write's last.
         func flush(movingHead: Bool = false, notifying notification: (channel: String, payload: String)? = nil) {

@@ -3,8 +3,8 @@
 ///
 /// Most accounts hold a handful of entries, and a dictionary's buckets (a power of two, at most
 /// three quarters full) cost them up to twice the entries' own size: for a log of 250,000
-/// purchases over 50,000 accounts, 67 MB of a replay's 150 MB. An array costs what the entries
-/// do; the index keeps an account with thousands of entries at one lookup per event.
+/// purchases over 50,000 accounts, 67 MB where the entries are 32 MB. An array costs what the
+/// entries do; the index keeps an account with thousands of entries at one lookup per event.
 struct QueueEntries: Sendable {
     /// The entries, in the order their payments first came.
     private(set) var values: [QueueEntry] = []
@@ -25,7 +25,7 @@ struct QueueEntries: Sendable {
         offset(of: payment).map { values[$0] }
     }
 
-    /// Puts `entry` in as its payment's entry; returns the one it replaced.
+    /// Puts `entry` in as the entry of `payment` (its own payment); returns the one it replaced.
     @discardableResult
     mutating func updateValue(_ entry: QueueEntry, forKey payment: UTF8Key) -> QueueEntry? {
         if let offset = offset(of: payment) {
