@@ -115,17 +115,18 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             // was granted (a column joined to the locking SELECT would not: its rows are those
             // of before the wait).
             let prefetching = connection.start(Writer.lookupQuery(lookups))
-            guard let head = try connection.wait(locking).first?.decode(Int64.self) else {
+            guard let lockedHead = try connection.wait(locking).first?.decode(Int64.self) else {
                 throw StorageError(.damaged, "the ledger's head row is missing")
             }
-            let writer = Writer(connection: connection, head: UInt64(head))
+            let head = try StoredPosition.from(lockedHead)
+            let writer = Writer(connection: connection, head: head)
             try writer.remember(lookups, found: connection.wait(prefetching))
             let result = try body(writer)
             if writer.isDiscarded {
                 try connection.query("ROLLBACK")
                 return result
             }
-            let appended = writer.head != UInt64(head)
+            let appended = writer.head != head
             // Delivered at commit, to every process listening; a few bytes, once per write. A
             // write that appended nothing but grew the catalog has the others look, too.
             var notification: (channel: String, payload: String)?
@@ -239,7 +240,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func lastPosition() throws -> UInt64 {
             let head = try run("SELECT position FROM ledger_head WHERE id = 1").first?.decode(Int64.self)
-            return UInt64(head ?? 0)
+            return try StoredPosition.from(head ?? 0)
         }
 
         func forEachRecord(from start: UInt64, through end: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws {
@@ -252,7 +253,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                     """)
                 for row in rows {
                     let (position, record) = try row.decode((Int64, ByteBuffer).self)
-                    guard try record.withUnsafeReadableBytes({ try body(UInt64(position), $0) }) else { return }
+                    guard try record.withUnsafeReadableBytes({ try body(try StoredPosition.from(position), $0) }) else { return }
                     next = position + 1
                 }
                 if rows.count < Self.pageSize { return }
@@ -269,7 +270,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func position(ofEventID id: String) throws -> UInt64? {
             try run("SELECT position FROM ledger_events WHERE event_id = \(Keys.bytes(id))")
-                .first.map { UInt64(try $0.decode(Int64.self)) }
+                .first.map { try StoredPosition.from(try $0.decode(Int64.self)) }
         }
 
         func holder(ofTransaction transaction: String) throws -> TransactionHolder? {
@@ -283,12 +284,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             let (account, payment, position, credits) = try row.decode((ByteBuffer, ByteBuffer, Int64, Bool).self)
             return TransactionHolder(
                 entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
-                position: UInt64(position), creditsConsumable: credits)
+                position: try StoredPosition.from(position), creditsConsumable: credits)
         }
 
         func revocation(ofTransaction transaction: String) throws -> UInt64? {
             try run("SELECT position FROM ledger_revocations WHERE transaction_id = \(Keys.bytes(transaction))")
-                .first.map { UInt64(try $0.decode(Int64.self)) }
+                .first.map { try StoredPosition.from(try $0.decode(Int64.self)) }
         }
 
         func forEachHolder(_ body: (String, TransactionHolder) throws -> Void) throws {
@@ -296,7 +297,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 let (key, account, payment, position, credits) = try row.decode((ByteBuffer, ByteBuffer, ByteBuffer, Int64, Bool).self)
                 try body(Keys.string(key), TransactionHolder(
                     entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
-                    position: UInt64(position), creditsConsumable: credits))
+                    position: try StoredPosition.from(position), creditsConsumable: credits))
                 return key
             }
         }
@@ -304,7 +305,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func forEachRevocation(_ body: (String, UInt64) throws -> Void) throws {
             try scanByKey(table: "ledger_revocations", columns: "position") { row in
                 let (key, position) = try row.decode((ByteBuffer, Int64).self)
-                try body(Keys.string(key), UInt64(position))
+                try body(Keys.string(key), try StoredPosition.from(position))
                 return key
             }
         }
@@ -331,7 +332,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try run("""
                 SELECT position FROM ledger_events WHERE account = \(Keys.bytes(account)) AND position > \(Int64(clamping: position))
                 ORDER BY position LIMIT \(Int64(clamping: limit))
-                """).map { UInt64(try $0.decode(Int64.self)) }
+                """).map { try StoredPosition.from(try $0.decode(Int64.self)) }
         }
 
         func hasHistoryEntry(account: String, position: UInt64) throws -> Bool {
@@ -347,19 +348,19 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func newestCatalogVersion() throws -> CatalogVersion? {
             try run("SELECT effective_from, length(catalog) FROM ledger_catalogs ORDER BY effective_from DESC LIMIT 1").first.map { row in
                 let (from, size) = try row.decode((Int64, Int32).self)
-                return CatalogVersion(effectiveFrom: UInt64(from), size: Int(size))
+                return CatalogVersion(effectiveFrom: try StoredPosition.from(from), size: Int(size))
             }
         }
 
         func newestSnapshotPosition() throws -> UInt64? {
             let newest = try run("SELECT max(position) FROM ledger_snapshots").first?.decode(Int64?.self)
-            return newest.flatMap { $0 }.map { UInt64($0) }
+            return try newest.flatMap { $0 }.map { try StoredPosition.from($0) }
         }
 
         func catalogs() throws -> [(effectiveFrom: UInt64, json: [UInt8])] {
             try run("SELECT effective_from, catalog FROM ledger_catalogs ORDER BY effective_from").map { row in
                 let (from, json) = try row.decode((Int64, ByteBuffer).self)
-                return (UInt64(from), Array(json.readableBytesView))
+                return (try StoredPosition.from(from), Array(json.readableBytesView))
             }
         }
 
@@ -383,7 +384,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {
             try run("SELECT position, header FROM ledger_snapshots ORDER BY position").map { row in
                 let (position, header) = try row.decode((Int64, ByteBuffer).self)
-                return (UInt64(position), Array(header.readableBytesView))
+                return (try StoredPosition.from(position), Array(header.readableBytesView))
             }
         }
 
@@ -394,12 +395,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 ORDER BY version DESC LIMIT 1
                 """).first else { return nil }
             let (version, state) = try row.decode((Int64, ByteBuffer).self)
-            return try state.withUnsafeReadableBytes { try body(UInt64(version), $0) }
+            return try state.withUnsafeReadableBytes { try body(try StoredPosition.from(version), $0) }
         }
 
         func accountStateVersions(_ account: String) throws -> [UInt64] {
             try run("SELECT version FROM ledger_account_states WHERE account = \(Keys.bytes(account)) ORDER BY version")
-                .map { UInt64(try $0.decode(Int64.self)) }
+                .map { try StoredPosition.from(try $0.decode(Int64.self)) }
         }
 
         func accountStateVersions(of accounts: [String]) throws -> [[UInt64]] {
@@ -413,7 +414,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                     """)
                 for row in rows {
                     let (index, version) = try row.decode((Int64, Int64).self)
-                    versions[start + Int(index) - 1].append(UInt64(version))
+                    versions[start + Int(index) - 1].append(try StoredPosition.from(version))
                 }
             }
             return versions
@@ -435,7 +436,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 }
                 for row in rows {
                     let (account, version, state) = try row.decode((ByteBuffer, Int64, ByteBuffer).self)
-                    try state.withUnsafeReadableBytes { try body(Keys.string(account), UInt64(version), $0) }
+                    try state.withUnsafeReadableBytes { try body(Keys.string(account), try StoredPosition.from(version), $0) }
                     after = (account, version)
                 }
                 if rows.count < Self.pageSize { return }
@@ -551,22 +552,22 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                     (Int32, ByteBuffer?, Int64?, ByteBuffer?, ByteBuffer?, Bool?, ByteBuffer?, Int64?).self)
                 switch (kind, key, position) {
                 case (4, _, _):
-                    newestSnapshot = .some(position.map { UInt64($0) })
+                    newestSnapshot = .some(try position.map { try StoredPosition.from($0) })
                 case (5, _, let position?):
                     guard let size else { throw StorageError(.damaged, "a catalog is missing its bytes") }
-                    newestCatalog = CatalogVersion(effectiveFrom: UInt64(position), size: Int(size))
+                    newestCatalog = CatalogVersion(effectiveFrom: try StoredPosition.from(position), size: Int(size))
                 case (0, let key?, let position?):
-                    eventPositions[UTF8Key(Keys.string(key))] = UInt64(position)
+                    eventPositions[UTF8Key(Keys.string(key))] = try StoredPosition.from(position)
                 case (1, let key?, let position?):
                     guard let account, let payment, let credits else { throw StorageError(.damaged, "a transaction index entry is incomplete") }
                     holders[UTF8Key(Keys.string(key))] = TransactionHolder(
                         entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
-                        position: UInt64(position), creditsConsumable: credits)
+                        position: try StoredPosition.from(position), creditsConsumable: credits)
                 case (2, let key?, let position?):
-                    revocations[UTF8Key(Keys.string(key))] = UInt64(position)
+                    revocations[UTF8Key(Keys.string(key))] = try StoredPosition.from(position)
                 case (3, let key?, let position?):
                     guard let state else { throw StorageError(.damaged, "an account state is missing its bytes") }
-                    accountStates[UTF8Key(Keys.string(key))] = (UInt64(position), state)
+                    accountStates[UTF8Key(Keys.string(key))] = (try StoredPosition.from(position), state)
                 default:
                     throw StorageError(.damaged, "PostgreSQL answered the lookups with an incomplete row (kind \(kind))")
                 }

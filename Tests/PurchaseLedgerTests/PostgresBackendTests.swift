@@ -118,6 +118,31 @@ struct PostgresBackendTests {
             #expect(throws: StorageError.self) { try LedgerLog.open(location: location) }
         }
     }
+
+    /// Only the events table checks its positions: a negative one elsewhere (a damaged or
+    /// hand-edited database) is reported as damage where it is read, not a trap.
+    @Test func aNegativePositionInTheDatabaseIsDamage() async throws {
+        try await withLocation(on: .postgres) { location in
+            let storage = try Backend.postgres.openStorage(location)
+            defer { storage.close() }
+            let holder = TransactionHolder(entry: EntryReference(account: "a1", payment: "p1"), position: 1, creditsConsumable: true)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.append(record: [1], at: 1, eventID: "e1", account: "a1")
+                try writer.setHolder(holder, ofTransaction: "t1")
+                try writer.setRevocation(1, ofTransaction: "t2")
+            }
+            let other = try BlockingConnection.connect(try PostgresLocation(url: location), logger: Logger(label: "test"))
+            defer { other.close() }
+            _ = try other.query("UPDATE ledger_transactions SET position = -5")
+            _ = try other.query("UPDATE ledger_revocations SET position = -1")
+            for read in [{ (reader: any LedgerStorageReader) throws in _ = try reader.holder(ofTransaction: "t1") },
+                         { (reader: any LedgerStorageReader) throws in _ = try reader.revocation(ofTransaction: "t2") },
+                         { (reader: any LedgerStorageReader) throws in try reader.forEachHolder { _, _ in } }] {
+                let error = #expect(throws: StorageError.self) { try storage.read(read) }
+                #expect(error?.code == .damaged)
+            }
+        }
+    }
 }
 
 /// Several ledgers on one database, as several server processes would have: each validates
