@@ -16,8 +16,6 @@ struct QueueEntries: Sendable {
 
     var count: Int { values.count }
 
-    var isEmpty: Bool { values.isEmpty }
-
     /// The payments, in the entries' order.
     var keys: some Collection<UTF8Key> { values.lazy.map { UTF8Key($0.payment) } }
 
