@@ -10,8 +10,32 @@ import Synchronization
 /// every other failure a typed `AppStoreServerAPIError`. The signed data it returns is not
 /// verified here: the caller verifies it like a notification's.
 public struct AppStoreServerAPIClient: Sendable {
+    /// What one call may cost: an answer that would take more is a failure, not a wait.
+    public struct Limits: Sendable, Hashable {
+        /// One request, from sending it to the last byte of its answer's body: a server that
+        /// trickles its body cannot hold a call longer.
+        public var requestTimeout: Duration
+        /// The largest answer body read.
+        public var maximumAnswerBytes: Int
+        /// Pages one paged call follows (`allTransactions`, `allNotifications`).
+        public var maximumPages: Int
+        /// Bytes of answers one paged call reads, all pages together.
+        public var maximumPagedBytes: Int
+
+        public init(
+            requestTimeout: Duration = .seconds(30), maximumAnswerBytes: Int = 16 << 20, maximumPages: Int = 10_000,
+            maximumPagedBytes: Int = 128 << 20
+        ) {
+            self.requestTimeout = requestTimeout
+            self.maximumAnswerBytes = maximumAnswerBytes
+            self.maximumPages = maximumPages
+            self.maximumPagedBytes = maximumPagedBytes
+        }
+    }
+
     public let environment: AppStoreServerAPIEnvironment
     public let retry: AppStoreServerAPIRetryPolicy
+    public let limits: Limits
     let signer: AppStoreServerAPITokenSigner
     let http: HTTPClient
     let logger: Logger
@@ -20,11 +44,12 @@ public struct AppStoreServerAPIClient: Sendable {
     /// Throws `invalidKey` when the key cannot be read.
     public init(
         credentials: AppStoreServerAPICredentials, environment: AppStoreServerAPIEnvironment,
-        retry: AppStoreServerAPIRetryPolicy = .init(), httpClient: HTTPClient = .shared,
+        retry: AppStoreServerAPIRetryPolicy = .init(), limits: Limits = .init(), httpClient: HTTPClient = .shared,
         logger: Logger = Logger(label: "AppStoreServerAPI")
     ) async throws(AppStoreServerAPIError) {
         self.environment = environment
         self.retry = retry
+        self.limits = limits
         self.signer = try await AppStoreServerAPITokenSigner(credentials: credentials)
         self.http = httpClient
         self.logger = logger
@@ -42,16 +67,22 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     /// Every page of the transaction history of the customer who made `transactionID`.
+    /// Throws `invalidResponse` when the pages never end: a revision seen before, or more
+    /// pages or bytes than `limits` allow.
     public func allTransactions(of transactionID: String) async throws(AppStoreServerAPIError) -> [String] {
         var signed: [String] = []
         var revision: String?
+        var paging = Paging(limits: limits, what: "the transaction history of \(transactionID)")
         repeat {
             let page = try await transactionHistory(of: transactionID, revision: revision)
-            signed += page.signedTransactions ?? []
+            let items = page.signedTransactions ?? []
+            try paging.read(bytes: items.reduce(0) { $0 + $1.utf8.count })
+            signed += items
             guard page.hasMore == true else { break }
-            guard let next = page.revision, next != revision else {
-                throw AppStoreServerAPIError(.invalidResponse, "a history page says hasMore without a new revision")
+            guard let next = page.revision else {
+                throw AppStoreServerAPIError(.invalidResponse, "a history page says hasMore without a revision")
             }
+            try paging.follow(next)
             revision = next
         } while true
         return signed
@@ -85,13 +116,17 @@ public struct AppStoreServerAPIClient: Sendable {
     public func allNotifications(from start: Int64, to end: Int64) async throws(AppStoreServerAPIError) -> [NotificationHistoryPage.Item] {
         var items: [NotificationHistoryPage.Item] = []
         var token: String?
+        var paging = Paging(limits: limits, what: "the notification history")
         repeat {
             let page = try await notificationHistory(from: start, to: end, paginationToken: token)
-            items += page.notificationHistory ?? []
+            let pageItems = page.notificationHistory ?? []
+            try paging.read(bytes: pageItems.reduce(0) { $0 + ($1.signedPayload?.utf8.count ?? 0) })
+            items += pageItems
             guard page.hasMore == true else { break }
-            guard let next = page.paginationToken, next != token else {
-                throw AppStoreServerAPIError(.invalidResponse, "a notification history page says hasMore without a new paginationToken")
+            guard let next = page.paginationToken else {
+                throw AppStoreServerAPIError(.invalidResponse, "a notification history page says hasMore without a paginationToken")
             }
+            try paging.follow(next)
             token = next
         } while true
         return items
@@ -171,9 +206,25 @@ public struct AppStoreServerAPIClient: Sendable {
         case failed(String)
     }
 
-    /// One request. Answers are read up to 16 MiB (Apple's pages are far smaller).
+    /// One request, within `limits.requestTimeout` from start to the body's last byte, its
+    /// answer read up to `limits.maximumAnswerBytes` (Apple's pages are far smaller).
     private func send(_ method: HTTPMethod, _ url: String, body: Data?) async -> Outcome {
         counter.increment()
+        let timeout = limits.requestTimeout
+        return await withTaskGroup(of: Outcome?.self) { group in
+            group.addTask { await exchangeOnce(method, url, body: body, timeout: timeout) }
+            group.addTask {
+                // Cancelled when the exchange ends first; nil then.
+                guard (try? await Task.sleep(for: timeout)) != nil else { return nil }
+                return .failed("no complete answer within \(timeout)")
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .failed("no complete answer within \(timeout)")
+        }
+    }
+
+    private func exchangeOnce(_ method: HTTPMethod, _ url: String, body: Data?, timeout: Duration) async -> Outcome {
         do {
             let token = try await signer.token()
             var request = HTTPClientRequest(url: url)
@@ -185,8 +236,9 @@ public struct AppStoreServerAPIClient: Sendable {
             request.headers.add(name: "Authorization", value: "Bearer " + token)
             request.headers.add(name: "Accept", value: "application/json")
             request.headers.add(name: "User-Agent", value: "PurchaseLedger")
-            let response = try await http.execute(request, timeout: .seconds(30))
-            let body = try await response.body.collect(upTo: 16 << 20)
+            let (seconds, attoseconds) = timeout.components
+            let response = try await http.execute(request, timeout: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+            let body = try await response.body.collect(upTo: limits.maximumAnswerBytes)
             return .answer(status: Int(response.status.code), body: Data(body.readableBytesView), retryAfter: response.headers.first(name: "Retry-After"))
         } catch {
             return .failed("\(error)")
@@ -224,6 +276,39 @@ public struct AppStoreServerAPIClient: Sendable {
 
     static func queryComponent(_ value: String) -> String {
         pathComponent(value)
+    }
+}
+
+/// A paged call's guard against pages that never end: every revision or token it was given,
+/// and the pages and bytes read so far.
+struct Paging {
+    let limits: AppStoreServerAPIClient.Limits
+    let what: String
+    private var seen: Set<String> = []
+    private var pages = 0
+    private var bytes = 0
+
+    init(limits: AppStoreServerAPIClient.Limits, what: String) {
+        self.limits = limits
+        self.what = what
+    }
+
+    mutating func read(bytes count: Int) throws(AppStoreServerAPIError) {
+        pages += 1
+        bytes += count
+        if pages > limits.maximumPages {
+            throw AppStoreServerAPIError(.invalidResponse, "\(what) has more than \(limits.maximumPages) pages: stopped")
+        }
+        if bytes > limits.maximumPagedBytes {
+            throw AppStoreServerAPIError(.invalidResponse, "\(what) is larger than \(limits.maximumPagedBytes) bytes: stopped")
+        }
+    }
+
+    /// Throws when `next` was given before: the server is going round in circles.
+    mutating func follow(_ next: String) throws(AppStoreServerAPIError) {
+        guard seen.insert(next).inserted else {
+            throw AppStoreServerAPIError(.invalidResponse, "\(what) gives a page it gave before (\(next.prefix(64))): stopped")
+        }
     }
 }
 

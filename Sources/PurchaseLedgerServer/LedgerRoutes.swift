@@ -168,7 +168,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             requestMetrics.notification(handled.action)
             return .json(handled.json)
         } catch let error as AppStoreVerificationError {
-            requestMetrics.notification("refused")
+            requestMetrics.notification(.refused)
             refusals.warning(
                 "App Store notification refused",
                 metadata: ["code": "\(error.code)", "reason": LogSafe.metadata(error.message)], logger: context.logger)
@@ -206,6 +206,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             throw LedgerHTTPError.invalidEvent("the transaction's appAccountToken is \(token): it belongs to that account")
         } catch SignedTransactionHandler.Refusal.noTransactionID {
             throw LedgerHTTPError.invalidEvent("the transaction has no transactionId")
+        } catch SignedTransactionHandler.Refusal.noSignedDate {
+            throw LedgerHTTPError.invalidEvent("the transaction has no signedDate")
         } catch {
             throw Self.httpError(storage: error, logger: context.logger)
         }
@@ -289,20 +291,19 @@ extension Response {
 
 /// The server's own counters (the ledger reports its commits itself).
 struct RequestMetrics: Sendable {
-    /// What `POST /v1/appstore/notifications` did: `AppStoreNotificationHandler.Handled.action`,
-    /// or `refused`.
-    static let notificationActions = ["purchase", "revoke", "restore", "record", "unattributed", "ignored", "refused"]
 
     private let undecodableRejections: CoreMetrics.Counter
     private let undecodableOutcomes: CoreMetrics.Counter
-    private let notifications: [String: CoreMetrics.Counter]
+    /// What `POST /v1/appstore/notifications` did, one series per `AppStoreRecordingAction`.
+    private let notifications: [AppStoreRecordingAction: CoreMetrics.Counter]
 
     init(factory: any MetricsFactory) {
         // The ledger's own series: an event rejected before it reached the ledger counts the same.
         undecodableRejections = CoreMetrics.Counter(label: "purchaseledger_rejections_total", dimensions: [("code", "invalidEvent")], factory: factory)
         undecodableOutcomes = CoreMetrics.Counter(label: "purchaseledger_events_total", dimensions: [("outcome", "rejected")], factory: factory)
-        notifications = Dictionary(uniqueKeysWithValues: Self.notificationActions.map { action in
-            (action, CoreMetrics.Counter(label: "purchaseledger_appstore_notifications_total", dimensions: [("action", action)], factory: factory))
+        notifications = Dictionary(uniqueKeysWithValues: AppStoreRecordingAction.allCases.map { action in
+            (action, CoreMetrics.Counter(
+                label: "purchaseledger_appstore_notifications_total", dimensions: [("action", action.rawValue)], factory: factory))
         })
     }
 
@@ -312,7 +313,7 @@ struct RequestMetrics: Sendable {
         undecodableOutcomes.increment()
     }
 
-    func notification(_ action: String) {
+    func notification(_ action: AppStoreRecordingAction) {
         notifications[action]?.increment()
     }
 }

@@ -27,6 +27,15 @@ public enum LedgerServer {
         return factory
     }
 
+    /// What the server logs when it starts serving: where the ledger is as `LedgerLocation`
+    /// names it (a URL without its password), where it listens, and the App Store it takes.
+    public static func startupMetadata(_ configuration: ServerConfiguration) -> Logger.Metadata {
+        [
+            "ledger": "\(LedgerLocation(configuration.ledger))", "address": "\(configuration.bind.host):\(configuration.bind.port)",
+            "appStore": "\(configuration.appStore.map { "\($0.bundleId) \($0.environment.rawValue)" } ?? "off")",
+        ]
+    }
+
     /// The application for `configuration`. The ledger is opened here (errors say why it
     /// cannot be) and closed by the application's service group on shutdown.
     public static func application(

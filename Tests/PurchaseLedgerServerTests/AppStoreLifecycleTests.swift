@@ -112,7 +112,7 @@ struct AppStoreLifecycleTests {
     }
 
     static func at(_ milliseconds: Double) -> String {
-        AppStoreNotificationEvents.timestamp(milliseconds).description
+        AppStoreRecorder.timestamp(milliseconds).description
     }
 
     static func subscription(_ projection: [String: Any]) throws -> [String: Any] {
@@ -266,10 +266,10 @@ struct AppStoreLifecycleTests {
     /// Apple sends tokens in lowercase; an app that wrote its account id with Swift's uppercase
     /// `uuidString` gets the same account.
     @Test func anUppercaseTokenIsTheSameAccount() async throws {
-        #expect(AppStoreNotificationEvents.account(fromToken: "7E3FB20B-4CDB-47CC-936D-99D65F608138") == Self.account)
-        #expect(AppStoreNotificationEvents.account(fromToken: Self.account) == Self.account)
-        #expect(AppStoreNotificationEvents.account(fromToken: "not-a-uuid") == "not-a-uuid")
-        #expect(AppStoreNotificationEvents.account(fromToken: "") == nil)
+        #expect(AppStoreRecorder.account(fromToken: "7E3FB20B-4CDB-47CC-936D-99D65F608138") == Self.account)
+        #expect(AppStoreRecorder.account(fromToken: Self.account) == Self.account)
+        #expect(AppStoreRecorder.account(fromToken: "not-a-uuid") == "not-a-uuid")
+        #expect(AppStoreRecorder.account(fromToken: "") == nil)
         let signer = try TestAppStoreSigner()
         try await Notifications.run(signer: signer) { harness, client in
             try await Self.send("SUBSCRIBED", uuid: "s", transaction: Notifications.transaction(["appAccountToken": Self.account.uppercased()]),

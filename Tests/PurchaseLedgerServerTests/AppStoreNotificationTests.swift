@@ -144,7 +144,7 @@ struct AppStoreNotificationTests {
             let last = try #require(try harness.ledger.history(account: Self.account).last)
             guard case .storeTransaction(let report) = last.event.payload else { throw TestFailure("not a store report: \(last)") }
             #expect(report.transaction == "23456")
-            #expect(report.revokedAt == AppStoreNotificationEvents.timestamp(1_698_148_950_000))
+            #expect(report.revokedAt == AppStoreRecorder.timestamp(1_698_148_950_000))
             #expect(report.revocationReason == 1)
             #expect(report.source == "notification REVOKE")
             let projection = try await client.account(Self.account, asOf: Self.duringSubscription)

@@ -38,10 +38,7 @@ struct LedgerServerCommand: AsyncParsableCommand {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(1)
         }
-        logger.info("serving", metadata: [
-            "ledger": "\(configuration.ledger)", "address": "\(configuration.bind.host):\(configuration.bind.port)",
-            "appStore": "\(configuration.appStore.map { "\($0.bundleId) \($0.environment.rawValue)" } ?? "off")",
-        ])
+        logger.info("serving", metadata: LedgerServer.startupMetadata(configuration))
         try await application.runService()
     }
 }

@@ -50,10 +50,12 @@ struct RenewalRecord: SignedReport, Sendable, Hashable {
     var eventID: String
 }
 
-/// The `consumptionConsent` in force for an account: the one given last.
-struct ConsentRecord: SignedReport, Sendable, Hashable {
+/// The `consumptionConsent` in force for an account (`Projector` has the rule).
+struct ConsentRecord: Sendable, Hashable {
     var consented: Bool
-    /// The event's `at` (when the customer answered), for the order between consents.
+    /// The latest `at` of the account's consent events so far: a consent dated at or before
+    /// it does not undo a withdrawal.
     var signedAt: Timestamp
+    /// The event that set `consented`.
     var eventID: String
 }

@@ -116,8 +116,9 @@ final class LedgerWriter: Sendable {
                 live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
             var results: [[AppendResult]] = []
             results.reserveCapacity(requests.count)
+            let latest = Event.latestAcceptedTime()
             for request in requests {
-                results.append(try request.events.map { try session.append($0, writer: writer) })
+                results.append(try request.events.map { try session.append($0, notAfter: latest, writer: writer) })
             }
             // Nothing to store: abort, so that not even LMDB's meta page changes.
             if session.appendedCount == 0 { writer.discard() }

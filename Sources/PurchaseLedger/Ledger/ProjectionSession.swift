@@ -138,8 +138,14 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
     // MARK: Appending
 
     /// Decides on `event` and, when it may be appended, writes its record (through `writer`)
-    /// and applies it. Throws only storage failures.
-    mutating func append(_ event: Event, writer: any LedgerStorageWriter) throws -> AppendResult {
+    /// and applies it; an event dated past `latest` (`Event.checkNotAfter`) is refused first.
+    /// Throws only storage failures.
+    mutating func append(_ event: Event, notAfter latest: Timestamp, writer: any LedgerStorageWriter) throws -> AppendResult {
+        do {
+            try event.checkNotAfter(latest)
+        } catch {
+            return .failure(error)
+        }
         switch try Rules.decide(event, in: self) {
         case .reject(let error):
             return .failure(error)

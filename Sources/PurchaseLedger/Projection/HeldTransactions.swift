@@ -9,6 +9,9 @@ public struct HeldTransaction: Sendable, Hashable {
     public var report: StoreTransaction?
     /// Revoked by a `revoked` event (final whatever the store says).
     public var revokedByEvent: Bool
+    /// The payment of the entry holding it while that entry awaits `transactionFinished`; nil
+    /// once finished, or when only the store reported it.
+    public var unfinishedPayment: String? = nil
 
     /// The subscription (or purchase) the transaction belongs to.
     public var chain: String { originalTransaction ?? transaction }
@@ -27,7 +30,8 @@ extension LedgerState {
                 if byTransaction[key] == nil {
                     byTransaction[key] = HeldTransaction(
                         account: account.string, transaction: transaction, originalTransaction: entry.originalTransaction,
-                        product: entry.product, report: nil, revokedByEvent: revocations[key] != nil)
+                        product: entry.product, report: nil, revokedByEvent: revocations[key] != nil,
+                        unfinishedPayment: entry.finishedAt == nil ? entry.payment : nil)
                 }
             }
             for (key, record) in state.storeTransactions {

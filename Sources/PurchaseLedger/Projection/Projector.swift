@@ -119,10 +119,22 @@ enum Projector {
             try store.change(account, .renewal(record))
 
         case .consumptionConsent(let consent):
-            let record = ConsentRecord(consented: consent.consented, signedAt: event.at, eventID: event.id)
-            // The consent given last (by `at`) is in force, whatever order they came in.
-            if let current = try store.read(account, \.consent), !record.supersedes(current) { return }
-            try store.change(account, .consent(record))
+            // A withdrawal is in force from when it is recorded, whatever its `at`; a consent
+            // counts only when dated after every consent event recorded before it. So a later
+            // withdrawal always wins, and a client's clock cannot keep a consent in force past
+            // one (ties go to the withdrawal). `signedAt` keeps the latest `at` recorded.
+            let current = try store.read(account, \.consent)
+            let latest = max(current?.signedAt ?? event.at, event.at)
+            let record: ConsentRecord
+            if !consent.consented {
+                record = ConsentRecord(consented: false, signedAt: latest, eventID: event.id)
+            } else if let current, !current.consented, event.at <= current.signedAt {
+                return
+            } else {
+                let newest = current.map { event.at >= $0.signedAt } ?? true
+                record = ConsentRecord(consented: true, signedAt: latest, eventID: newest ? event.id : current?.eventID ?? event.id)
+            }
+            if record != current { try store.change(account, .consent(record)) }
 
         case .consumptionRequest, .consumptionAnswer:
             // In the log for audit and for answering again; no projection changes.

@@ -27,8 +27,9 @@ enum Decision: Sendable, Equatable {
 enum Rules {
     /// The version of what the rules build: part of the snapshot schema (`SnapshotFormat`).
     /// Raise it when a log's projections would change under new rules. Spec 1.1 only appends
-    /// events that 1.0 refused, so no log 1.0 wrote projects differently: still 1.
-    static let version = 1
+    /// events that 1.0 refused, so no log 1.0 wrote projects differently. 2: a withdrawal of
+    /// consent recorded after a consent wins whatever their dates (older snapshots are rebuilt).
+    static let version = 2
 
     /// What `decide` (and `Projector.apply` after it) will consult for `event` beyond its own
     /// account: its id in the event index, and the store transactions it names in the

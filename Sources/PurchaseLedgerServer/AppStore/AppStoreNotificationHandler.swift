@@ -36,14 +36,14 @@ public struct AppStoreNotificationHandler: Sendable {
     /// What handling one notification did, as the JSON answered to Apple.
     struct Handled: Sendable {
         var notification: AppStoreNotificationPayload
-        var action: String
+        var action: AppStoreRecordingAction
         var outcomes: [AppendResult]
 
         var json: String {
             var text = "{\"notificationUUID\": \(JSONString.quoted(notification.notificationUUID))"
             text += ", \"notificationType\": \(JSONString.quoted(notification.notificationType))"
             if let subtype = notification.subtype { text += ", \"subtype\": \(JSONString.quoted(subtype))" }
-            text += ", \"action\": \(JSONString.quoted(action)), \"outcomes\": "
+            text += ", \"action\": \(JSONString.quoted(action.rawValue)), \"outcomes\": "
             return text + AppendResult.reportArray(outcomes) + "}\n"
         }
     }
@@ -65,12 +65,12 @@ public struct AppStoreNotificationHandler: Sendable {
         logger[metadataKey: "notificationUUID"] = LogSafe.metadata(notification.notificationUUID)
         logger[metadataKey: "notificationType"] = LogSafe.metadata(notification.notificationType)
 
-        let action = try AppStoreNotificationEvents.action(for: notification, transaction: transaction, renewal: renewal) {
+        let action = try AppStoreRecorder.action(for: notification, transaction: transaction, renewal: renewal) {
             try ledger.account(holdingTransaction: $0)
         }
         switch action {
         case .record(let recording):
-            var outcomes = try await ledger.append(recording)
+            var outcomes = try await AppStoreRecorder(ledger: ledger).record(recording)
             log(outcomes, logger: logger)
             // The store's reports are refused only when they break the format or name a product
             // the catalog lacks: Apple does not send them again, so they are kept for audit.
@@ -91,15 +91,22 @@ public struct AppStoreNotificationHandler: Sendable {
                 try unattributed.record(notification, transaction: transaction, reason: first.message, signedPayload: signedPayload)
                 logger.warning("a store report the ledger refused recorded for audit", metadata: ["file": "\(unattributed.path)"])
             }
-            return Handled(notification: notification, action: recording.summary, outcomes: outcomes)
+            return Handled(notification: notification, action: recording.action, outcomes: outcomes)
         case .unattributed(let reason):
-            guard auditing else { return Handled(notification: notification, action: "unattributed", outcomes: []) }
+            guard auditing else { return Handled(notification: notification, action: .unattributed, outcomes: []) }
             try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
             logger.warning("notification recorded without an account", metadata: ["reason": LogSafe.metadata(reason), "file": "\(unattributed.path)"])
-            return Handled(notification: notification, action: "unattributed", outcomes: [])
+            return Handled(notification: notification, action: .unattributed, outcomes: [])
         case .ignored(let reason):
             logger.info("notification acknowledged", metadata: ["reason": LogSafe.metadata(reason)])
-            return Handled(notification: notification, action: "ignored", outcomes: [])
+            return Handled(notification: notification, action: .ignored, outcomes: [])
+        case .refused(let reason):
+            // Verified, yet undatable: kept for audit like a report the ledger refused.
+            if auditing {
+                try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
+            }
+            logger.warning("notification refused", metadata: ["reason": LogSafe.metadata(reason)])
+            return Handled(notification: notification, action: .refused, outcomes: [])
         }
     }
 
@@ -147,7 +154,7 @@ public struct AppStoreNotificationHandler: Sendable {
             let refused = handled.outcomes.contains { outcome in
                 if case .failure = outcome { true } else { false }
             }
-            if handled.action == "unattributed" || refused {
+            if handled.action == .unattributed || handled.action == .refused || refused {
                 kept.append(line)
             } else {
                 result.attributed += 1

@@ -4,8 +4,8 @@ import PurchaseLedger
 
 /// Answers Apple's refund requests (`CONSUMPTION_REQUEST`) from the ledger: how the purchase
 /// was used, as the log stood just before the request was recorded, sent with Send Consumption
-/// Information only when the account has consented, and the answer recorded as a
-/// `consumptionAnswer`.
+/// Information only when the account's consent was in force then and still is when it is sent,
+/// and the answer recorded as a `consumptionAnswer`.
 ///
 /// The answer is a function of the request's log position (and the configured policy), so a
 /// request answered again after a crash, or delivered again by Apple, sends the same body; and
@@ -50,8 +50,11 @@ public struct ConsumptionResponder: Sendable {
             return nil
         }
         let facts = try ledger.consumptionFacts(of: request.account, transaction: asked.transaction, atPosition: position - 1)
+        // Consent must also be in force now, when the data leaves: a customer who withdrew it
+        // after the request (before an answer that failed, or a redelivery) shares nothing.
+        let consentedNow = try ledger.consumptionFacts(of: request.account, transaction: asked.transaction, atPosition: ledger.position).consented
         var answer = ConsumptionAnswer(request: request.id, transaction: asked.transaction, outcome: .noConsent)
-        if let information = Self.information(from: facts, policy: policy) {
+        if consentedNow == true, let information = Self.information(from: facts, policy: policy) {
             answer.deliveryStatus = information.deliveryStatus.rawValue
             answer.consumptionPercentage = information.consumptionPercentage
             answer.refundPreference = information.refundPreference?.rawValue

@@ -43,6 +43,9 @@ public struct Reconciliation: Sendable {
             /// Apple's renewal info of a subscription (auto-renew, billing retry, grace period,
             /// the product it renews to) differs from the ledger's, or the ledger has none.
             case renewalDiffers
+            /// The entry the store's purchase opened (`appstore:<transactionId>`) still awaits its
+            /// finish: a run cut short between the purchase and its finish.
+            case unfinishedPurchase
         }
 
         public var kind: Kind
@@ -101,14 +104,14 @@ public struct Reconciliation: Sendable {
                 report.failures.append((original, "\(error)"))
                 continue
             }
-            var events = compare(ours: ours, apple: apple.history, account: account, original: original, into: &report.differences)
+            var recordings = compare(ours: ours, apple: apple.history, account: account, original: original, into: &report.differences)
             if let renewal = apple.renewal, let event = renewalEvent(
                 renewal.payload, signed: renewal.signed, original: original, account: account,
                 current: state.renewalInfo(of: account, originalTransaction: original), into: &report.differences) {
-                events.append([event])
+                recordings.append(AppStoreRecording(purchase: nil, reports: [event], action: .record))
             }
-            if apply, !events.isEmpty {
-                report.appended += try await append(events)
+            if apply, !recordings.isEmpty {
+                report.appended += try await record(recordings)
             }
         }
         return report
@@ -139,7 +142,7 @@ public struct Reconciliation: Sendable {
                 report.failures.append(("notification", "\(error)"))
                 continue
             }
-            let action = try AppStoreNotificationEvents.action(for: notification, transaction: transaction, renewal: renewal) {
+            let action = try AppStoreRecorder.action(for: notification, transaction: transaction, renewal: renewal) {
                 try ledger.account(holdingTransaction: $0)
             }
             let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId ?? ""
@@ -148,6 +151,8 @@ public struct Reconciliation: Sendable {
             switch action {
             case .ignored:
                 continue
+            case .refused(let reason):
+                report.failures.append(("notification \(notification.notificationUUID)", reason))
             case .unattributed(let reason):
                 report.differences.append(Difference(
                     kind: .missedNotification, account: "", originalTransaction: original, transaction: about,
@@ -161,7 +166,7 @@ public struct Reconciliation: Sendable {
                     kind: .missedNotification, account: account, originalTransaction: original, transaction: about,
                     detail: "\(label) \(notification.notificationUUID)"))
                 if apply {
-                    for case .success(.appended) in try await ledger.append(recording) { report.appended += 1 }
+                    for case .success(.appended) in try await AppStoreRecorder(ledger: ledger).record(recording) { report.appended += 1 }
                 }
             }
         }
@@ -200,9 +205,15 @@ public struct Reconciliation: Sendable {
             // A subscription's renewal info is not in its history.
             if history.contains(where: { $0.payload.expiresDate != nil }) {
                 let statuses = try await client.subscriptionStatuses(of: original)
-                let signed = statuses.data?.lazy.flatMap { $0.lastTransactions ?? [] }
-                    .first { $0.originalTransactionId == original }?.signedRenewalInfo
-                if let signed { renewal = (signed, try await verifier.verifyRenewalInfo(signed)) }
+                // The envelope's `originalTransactionId` is not signed: the renewal info is the
+                // one whose verified payload names this chain.
+                for signed in statuses.data?.flatMap({ $0.lastTransactions ?? [] }).compactMap(\.signedRenewalInfo) ?? [] {
+                    let payload = try await verifier.verifyRenewalInfo(signed)
+                    if payload.originalTransactionId == original {
+                        renewal = (signed, payload)
+                        break
+                    }
+                }
             }
             return .success(AppleSide(history: history, renewal: renewal))
         } catch {
@@ -216,7 +227,13 @@ public struct Reconciliation: Sendable {
         _ payload: AppStoreRenewalPayload, signed: String, original: String, account: String, current: RenewalInfo?,
         into differences: inout [Difference]
     ) -> Event? {
-        var info = AppStoreNotificationEvents.renewalInfo(payload, original: original, source: "reconcile")
+        guard let signedAt = payload.signedDate.map(AppStoreRecorder.timestamp) else {
+            differences.append(Difference(
+                kind: .renewalDiffers, account: account, originalTransaction: original, transaction: original,
+                detail: "Apple's renewal info has no signedDate: not recorded"))
+            return nil
+        }
+        var info = AppStoreRecorder.renewalInfo(payload, original: original, source: "reconcile")
         let same = current.map { current in
             current.willRenew == info.willRenew && current.renewsTo == info.renewsTo && current.billingRetry == info.billingRetry
                 && current.gracePeriodEndsAt == info.gracePeriodEndsAt && current.expirationIntent == info.expirationIntent
@@ -225,11 +242,13 @@ public struct Reconciliation: Sendable {
         differences.append(Difference(
             kind: .renewalDiffers, account: account, originalTransaction: original, transaction: original,
             detail: current.map { "Apple: \(Self.describe(info)); the ledger: \(Self.describe($0))" } ?? "the ledger has no renewal info"))
+        // The signing time is part of the id: the same state signed again later (a refund
+        // reversed, a renewal turned back on) is a new report, which supersedes the ones before.
         let id = "appstore-api:renewal:" + String(decoding: original.utf8.prefix(64), as: UTF8.self) + "/" + Self.hash(
-            Event.renewalInfo(id: "x", account: "x", signedAt: Timestamp(seconds: 0), info).jsonLine)
-        // The proof goes in after the id: Apple signs anew at each call (ECDSA signatures differ).
+            Event.renewalInfo(id: "x", account: "x", signedAt: signedAt, info).jsonLine)
+        // The proof goes in after the id: ECDSA signatures differ at each signing.
         info.signed = signed
-        return .renewalInfo(id: id, account: account, signedAt: payload.signedDate.map(AppStoreNotificationEvents.timestamp) ?? .now(), info)
+        return .renewalInfo(id: id, account: account, signedAt: signedAt, info)
     }
 
     private static func describe(_ info: RenewalInfo) -> String {
@@ -254,10 +273,10 @@ public struct Reconciliation: Sendable {
     private func compare(
         ours: [HeldTransaction], apple: [(signed: String, payload: AppStoreTransactionPayload)], account: String, original: String,
         into differences: inout [Difference]
-    ) -> [[Event]] {
+    ) -> [AppStoreRecording] {
         var byTransaction: [String: HeldTransaction] = [:]
         for transaction in ours where transaction.account == account { byTransaction[transaction.transaction] = transaction }
-        var events: [[Event]] = []
+        var recordings: [AppStoreRecording] = []
         var seen: Set<String> = []
         for (signed, payload) in apple {
             // Apple's history of a customer may hold other products' chains: only this one counts.
@@ -266,27 +285,38 @@ public struct Reconciliation: Sendable {
             func note(_ kind: Difference.Kind, _ detail: String) {
                 differences.append(Difference(kind: kind, account: account, originalTransaction: original, transaction: id, detail: detail))
             }
-            if let token = payload.appAccountToken.flatMap(AppStoreNotificationEvents.account(fromToken:)), token != account {
+            if let token = payload.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:)), token != account {
                 note(.otherAccount, "Apple's appAccountToken is \(token)")
                 continue
             }
-            let signedAt = payload.signedDate.map(AppStoreNotificationEvents.timestamp) ?? .now()
-            var fact = AppStoreNotificationEvents.storeTransaction(payload, id: id, source: "reconcile")
+            // A report dated by this machine's clock could supersede a later one of Apple's.
+            guard let signedAt = payload.signedDate.map(AppStoreRecorder.timestamp) else {
+                note(.missingReport, "Apple's transaction has no signedDate: not recorded")
+                continue
+            }
+            var fact = AppStoreRecorder.storeTransaction(payload, id: id, source: "reconcile")
             // Apple's history says refunded by `revocationDate` alone.
-            fact.revokedAt = payload.revocationDate.map(AppStoreNotificationEvents.timestamp)
-            let reportID = Self.eventID(for: fact)
+            fact.revokedAt = payload.revocationDate.map(AppStoreRecorder.timestamp)
+            let reportID = Self.eventID(for: fact, signedAt: signedAt)
             fact.signed = signed
             let reportEvent = Event.storeTransaction(id: reportID, account: account, signedAt: signedAt, fact)
             guard let held = byTransaction[id] else {
-                note(.missingPurchase, "\(payload.productId ?? "a product") bought \(payload.purchaseDate.map { "\(AppStoreNotificationEvents.timestamp($0))" } ?? "at an unknown time")")
-                let purchase = AppStoreNotificationEvents.purchase(payload, id: id, account: account, uuid: "appstore-api:" + id, at: signedAt)
-                events.append([purchase.event])
-                events.append([purchase.finish, reportEvent])
+                note(.missingPurchase, "\(payload.productId ?? "a product") bought \(payload.purchaseDate.map { "\(AppStoreRecorder.timestamp($0))" } ?? "at an unknown time")")
+                let purchase = AppStoreRecorder.purchase(payload, id: id, account: account, uuid: Self.purchaseID(of: id), at: signedAt)
+                recordings.append(AppStoreRecording(purchase: purchase, reports: [reportEvent], action: .purchase))
                 continue
+            }
+            var mending: [Event] = []
+            // The store's own entry waits for no app: a run cut short after the purchase
+            // finishes it now (a finish appended before is a duplicate).
+            if held.unfinishedPayment == AppStoreRecorder.payment(forTransaction: id) {
+                note(.unfinishedPurchase, "the store's entry of \(id) awaits its finish")
+                mending.append(.transactionFinished(
+                    id: Self.purchaseID(of: id) + "/finish", account: account, at: signedAt, payment: AppStoreRecorder.payment(forTransaction: id)))
             }
             guard let current = held.report else {
                 note(.missingReport, "the ledger has the purchase, not Apple's report of it")
-                events.append([reportEvent])
+                recordings.append(AppStoreRecording(purchase: nil, reports: mending + [reportEvent], action: .record))
                 continue
             }
             var differs = false
@@ -302,21 +332,23 @@ public struct Reconciliation: Sendable {
                 note(.upgradeDiffers, "Apple: \(fact.upgraded == true ? "upgraded" : "not upgraded")")
                 differs = true
             }
-            if differs { events.append([reportEvent]) }
+            if differs { mending.append(reportEvent) }
+            if !mending.isEmpty { recordings.append(AppStoreRecording(purchase: nil, reports: mending, action: .record)) }
         }
         for transaction in ours where !seen.contains(transaction.transaction) {
             differences.append(Difference(
                 kind: .unknownToApple, account: transaction.account, originalTransaction: original, transaction: transaction.transaction,
                 detail: "Apple's history of \(original) does not have it"))
         }
-        return events
+        return recordings
     }
 
-    /// Appends each group once the one before is in; returns how many events were appended.
-    private func append(_ groups: [[Event]]) async throws -> Int {
+    /// Records each in turn; returns how many events were appended.
+    private func record(_ recordings: [AppStoreRecording]) async throws -> Int {
         var appended = 0
-        for group in groups {
-            for outcome in try await ledger.append(contentsOf: group) {
+        let recorder = AppStoreRecorder(ledger: ledger)
+        for recording in recordings {
+            for outcome in try await recorder.record(recording) {
                 switch outcome {
                 case .success(.appended): appended += 1
                 case .success: break
@@ -327,12 +359,19 @@ public struct Reconciliation: Sendable {
         return appended
     }
 
-    /// `appstore-api:<transaction>/<hash>`: the same report of Apple's gets the same id, so a
-    /// run cut short and run again appends it once.
-    static func eventID(for fact: StoreTransaction) -> String {
+    /// The purchase reconciliation records for a transaction Apple has and the ledger lacks.
+    static func purchaseID(of transaction: String) -> String {
+        "appstore-api:" + transaction
+    }
+
+    /// `appstore-api:<transaction>/<hash>` of the report and Apple's signing time: the same
+    /// report gets the same id, so a run cut short and run again appends it once; the same
+    /// content signed at another time (a refund reversed after a refund) is a new report, which
+    /// supersedes the ones signed before it.
+    static func eventID(for fact: StoreTransaction, signedAt: Timestamp) -> String {
         var content = fact
-        content.signed = nil  // Apple's signature differs at each call; the content does not.
-        let line = Event.storeTransaction(id: "x", account: "x", signedAt: Timestamp(seconds: 0), content).jsonLine
+        content.signed = nil  // ECDSA signatures differ at each signing; the content does not.
+        let line = Event.storeTransaction(id: "x", account: "x", signedAt: signedAt, content).jsonLine
         return "appstore-api:" + String(decoding: fact.transaction.utf8.prefix(80), as: UTF8.self) + "/" + hash(line)
     }
 

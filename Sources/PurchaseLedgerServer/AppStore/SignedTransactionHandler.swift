@@ -35,6 +35,9 @@ public struct SignedTransactionHandler: Sendable {
         case notTheTokensAccount(token: String)
         /// The verified transaction has no `transactionId`.
         case noTransactionID
+        /// The verified transaction has no `signedDate`: a report dated by this server's clock
+        /// could undo a later one of Apple's (a refund, say).
+        case noSignedDate
     }
 
     /// Throws `AppStoreVerificationError` for a transaction that does not verify, `Refusal`
@@ -42,25 +45,28 @@ public struct SignedTransactionHandler: Sendable {
     ///
     /// The event ids come from Apple's transaction id (`storekit:<id>`), and the report's from
     /// its signing time too, so the app sending the same transaction again appends nothing.
+    /// A transaction another account holds is refused `transactionAlreadyCredited` (store
+    /// transaction ids are global), never answered as that account's duplicate.
     func handle(signedTransaction: String, account given: String?) async throws -> Handled {
         let transaction = try await verifier.verifyTransaction(signedTransaction)
         guard let transactionId = transaction.transactionId else { throw Refusal.noTransactionID }
-        let token = transaction.appAccountToken.flatMap(AppStoreNotificationEvents.account(fromToken:))
+        let token = transaction.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:))
         // Apple bound the purchase to its token: another account may not take it.
         if let token, let given, given != token { throw Refusal.notTheTokensAccount(token: token) }
         guard let account = given ?? token else { throw Refusal.noAccount }
-        let signed = transaction.signedDate.map(AppStoreNotificationEvents.timestamp) ?? .now()
-        let prefix = "storekit:" + transactionId
-        let purchase = AppStoreNotificationEvents.purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signed)
-        let report = Event.storeTransaction(
-            id: prefix + "/" + signed.description,
-            account: account, signedAt: signed,
-            AppStoreNotificationEvents.storeTransaction(transaction, id: transactionId, source: "device StoreKit 2", signed: signedTransaction))
-        var outcomes = try await ledger.append(contentsOf: [purchase.event])
-        if case .success = outcomes[0] {
-            outcomes += try await ledger.append(contentsOf: [purchase.finish])
+        guard let recording = AppStoreRecorder.deviceTransaction(transaction, signed: signedTransaction, account: account) else {
+            throw Refusal.noSignedDate
         }
-        outcomes += try await ledger.append(contentsOf: [report])
+        let alreadyCredited = { () throws -> Handled? in
+            guard let holder = try ledger.account(holdingTransaction: transactionId), holder != account else { return nil }
+            let refusal = LedgerError(.transactionAlreadyCredited, "transaction \(transactionId) is held by another account")
+            return Handled(account: account, transaction: transactionId, outcomes: [.failure(refusal)])
+        }
+        if let refused = try alreadyCredited() { return refused }
+        let outcomes = try await AppStoreRecorder(ledger: ledger).record(recording)
+        // Another account's request for the same transaction may have come first meanwhile:
+        // its purchase event has this one's id, and this one is a duplicate of it.
+        if case .success(.duplicate)? = outcomes.first, let refused = try alreadyCredited() { return refused }
         return Handled(account: account, transaction: transactionId, outcomes: outcomes)
     }
 }

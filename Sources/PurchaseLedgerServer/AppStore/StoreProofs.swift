@@ -65,11 +65,53 @@ public struct StoreProofs: Sendable {
             return "the proof does not verify: \(error)"
         }
         if payload.transactionId != fact.transaction { return "the proof is of transaction \(payload.transactionId ?? "none")" }
-        if let original = fact.originalTransaction, payload.originalTransactionId != original {
-            return "the proof's original transaction is \(payload.originalTransactionId ?? "none")"
+        if let reason = Self.timeDisagreement(payload.signedDate, signedAt) { return reason }
+        // Every field the event carries is what Apple signed: the event as the recorder would
+        // write it from the proof, but for what the ledger adds (where it came from, the proof).
+        var proven = AppStoreRecorder.storeTransaction(payload, id: fact.transaction, source: "", signed: fact.signed)
+        proven.source = fact.source
+        if Self.revocationIsTheNotifications(fact) {
+            // REFUND, REVOKE and REFUND_REVERSED say refunded or not by their type: the
+            // transaction they carry is Apple's, its revocation the notification's.
+            (proven.revokedAt, proven.revocationReason, proven.revocationType, proven.revocationPercentage) =
+                (fact.revokedAt, fact.revocationReason, fact.revocationType, fact.revocationPercentage)
         }
-        if payload.productId != fact.product { return "the proof is of product \(payload.productId ?? "none")" }
-        return Self.timeDisagreement(payload.signedDate, signedAt)
+        guard proven != fact else { return nil }
+        let differing = Self.differingFields(fact, proven)
+        return "the proof says otherwise of \(differing.joined(separator: ", "))"
+    }
+
+    /// Whether the event's revocation comes from a notification's type rather than from the
+    /// transaction it carries.
+    private static func revocationIsTheNotifications(_ fact: StoreTransaction) -> Bool {
+        guard let source = fact.source, source.hasPrefix("notification ") else { return false }
+        let type = source.dropFirst("notification ".count).prefix { $0 != " " }
+        return AppStoreRecorder.revocationTypes.contains(String(type)) || AppStoreRecorder.reversalTypes.contains(String(type))
+    }
+
+    /// The names of the fields in which two reports differ, as the format spells them.
+    private static func differingFields(_ fact: StoreTransaction, _ proven: StoreTransaction) -> [String] {
+        var names: [String] = []
+        func check<Value: Equatable>(_ name: String, _ path: KeyPath<StoreTransaction, Value>) {
+            if fact[keyPath: path] != proven[keyPath: path] { names.append(name) }
+        }
+        check("originalTransaction", \.originalTransaction)
+        check("product", \.product)
+        check("quantity", \.quantity)
+        check("purchasedAt", \.purchasedAt)
+        check("expiresAt", \.expiresAt)
+        check("subscriptionGroup", \.subscriptionGroup)
+        check("ownership", \.ownership)
+        check("environment", \.environment)
+        check("price", \.price)
+        check("currency", \.currency)
+        check("storefront", \.storefront)
+        check("revokedAt", \.revokedAt)
+        check("revocationReason", \.revocationReason)
+        check("revocationType", \.revocationType)
+        check("revocationPercentage", \.revocationPercentage)
+        check("upgraded", \.upgraded)
+        return names.isEmpty ? ["a field"] : names
     }
 
     private func disagreement(of info: RenewalInfo, at signedAt: Timestamp, with signed: String, verifier: AppStoreSignedDataVerifier) async -> String? {
@@ -82,14 +124,17 @@ public struct StoreProofs: Sendable {
         if payload.originalTransactionId != info.originalTransaction {
             return "the proof is of original transaction \(payload.originalTransactionId ?? "none")"
         }
-        return Self.timeDisagreement(payload.signedDate, signedAt)
+        if let reason = Self.timeDisagreement(payload.signedDate, signedAt) { return reason }
+        var proven = AppStoreRecorder.renewalInfo(payload, original: info.originalTransaction, source: "")
+        (proven.source, proven.signed) = (info.source, info.signed)
+        return proven == info ? nil : "the proof says otherwise of the renewal info's fields"
     }
 
-    /// The event's `at` is Apple's `signedDate` (events written when Apple gave none are
-    /// dated by the notification, and their proof has none).
+    /// The event's `at` is Apple's `signedDate`, to the nanosecond. A proof without one proves
+    /// no time: such an event was dated by the server's clock, which the recorder no longer does.
     private static func timeDisagreement(_ signedDate: Double?, _ at: Timestamp) -> String? {
-        guard let signedDate else { return nil }
-        let time = AppStoreNotificationEvents.timestamp(signedDate)
+        guard let signedDate else { return "the proof has no signedDate" }
+        let time = AppStoreRecorder.timestamp(signedDate)
         return time == at ? nil : "the proof was signed at \(time), the event says \(at)"
     }
 }

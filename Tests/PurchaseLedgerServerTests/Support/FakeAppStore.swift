@@ -28,8 +28,23 @@ final class FakeAppStore: Sendable {
     let pageSize: Int
     private let state: Mutex<State>
 
+    /// How the history endpoint misbehaves, as a broken or hostile server would.
+    enum Misbehaviour: Sendable {
+        /// `hasMore: true` forever, its revision alternating between two values.
+        case alternatingRevisions
+        /// `hasMore: true` forever, with a new revision each page.
+        case endlessPages
+        /// The answer's head at once, then its body one byte every `interval`.
+        case slowBody(interval: Duration)
+        /// Not JSON.
+        case garbage
+        /// A body of `bytes` bytes.
+        case hugeBody(bytes: Int)
+    }
+
     struct State {
         var histories: [String: [String]] = [:]
+        var misbehaviour: Misbehaviour?
         /// Signed renewal info by original transaction (Get All Subscription Statuses).
         var renewals: [String: String] = [:]
         /// Notifications Apple sent: the signed payload and when (milliseconds since 1970).
@@ -61,6 +76,10 @@ final class FakeAppStore: Sendable {
 
     func sent(_ signedPayload: String, at milliseconds: Int64) {
         state.withLock { $0.notifications.append((signedPayload, milliseconds)) }
+    }
+
+    func misbehave(_ misbehaviour: Misbehaviour?) {
+        state.withLock { $0.misbehaviour = misbehaviour }
     }
 
     func queue(_ faults: [Fault]) {
@@ -120,6 +139,9 @@ final class FakeAppStore: Sendable {
     private func history(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
         if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
         let id = context.parameters.get("id") ?? ""
+        if let misbehaviour = state.withLock({ $0.misbehaviour }) {
+            return try Self.misbehaving(misbehaviour, request: request, signed: state.withLock { $0.histories[id] } ?? [])
+        }
         guard let signed = state.withLock({ $0.histories[id] }) else {
             return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
         }
@@ -134,6 +156,40 @@ final class FakeAppStore: Sendable {
         body["bundleId"] = Self.bundleID
         body["environment"] = "Sandbox"
         return Self.json(200, String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self))
+    }
+
+    private static func misbehaving(_ misbehaviour: Misbehaviour, request: Request, signed: [String]) throws -> Response {
+        func page(revision: String) throws -> String {
+            var body = try JSONSerialization.jsonObject(with: Data(historyModel.utf8)) as? [String: Any] ?? [:]
+            body["signedTransactions"] = signed
+            body["hasMore"] = true
+            body["revision"] = revision
+            body["bundleId"] = bundleID
+            body["environment"] = "Sandbox"
+            return String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self)
+        }
+        let asked = request.uri.queryParameters["revision"].map(String.init)
+        switch misbehaviour {
+        case .alternatingRevisions:
+            return json(200, try page(revision: asked == "a" ? "b" : "a"))
+        case .endlessPages:
+            return json(200, try page(revision: (asked ?? "r") + "n"))
+        case .slowBody(let interval):
+            let text = try page(revision: "a")
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: text.utf8.count) { writer in
+                for byte in text.utf8 {
+                    try await writer.write(ByteBuffer(bytes: [byte]))
+                    try await Task.sleep(for: interval)
+                }
+                try await writer.finish(nil)
+            })
+        case .garbage:
+            return json(200, "\u{0}<html>not json")
+        case .hugeBody(let bytes):
+            return json(200, "{\"signedTransactions\": [\"" + String(repeating: "x", count: bytes) + "\"]}")
+        }
     }
 
     /// Get All Subscription Statuses: Apple's `getAllSubscriptionStatusesResponse.json` shape,

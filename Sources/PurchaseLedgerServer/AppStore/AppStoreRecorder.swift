@@ -1,6 +1,27 @@
 import Foundation
 import PurchaseLedger
 
+/// What recording something Apple said did: the answer's `action`, and the label of
+/// `purchaseledger_appstore_notifications_total` (every case has a series).
+public enum AppStoreRecordingAction: String, Sendable, Hashable, CaseIterable {
+    /// A new, paid transaction: the purchase, its finish and Apple's report.
+    case purchase
+    /// A refund or revocation.
+    case revoke
+    /// A refund reversed.
+    case restore
+    /// Apple's current view of a transaction or subscription, nothing more.
+    case record
+    /// CONSUMPTION_REQUEST: a customer asked Apple for a refund.
+    case refundRequest
+    /// No account could be given the payload: kept in the audit file.
+    case unattributed
+    /// Nothing to record (TEST, SUMMARY, RESCIND_CONSENT…).
+    case ignored
+    /// The payload did not verify, or says something the ledger cannot take (no `signedDate`).
+    case refused
+}
+
 /// What a verified notification means for the ledger.
 enum AppStoreNotificationAction: Sendable, Equatable {
     /// Append what the notification reports, for one account.
@@ -11,9 +32,22 @@ enum AppStoreNotificationAction: Sendable, Equatable {
     /// A notification that carries no signed transaction or renewal info (TEST, a
     /// RENEWAL_EXTENSION summary, RESCIND_CONSENT, EXTERNAL_PURCHASE_TOKEN…).
     case ignored(String)
+    /// A verified payload the ledger cannot date: Apple signs every payload with its
+    /// `signedDate`, and a report dated by the server's clock could undo a later one.
+    case refused(String)
+
+    /// What recording it does, for metrics and answers.
+    var recordingAction: AppStoreRecordingAction {
+        switch self {
+        case .record(let recording): recording.action
+        case .unattributed: .unattributed
+        case .ignored: .ignored
+        case .refused: .refused
+        }
+    }
 }
 
-/// The events one notification appends, in order.
+/// The events one payload of Apple's appends, in order.
 struct AppStoreRecording: Sendable, Equatable {
     /// For a purchase (a new transaction, paid): the device-side purchase, opening or updating
     /// the transaction's entry, so that the purchase credits and entitles as the app's own
@@ -25,29 +59,27 @@ struct AppStoreRecording: Sendable, Equatable {
     /// CONSUMPTION_REQUEST: the refund request, after the reports (`ConsumptionResponder`
     /// answers it from the ledger as it stood before it).
     var consumptionRequest: Event? = nil
-    /// "purchase", "revoke", "restore", "refundRequest" or "record": what the notification did,
-    /// for the answer.
-    var summary: String
+    var action: AppStoreRecordingAction
 
     static func == (lhs: AppStoreRecording, rhs: AppStoreRecording) -> Bool {
         lhs.purchase?.event == rhs.purchase?.event && lhs.purchase?.finish == rhs.purchase?.finish
-            && lhs.reports == rhs.reports && lhs.consumptionRequest == rhs.consumptionRequest && lhs.summary == rhs.summary
+            && lhs.reports == rhs.reports && lhs.consumptionRequest == rhs.consumptionRequest && lhs.action == rhs.action
     }
 }
 
-extension Ledger {
-    /// Appends what a notification records: the purchase, then (once it is in the log, also as
-    /// a duplicate: a retry after a crash between the two finishes the entry) its finish, then
+extension AppStoreRecorder {
+    /// Appends what a payload records: the purchase, then (once it is in the log, also as a
+    /// duplicate: a retry after a crash between the two finishes the entry) its finish, then
     /// the store's reports, then the refund request. The outcomes in that order.
-    func append(_ recording: AppStoreRecording) async throws -> [AppendResult] {
+    func record(_ recording: AppStoreRecording) async throws -> [AppendResult] {
         var outcomes: [AppendResult] = []
         if let (purchase, finish) = recording.purchase {
-            outcomes += try await append(contentsOf: [purchase])
+            outcomes += try await ledger.append(contentsOf: [purchase])
             if case .success = outcomes[0] {
-                outcomes += try await append(contentsOf: [finish])
+                outcomes += try await ledger.append(contentsOf: [finish])
             }
         }
-        return outcomes + (try await append(contentsOf: recording.reports + (recording.consumptionRequest.map { [$0] } ?? [])))
+        return outcomes + (try await ledger.append(contentsOf: recording.reports + (recording.consumptionRequest.map { [$0] } ?? [])))
     }
 }
 
@@ -59,7 +91,17 @@ extension Ledger {
 /// periods all follow from what Apple signed last, in whatever order it arrives. The type adds
 /// what the signed objects do not say: a purchase for the types that sell a new transaction, a
 /// revocation for REFUND and REVOKE, its removal for REFUND_REVERSED.
-enum AppStoreNotificationEvents {
+///
+/// The one place that turns what Apple says (a notification, a StoreKit 2 transaction from the
+/// device, an answer of the App Store Server API) into events and their ids: notifications,
+/// `POST /v1/transactions` and reconciliation all record through it.
+struct AppStoreRecorder: Sendable {
+    let ledger: Ledger
+
+    init(ledger: Ledger) {
+        self.ledger = ledger
+    }
+
     /// The types (and subtypes) that report a new, paid transaction.
     static func isPurchase(_ type: String, subtype: String?) -> Bool {
         switch type {
@@ -103,25 +145,29 @@ enum AppStoreNotificationEvents {
             return .unattributed("\(type) for \(about) has no appAccountToken, and no account holds the transaction")
         }
         let uuid = notification.notificationUUID
-        let notified = notification.signedDate.map(timestamp) ?? .now()
+        guard let notified = notification.signedDate.map(timestamp) else {
+            return .refused("\(type) has no signedDate")
+        }
+        if let transaction, transaction.signedDate == nil { return .refused("\(type)'s transaction has no signedDate") }
+        if let renewal, renewal.signedDate == nil { return .refused("\(type)'s renewal info has no signedDate") }
         var source = "notification \(type)"
         if let subtype = notification.subtype { source += " \(subtype)" }
-        var recording = AppStoreRecording(purchase: nil, reports: [], summary: "record")
+        var recording = AppStoreRecording(purchase: nil, reports: [], action: .record)
 
         if let transaction, let transactionId {
             var fact = storeTransaction(transaction, id: transactionId, source: source)
             fact.signed = notification.data?.signedTransactionInfo
             if revocationTypes.contains(type) {
                 fact.revokedAt = fact.revokedAt ?? notified
-                recording.summary = "revoke"
+                recording.action = .revoke
             } else if reversalTypes.contains(type) {
                 // Apple reversed the refund: the transaction stands, whatever the payload kept.
                 (fact.revokedAt, fact.revocationReason, fact.revocationType, fact.revocationPercentage) = (nil, nil, nil, nil)
-                recording.summary = "restore"
+                recording.action = .restore
             }
             if isPurchase(type, subtype: notification.subtype) {
                 recording.purchase = purchase(transaction, id: transactionId, account: account, uuid: uuid, at: notified)
-                recording.summary = "purchase"
+                recording.action = .purchase
             }
             recording.reports.append(.storeTransaction(
                 id: uuid + "/transaction", account: account,
@@ -139,12 +185,26 @@ enum AppStoreNotificationEvents {
                 ConsumptionRequest(
                     transaction: transactionId, reason: notification.data?.consumptionRequestReason,
                     environment: transaction?.environment.flatMap(StoreEnvironment.init(rawValue:))))
-            recording.summary = "refundRequest"
+            recording.action = .refundRequest
         }
         guard recording.purchase != nil || !recording.reports.isEmpty else {
             return .unattributed("\(type) carries a signed transaction without a transactionId")
         }
         return .record(recording)
+    }
+
+    /// What a StoreKit 2 transaction the device sent records: its purchase, finish and Apple's
+    /// report, under ids from Apple's transaction id (`storekit:<id>`) and, for the report,
+    /// its signing time. Nil without a `transactionId` or `signedDate`.
+    static func deviceTransaction(_ transaction: AppStoreTransactionPayload, signed: String, account: String) -> AppStoreRecording? {
+        guard let transactionId = transaction.transactionId, let signedAt = transaction.signedDate.map(timestamp) else { return nil }
+        let prefix = "storekit:" + transactionId
+        let report = Event.storeTransaction(
+            id: prefix + "/" + signedAt.description, account: account, signedAt: signedAt,
+            storeTransaction(transaction, id: transactionId, source: "device StoreKit 2", signed: signed))
+        return AppStoreRecording(
+            purchase: purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signedAt), reports: [report],
+            action: .purchase)
     }
 
     /// The device-side purchase of a store transaction, and its finish.
@@ -199,15 +259,24 @@ enum AppStoreNotificationEvents {
     }
 
     /// Apple's milliseconds since 1970 (fractional in Xcode's data) as a timestamp.
-    /// A value beyond years 0000–9999 stays beyond them (the ledger then rejects the event as
-    /// `invalidEvent`) rather than trapping.
+    /// Whole milliseconds are split with integer arithmetic, so that `…56.682` is read as
+    /// 682 ms exactly (a `Double` division made it 681.999921 ms); only a fraction of a
+    /// millisecond goes through floating point. A value beyond years 0000–9999 stays beyond
+    /// them (the ledger then rejects the event as `invalidEvent`) rather than trapping.
     static func timestamp(_ milliseconds: Double) -> Timestamp {
-        let limit = 1e12
-        guard milliseconds.isFinite else { return Timestamp(seconds: Int64(limit)) }
-        let seconds = min(max(milliseconds / 1000, -limit), limit)
-        let whole = seconds.rounded(.down)
-        let nanoseconds = ((seconds - whole) * 1e9).rounded(.down)
-        return Timestamp(seconds: Int64(whole), nanoseconds: UInt32(max(0, min(nanoseconds, 999_999_999))))
+        let limit = 1e15
+        guard milliseconds.isFinite else { return Timestamp(seconds: Int64(limit / 1000)) }
+        let clamped = min(max(milliseconds, -limit), limit)
+        let wholeMilliseconds = clamped.rounded(.down)
+        let whole = Int64(wholeMilliseconds)
+        var seconds = whole / 1000
+        var millisecond = whole % 1000
+        if millisecond < 0 {
+            millisecond += 1000
+            seconds -= 1
+        }
+        let fraction = Int64(((clamped - wholeMilliseconds) * 1_000_000).rounded(.down))
+        return Timestamp(seconds: seconds, nanoseconds: UInt32(millisecond * 1_000_000 + min(max(fraction, 0), 999_999)))
     }
 }
 
