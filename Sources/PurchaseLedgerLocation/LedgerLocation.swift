@@ -23,6 +23,18 @@ public enum LedgerLocation: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The ledger's directory; nil for a database, which has none (files beside the ledger,
+    /// such as the audit file of unattributed notifications, must then be named).
+    public var directory: String? {
+        if case .directory(let path) = self { path } else { nil }
+    }
+
+    /// Checks the location without opening it: a `postgres://` URL that names no database, or
+    /// has a port out of range, throws `StorageError`.
+    public func validate() throws {
+        if case .postgres(let url) = self { _ = try PostgresLocation(url: url) }
+    }
+
     /// The PostgreSQL options a process uses by default: the password from its `PGPASSWORD`
     /// when the URL has none.
     public static var processOptions: PostgresOptions {

@@ -261,12 +261,13 @@ public struct ServerConfiguration: Codable, Sendable {
     /// Checks what JSON decoding cannot: key lengths and uniqueness, limits, ports.
     public func check() throws {
         guard !ledger.isEmpty else { throw ServerConfigurationError("\"ledger\" must name a directory or a postgres:// URL") }
-        if PostgresLocation.isPostgresURL(ledger) {
-            do {
-                _ = try PostgresLocation(url: ledger)
-            } catch let error as StorageError {
-                throw ServerConfigurationError("\"ledger\": \(error.message)")
-            }
+        let location = LedgerLocation(ledger)
+        do {
+            try location.validate()
+        } catch let error as StorageError {
+            throw ServerConfigurationError("\"ledger\": \(error.message)")
+        }
+        if location.directory == nil {
             guard appStore == nil || appStore?.unattributedNotifications != nil else {
                 throw ServerConfigurationError("\"appStore.unattributedNotifications\" must name a file when the ledger is in PostgreSQL")
             }
@@ -352,13 +353,11 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     ]
 }
 
-/// The App Store environments, as notifications spell them.
-public enum AppStoreEnvironment: String, Codable, Sendable {
-    case production = "Production"
-    case sandbox = "Sandbox"
-    case xcode = "Xcode"
-    case localTesting = "LocalTesting"
+/// The App Store environments, as notifications spell them: the domain's `StoreEnvironment`,
+/// one type for the events and the server's configuration.
+public typealias AppStoreEnvironment = StoreEnvironment
 
+extension StoreEnvironment {
     /// Xcode and local testing data is not signed by the App Store (as Apple's library, the
     /// verification is skipped: never configure these on a server open to the world).
     var isSigned: Bool { self == .production || self == .sandbox }

@@ -1,3 +1,4 @@
+import PurchaseLedger
 import Foundation
 import X509
 @testable import PurchaseLedgerServer

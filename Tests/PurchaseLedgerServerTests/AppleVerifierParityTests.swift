@@ -1,3 +1,4 @@
+import PurchaseLedger
 import Foundation
 @testable import PurchaseLedgerServer
 import Testing

@@ -124,7 +124,7 @@ public enum StoreOwnership: String, Sendable, Hashable, CaseIterable {
 }
 
 /// Apple's `environment`, spelled as Apple spells it.
-public enum StoreEnvironment: String, Sendable, Hashable, CaseIterable {
+public enum StoreEnvironment: String, Codable, Sendable, Hashable, CaseIterable {
     case production = "Production"
     case sandbox = "Sandbox"
     case xcode = "Xcode"

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PurchaseLedger
 import SwiftASN1
 @_spi(DisableValidityCheck) import X509
 

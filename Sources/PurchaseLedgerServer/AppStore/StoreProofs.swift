@@ -23,9 +23,9 @@ public struct StoreProofs: Sendable {
 
     public init(trustedRoots: [Certificate], bundleId: String, appAppleId: Int64?) {
         var verifiers: [StoreEnvironment: AppStoreSignedDataVerifier] = [:]
-        for (environment, apple) in [(StoreEnvironment.production, AppStoreEnvironment.production), (.sandbox, .sandbox)] {
+        for environment in [StoreEnvironment.production, .sandbox] {
             verifiers[environment] = AppStoreSignedDataVerifier(
-                trustedRoots: trustedRoots, bundleId: bundleId, appAppleId: appAppleId, environment: apple)
+                trustedRoots: trustedRoots, bundleId: bundleId, appAppleId: appAppleId, environment: environment)
         }
         self.verifiers = verifiers
     }

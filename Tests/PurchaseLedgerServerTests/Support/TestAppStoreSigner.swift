@@ -1,3 +1,4 @@
+import PurchaseLedger
 import Crypto
 import Foundation
 import SwiftASN1
