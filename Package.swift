@@ -21,6 +21,9 @@ let package = Package(
         // The ledger over HTTP (Hummingbird 2): a separate product, so that apps linking only
         // `PurchaseLedger` never build Hummingbird.
         .library(name: "PurchaseLedgerServer", targets: ["PurchaseLedgerServer"]),
+        // What the App Store says, recorded (verification, notifications, reconciliation): for a
+        // server of one's own without Hummingbird.
+        .library(name: "PurchaseLedgerAppStore", targets: ["PurchaseLedgerAppStore"]),
         .executable(name: "ledger-server", targets: ["LedgerServerTool"]),
         // The PostgreSQL backend (postgres-nio): a separate product, so that apps on LMDB alone
         // never build it.
@@ -115,11 +118,26 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // Everything Apple says, recorded once: verification of the App Store's signed data,
+        // notifications, StoreKit 2 transactions from devices, reconciliation against the App
+        // Store Server API, answers to refund requests and the store proofs `verify` checks.
+        // Never Hummingbird: the server and the `ledger` tool both link it.
+        .target(
+            name: "PurchaseLedgerAppStore",
+            dependencies: [
+                "PurchaseLedger", "AppStoreServerAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The `ledger` audit tool.
         .executableTarget(
             name: "LedgerTool",
             dependencies: [
-                "PurchaseLedgerLocation", "PurchaseLedgerServer", "AppStoreServerAPI",
+                "PurchaseLedgerLocation", "PurchaseLedgerAppStore", "AppStoreServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -137,11 +155,11 @@ let package = Package(
             path: "tools/ledger-torture",
             swiftSettings: strictSettings
         ),
-        // The ledger over HTTP: routes, API keys, App Store Server Notifications V2.
+        // The ledger over HTTP: routes, API keys, its configuration and services.
         .target(
             name: "PurchaseLedgerServer",
             dependencies: [
-                "PurchaseLedger", "PurchaseLedgerLocation", "AppStoreServerAPI",
+                "PurchaseLedger", "PurchaseLedgerLocation", "PurchaseLedgerAppStore", "AppStoreServerAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -177,7 +195,8 @@ let package = Package(
         .testTarget(
             name: "PurchaseLedgerServerTests",
             dependencies: [
-                "LedgerTestSupport", "PurchaseLedgerServer", "PurchaseLedger", "PurchaseLedgerLMDB", "PurchaseLedgerLocation", "LedgerServerTool",
+                "LedgerTestSupport", "PurchaseLedgerServer", "PurchaseLedgerAppStore", "PurchaseLedger", "PurchaseLedgerLMDB",
+                "PurchaseLedgerLocation", "LedgerServerTool",
                 "AppStoreServerAPI", .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import PurchaseLedger
+import PurchaseLedgerAppStore
 
 /// An error answered to the client as JSON: `{"error": "<code>", "message": "<what to fix>"}`.
 ///

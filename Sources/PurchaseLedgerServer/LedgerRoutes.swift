@@ -6,6 +6,7 @@ import CoreMetrics
 import NIOCore
 import Prometheus
 import PurchaseLedger
+import PurchaseLedgerAppStore
 
 /// The ledger's HTTP API as a route collection, to mount in any Hummingbird 2 application whose
 /// context conforms to `LedgerRequestContextProtocol`:

@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import Foundation
 import Hummingbird
 import HummingbirdCore
+@_exported import PurchaseLedgerAppStore
 import Logging
 import NIOCore
 import Prometheus

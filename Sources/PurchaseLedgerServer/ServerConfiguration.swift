@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import Foundation
 import NIOCore
 import PurchaseLedger
+import PurchaseLedgerAppStore
 import PurchaseLedgerLocation
 
 /// What `ledger-server` reads from its configuration file (JSON).
@@ -351,14 +352,4 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
         ([.revoked], .eventsRevoke),
         ([.storeTransaction, .renewalInfo, .consumptionRequest, .consumptionAnswer], .eventsStore),
     ]
-}
-
-/// The App Store environments, as notifications spell them: the domain's `StoreEnvironment`,
-/// one type for the events and the server's configuration.
-public typealias AppStoreEnvironment = StoreEnvironment
-
-extension StoreEnvironment {
-    /// Xcode and local testing data is not signed by the App Store (as Apple's library, the
-    /// verification is skipped: never configure these on a server open to the world).
-    var isSigned: Bool { self == .production || self == .sandbox }
 }

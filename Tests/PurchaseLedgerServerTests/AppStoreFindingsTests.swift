@@ -6,6 +6,7 @@ import LedgerTestSupport
 import Logging
 import PurchaseLedger
 import PurchaseLedgerLMDB
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 
@@ -215,5 +216,40 @@ struct AppStoreFindingsTests {
         #expect(report.proven == 1)
         #expect(report.disproven.map(\.eventID) == ["forged"])
         #expect(report.disproven.first?.reason.contains("expiresAt") == true)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+extension AppStoreFindingsTests {
+    /// `ledger attribute` beside a running server could move the audit file aside between the
+    /// server's open and its write, and then delete the line with the file. Each step now holds
+    /// the file's lock: a line waits while the file is being moved.
+    @Test func aLineWaitsWhileAttributionHoldsTheFile() async throws {
+        try await withTemporaryDirectory { directory in
+            let log = UnattributedNotificationLog(path: directory + "/unattributed.jsonl")
+            let notification = try JSONDecoder().decode(
+                AppStoreNotificationPayload.self, from: Data(#"{"notificationType": "REFUND", "notificationUUID": "u1"}"#.utf8))
+            // Held as `ledger attribute` holds it while it renames the file.
+            let descriptor = open(log.lockPath, O_RDWR | O_CREAT, 0o600)
+            #expect(descriptor >= 0)
+            #expect(flock(descriptor, LOCK_EX) == 0)
+            let written = Atomic<Bool>(false)
+            let writer = Task.detached {
+                try log.record(notification, transaction: nil, reason: "test", signedPayload: "x")
+                written.store(true, ordering: .sequentiallyConsistent)
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let writtenWhileHeld = written.load(ordering: .sequentiallyConsistent)
+            #expect(!writtenWhileHeld)
+            #expect(access(log.path, F_OK) != 0)
+            flock(descriptor, LOCK_UN)
+            close(descriptor)
+            try await writer.value
+            #expect(try String(contentsOfFile: log.path, encoding: .utf8).split(separator: "\n").count == 1)
+        }
     }
 }

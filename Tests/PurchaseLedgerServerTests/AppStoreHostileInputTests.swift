@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import LedgerTestSupport
 import PurchaseLedger
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 

@@ -1,5 +1,6 @@
 import PurchaseLedger
 import Foundation
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 import LedgerTestSupport
@@ -90,6 +91,8 @@ struct AppleVerifierParityTests {
             ("intermediate whose key usage lacks keyCertSign", .init(intermediateSignsCertificates: false)),
             ("leaf whose authority key identifier names another key", .init(leafNamesAnotherIssuerKey: true)),
             ("leaf with a critical extended key usage", .init(leafCriticalExtendedKeyUsage: true)),
+            ("intermediate whose basicConstraints is not critical", .init(intermediateBasicConstraintsCritical: false)),
+            ("root whose basicConstraints is not critical", .init(rootBasicConstraintsCritical: false)),
         ]
         for (name, chain) in strict {
             try add(name, try TestAppStoreSigner(chain: chain), notification(signedDate: milliseconds(now)))

@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import PurchaseLedger
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 @testable import PurchaseLedgerLMDB

@@ -6,6 +6,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import PurchaseLedger
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 @testable import PurchaseLedgerLMDB

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Synchronization
 import Testing

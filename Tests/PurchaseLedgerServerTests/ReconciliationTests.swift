@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import PurchaseLedger
 import PurchaseLedgerLMDB
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 import LedgerTestSupport

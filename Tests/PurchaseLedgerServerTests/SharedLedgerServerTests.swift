@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import PurchaseLedger
 import PurchaseLedgerPostgres
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Synchronization
 import Testing

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import NIOPosix
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 import LedgerTestSupport

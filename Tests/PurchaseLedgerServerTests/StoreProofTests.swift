@@ -4,6 +4,7 @@ import HummingbirdTesting
 import LedgerTestSupport
 import PurchaseLedger
 import SwiftASN1
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 import X509

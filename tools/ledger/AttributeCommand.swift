@@ -1,7 +1,8 @@
 import ArgumentParser
+import Foundation
 import Logging
 import PurchaseLedgerLocation
-import PurchaseLedgerServer
+import PurchaseLedgerAppStore
 
 extension LedgerCommand {
     struct Attribute: AsyncParsableCommand {
@@ -25,15 +26,17 @@ extension LedgerCommand {
 
         func run() async throws {
             try await runOrFail {
-                let server = try ServerConfiguration.load(path: config)
+                let server = try ServerConfigurationFile.read(config)
+                guard let appStore = server.appStore else {
+                    throw CommandFailure(message: "\(config) has no appStore section: no notifications to attribute")
+                }
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
-                let ledger = try LedgerLocation(server.ledger).openLedger(configuration: configuration)
+                let location = LedgerLocation(server.ledger)
+                let ledger = try location.openLedger(configuration: configuration)
                 let result: AppStoreNotificationHandler.Attribution
                 do {
-                    guard let handler = try AppStoreNotificationHandler.configured(by: server, ledger: ledger) else {
-                        throw CommandFailure(message: "\(config) has no appStore section: no notifications to attribute")
-                    }
+                    let handler = try AppStoreNotificationHandler.configured(by: appStore, ledgerDirectory: location.directory, ledger: ledger)
                     result = try await handler.attributeUnattributed(logger: configuration.logger)
                 } catch {
                     await ledger.close()
@@ -51,6 +54,27 @@ extension LedgerCommand {
                     try Console.output("attributed \(grouped(UInt64(result.attributed))); \(grouped(UInt64(result.kept))) still without an account\n")
                 }
             }
+        }
+    }
+}
+
+/// The parts of `ledger-server`'s configuration file that `attribute` needs: where the ledger
+/// is, and the `appStore` section's verification settings (the server checks the rest).
+struct ServerConfigurationFile: Decodable {
+    var ledger: String
+    var appStore: AppStoreVerificationSettings?
+
+    static func read(_ path: String) throws -> ServerConfigurationFile {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw CommandFailure(message: "cannot read \(path): \(error.localizedDescription)")
+        }
+        do {
+            return try JSONDecoder().decode(ServerConfigurationFile.self, from: data)
+        } catch {
+            throw CommandFailure(message: "\(path) is not a ledger-server configuration (\"ledger\" and \"appStore\"): \(error)")
         }
     }
 }

@@ -3,7 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import PurchaseLedgerLocation
-import PurchaseLedgerServer
+import PurchaseLedgerAppStore
 
 extension LedgerCommand {
     struct Reconcile: AsyncParsableCommand {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import PurchaseLedger
 import PurchaseLedgerLocation
-import PurchaseLedgerServer
+import PurchaseLedgerAppStore
 
 extension LedgerCommand {
     struct Verify: AsyncParsableCommand {

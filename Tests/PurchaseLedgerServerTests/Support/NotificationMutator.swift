@@ -1,6 +1,7 @@
 import Foundation
 import LedgerTestSupport
 import PurchaseLedger
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 
 /// Makes hostile `POST /v1/appstore/notifications` bodies from real signed ones: mutated

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import Prometheus
 import PurchaseLedger
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import Testing
 @testable import PurchaseLedgerLMDB

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import SwiftASN1
 import X509
+@testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
 import LedgerTestSupport
 
@@ -30,6 +31,10 @@ struct TestAppStoreSigner {
         var leafNamesAnotherIssuerKey = false
         /// The leaf has a critical extended key usage (OpenSSL handles it: accepted).
         var leafCriticalExtendedKeyUsage = false
+        /// The intermediate's basicConstraints is marked critical (RFC 5280 asks it of a CA).
+        var intermediateBasicConstraintsCritical = true
+        /// The root's basicConstraints is marked critical.
+        var rootBasicConstraintsCritical = true
         /// When the root and the intermediate are valid (ten years either side of now unless set).
         var validity: ClosedRange<Date>?
         /// When the leaf is valid (`validity` unless set).
@@ -74,15 +79,22 @@ struct TestAppStoreSigner {
 
         root = try certificate(
             key: rootKey, subject: rootName, issuer: rootName, issuerKey: rootKey, validity: validity,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-                Critical(KeyUsage(keyCertSign: true))
-                rootIdentifier
-            })
+            extensions: try {
+                var extensions = try Certificate.Extensions {
+                    Critical(KeyUsage(keyCertSign: true))
+                    rootIdentifier
+                }
+                var constraints = try BasicConstraints.isCertificateAuthority(maxPathLength: nil).makeCertificateExtension()
+                constraints.critical = chain.rootBasicConstraintsCritical
+                try extensions.append(constraints)
+                return extensions
+            }())
         var intermediateExtensions = try Certificate.Extensions {
-            Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
             AuthorityKeyIdentifier(keyIdentifier: rootIdentifier.keyIdentifier)
         }
+        var constraints = try BasicConstraints.isCertificateAuthority(maxPathLength: nil).makeCertificateExtension()
+        constraints.critical = chain.intermediateBasicConstraintsCritical
+        try intermediateExtensions.append(constraints)
         if chain.intermediateKeyUsage {
             let usage = chain.intermediateSignsCertificates ? KeyUsage(keyCertSign: true) : KeyUsage(digitalSignature: true)
             try intermediateExtensions.append(Critical(usage).makeCertificateExtension())

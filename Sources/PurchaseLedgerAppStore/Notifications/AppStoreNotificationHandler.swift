@@ -21,25 +21,28 @@ public struct AppStoreNotificationHandler: Sendable {
         self.consumption = consumption
     }
 
-    /// The handler the configuration's `appStore` section describes, for `ledger`; nil without
-    /// one. Throws when a trusted root cannot be read.
-    public static func configured(by configuration: ServerConfiguration, ledger: Ledger) throws -> AppStoreNotificationHandler? {
-        guard let appStore = configuration.appStore else { return nil }
-        let roots = try AppStoreSignedDataVerifier.loadCertificates(paths: appStore.trustedRoots)
+    /// The handler `settings` describe: roots read from their files (throws
+    /// `AppStoreConfigurationError` when one cannot be), the audit file where the settings say
+    /// or beside a ledger in `ledgerDirectory`.
+    public static func configured(
+        by settings: AppStoreVerificationSettings, ledgerDirectory: String?, ledger: Ledger
+    ) throws -> AppStoreNotificationHandler {
+        let roots = try AppStoreSignedDataVerifier.loadCertificates(paths: settings.trustedRoots)
         let verifier = AppStoreSignedDataVerifier(
-            trustedRoots: roots, bundleId: appStore.bundleId, appAppleId: appStore.appAppleId, environment: appStore.environment)
-        let unattributed = UnattributedNotificationLog(
-            path: appStore.unattributedNotifications ?? configuration.ledger + "/unattributed-notifications.jsonl")
-        return AppStoreNotificationHandler(verifier: verifier, unattributed: unattributed, ledger: ledger)
+            trustedRoots: roots, bundleId: settings.bundleId, appAppleId: settings.appAppleId, environment: settings.environment)
+        guard let path = settings.unattributedNotifications ?? ledgerDirectory.map({ $0 + "/unattributed-notifications.jsonl" }) else {
+            throw AppStoreConfigurationError("\"appStore.unattributedNotifications\" must name a file when the ledger is not a directory")
+        }
+        return AppStoreNotificationHandler(verifier: verifier, unattributed: UnattributedNotificationLog(path: path), ledger: ledger)
     }
 
     /// What handling one notification did, as the JSON answered to Apple.
-    struct Handled: Sendable {
-        var notification: AppStoreNotificationPayload
-        var action: AppStoreRecordingAction
-        var outcomes: [AppendResult]
+    package struct Handled: Sendable {
+        package var notification: AppStoreNotificationPayload
+        package var action: AppStoreRecordingAction
+        package var outcomes: [AppendResult]
 
-        var json: String {
+        package var json: String {
             var text = "{\"notificationUUID\": \(JSONString.quoted(notification.notificationUUID))"
             text += ", \"notificationType\": \(JSONString.quoted(notification.notificationType))"
             if let subtype = notification.subtype { text += ", \"subtype\": \(JSONString.quoted(subtype))" }
@@ -51,7 +54,7 @@ public struct AppStoreNotificationHandler: Sendable {
     /// Throws `AppStoreVerificationError` for a payload that does not verify (nothing is
     /// recorded), and storage errors (Apple retries: the event ids make the retry safe).
     /// `auditing` false (attribution) writes nothing to the audit file: the caller keeps the line.
-    func handle(signedPayload: String, logger: Logger, auditing: Bool = true) async throws -> Handled {
+    package func handle(signedPayload: String, logger: Logger, auditing: Bool = true) async throws -> Handled {
         let notification = try await verifier.verifyNotification(signedPayload)
         var transaction: AppStoreTransactionPayload?
         if let signed = notification.data?.signedTransactionInfo {

@@ -112,12 +112,3 @@ public struct ConsumptionResponder: Sendable {
         return (400..<500).contains(status) && status != 401 && status != 429
     }
 }
-
-extension ConsumptionResponder.Policy {
-    /// The policy `appStore.consumption` states (checked by `ServerConfiguration.check`).
-    init(_ settings: ServerConfiguration.Consumption) {
-        self.init(
-            sampleContentProvided: settings.sampleContentProvided ?? false,
-            refundPreference: settings.refundPreference.flatMap(ConsumptionInformation.RefundPreference.init(rawValue:)))
-    }
-}

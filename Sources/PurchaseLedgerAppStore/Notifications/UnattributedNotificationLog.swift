@@ -13,6 +13,10 @@ import Darwin
 /// The audit file of notifications the ledger could not give to an account (no
 /// `appAccountToken`): one JSON line each, with the signed payload itself as evidence. A line is
 /// on disk (fsync) before the notification is acknowledged, so none is lost.
+///
+/// The server appends while `ledger attribute`, another process, moves the file aside: both
+/// hold an exclusive `flock` of `<path>.lock` for the whole of each step (open, write, fsync;
+/// rename), so no line is written into a file after it was moved aside and read.
 public final class UnattributedNotificationLog: Sendable {
     public let path: String
     private let lock = Mutex(())
@@ -31,7 +35,22 @@ public final class UnattributedNotificationLog: Sendable {
         if let product = transaction?.productId { line += ", \"productId\": \(JSONString.quoted(product))" }
         line += ", \"reason\": \(JSONString.quoted(reason))"
         line += ", \"signedPayload\": \(JSONString.quoted(signedPayload))}\n"
-        try lock.withLock { _ in try append(Array(line.utf8)) }
+        try lock.withLock { _ in try withFileLock { try append(Array(line.utf8)) } }
+    }
+
+    /// Where the processes sharing the file take turns.
+    var lockPath: String { path + ".lock" }
+
+    /// Runs `body` holding the exclusive lock of `lockPath` (waiting for another process's).
+    func withFileLock<R>(_ body: () throws -> R) throws -> R {
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard descriptor >= 0 else { throw failure("open the lock of") }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw failure("lock") }
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
     }
 
     // MARK: Attribution
@@ -44,9 +63,13 @@ public final class UnattributedNotificationLog: Sendable {
     /// (nil without either).
     func takeForAttribution() throws -> [String]? {
         if access(attributingPath, F_OK) != 0 {
-            guard access(path, F_OK) == 0 else { return nil }
-            guard rename(path, attributingPath) == 0 else { throw failure("rename") }
-            try syncDirectory()
+            let moved = try withFileLock { () throws -> Bool in
+                guard access(path, F_OK) == 0 else { return false }
+                guard rename(path, attributingPath) == 0 else { throw failure("rename") }
+                try syncDirectory()
+                return true
+            }
+            guard moved else { return nil }
         }
         let text: String
         do {
@@ -61,7 +84,7 @@ public final class UnattributedNotificationLog: Sendable {
     /// ledger), then removes the moved-aside file: until then a crash loses nothing.
     func finishAttribution(keeping lines: [String]) throws {
         if !lines.isEmpty {
-            try lock.withLock { _ in try append(Array(lines.map { $0 + "\n" }.joined().utf8)) }
+            try lock.withLock { _ in try withFileLock { try append(Array(lines.map { $0 + "\n" }.joined().utf8)) } }
         }
         guard unlink(attributingPath) == 0 || errno == ENOENT else { throw failure("remove") }
         try syncDirectory()

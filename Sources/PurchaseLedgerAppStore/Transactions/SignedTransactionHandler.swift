@@ -17,18 +17,18 @@ public struct SignedTransactionHandler: Sendable {
     }
 
     /// What recording one transaction did, as the JSON answered to the app.
-    struct Handled: Sendable {
-        var account: String
-        var transaction: String
-        var outcomes: [AppendResult]
+    package struct Handled: Sendable {
+        package var account: String
+        package var transaction: String
+        package var outcomes: [AppendResult]
 
-        var json: String {
+        package var json: String {
             "{\"account\": \(JSONString.quoted(account)), \"transaction\": \(JSONString.quoted(transaction)), "
                 + "\"outcomes\": \(AppendResult.reportArray(outcomes))}\n"
         }
     }
 
-    enum Refusal: Error, Equatable {
+    package enum Refusal: Error, Equatable {
         /// Neither an `account` nor an `appAccountToken` says whose it is.
         case noAccount
         /// The `account` given is not the one Apple signed as `appAccountToken`.
@@ -47,7 +47,7 @@ public struct SignedTransactionHandler: Sendable {
     /// its signing time too, so the app sending the same transaction again appends nothing.
     /// A transaction another account holds is refused `transactionAlreadyCredited` (store
     /// transaction ids are global), never answered as that account's duplicate.
-    func handle(signedTransaction: String, account given: String?) async throws -> Handled {
+    package func handle(signedTransaction: String, account given: String?) async throws -> Handled {
         let transaction = try await verifier.verifyTransaction(signedTransaction)
         guard let transactionId = transaction.transactionId else { throw Refusal.noTransactionID }
         let token = transaction.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:))

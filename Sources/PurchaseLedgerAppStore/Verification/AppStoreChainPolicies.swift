@@ -56,7 +56,9 @@ struct ValidAtSigningTimePolicy: VerifierPolicy {
 /// `check_extensions` in OpenSSL's x509_vfy.c applies them), the root included:
 ///
 /// - a path length only on a CA whose key usage allows keyCertSign;
-/// - a CA's basicConstraints is critical, and a CA has keyUsage and a subject key identifier;
+/// - a CA has keyUsage and a subject key identifier (its basicConstraints may be non-critical:
+///   the OpenSSL Apple's library runs on today, 4.0, accepts that, and so does this policy;
+///   `AppleVerifierParityTests` has the case for the root and the intermediate);
 ///   an issuer's key usage allows keyCertSign (`X509_check_ca`);
 /// - a non-CA does not claim keyCertSign;
 /// - issuer and subject names are not empty (a subject may be, with a critical, non-empty SAN);
@@ -123,7 +125,6 @@ struct StrictX509Policy: VerifierPolicy {
             return "a path length without being a CA that signs certificates"
         }
         if isAuthority {
-            if extensions[oid: .X509ExtensionID.basicConstraints]?.critical != true { return "a CA whose basicConstraints is not critical" }
             if keyUsage == nil { return "a CA without keyUsage" }
             if subjectKeyIdentifier == nil { return "a CA without a subject key identifier" }
             if isIssuer, !signsCertificates { return "an issuer whose key usage does not allow keyCertSign" }

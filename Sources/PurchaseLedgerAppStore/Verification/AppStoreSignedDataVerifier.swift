@@ -49,7 +49,7 @@ public struct AppStoreSignedDataVerifier: Sendable {
             do {
                 bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
             } catch {
-                throw ServerConfigurationError("cannot read the certificate \(path): \(error.localizedDescription)")
+                throw AppStoreConfigurationError("cannot read the certificate \(path): \(error.localizedDescription)")
             }
             do {
                 if let text = String(bytes: bytes, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
@@ -57,7 +57,7 @@ public struct AppStoreSignedDataVerifier: Sendable {
                 }
                 return try Certificate(derEncoded: bytes)
             } catch {
-                throw ServerConfigurationError("\(path) is not a DER or PEM certificate: \(error)")
+                throw AppStoreConfigurationError("\(path) is not a DER or PEM certificate: \(error)")
             }
         }
     }

@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import Foundation
 import Logging
 import PurchaseLedger
+import PurchaseLedgerAppStore
 import ServiceLifecycle
 
 /// `ledger reconcile --apply --since <now − lookBack>` on a schedule, inside `ledger-server`:

@@ -3,10 +3,10 @@ import Logging
 /// Text from a request (or a payload nobody has verified yet) made fit for a log line: control
 /// characters, quotes, backslashes and anything outside printable ASCII escaped as `\u{…}`, and
 /// at most `limit` characters kept, so that no client can forge a line or flood the log.
-enum LogSafe {
-    static let defaultLimit = 200
+package enum LogSafe {
+    package static let defaultLimit = 200
 
-    static func text(_ value: String, limit: Int = defaultLimit) -> String {
+    package static func text(_ value: String, limit: Int = defaultLimit) -> String {
         var result = ""
         var kept = 0
         var scalars = value.unicodeScalars.makeIterator()
@@ -28,7 +28,7 @@ enum LogSafe {
         return result
     }
 
-    static func metadata(_ value: String, limit: Int = defaultLimit) -> Logger.MetadataValue {
+    package static func metadata(_ value: String, limit: Int = defaultLimit) -> Logger.MetadataValue {
         .string(text(value, limit: limit))
     }
 }
