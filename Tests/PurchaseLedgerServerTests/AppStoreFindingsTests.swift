@@ -88,6 +88,35 @@ struct AppStoreFindingsTests {
         }
     }
 
+    /// Apple's history of one transaction is its customer's whole history: it was read again
+    /// for every other chain the customer held (and the statuses with it).
+    @Test func applesHistoryIsReadOncePerCustomer() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore(pageSize: 10)
+        try await Notifications.run(signer: signer) { harness, client in
+            let subscription = try Notifications.transaction()
+            let lifetime = try Notifications.transaction([
+                "transactionId": "500", "originalTransactionId": "500", "productId": "com.example.coins", "type": "Consumable",
+                "expiresDate": NSNull(), "subscriptionGroupIdentifier": NSNull(),
+            ])
+            _ = try await Notifications.post(try Notifications.notification("SUBSCRIBED", uuid: "s1", transaction: subscription, signer: signer), client)
+            _ = try await Notifications.post(try Notifications.notification("ONE_TIME_CHARGE", uuid: "o1", transaction: lifetime, signer: signer), client)
+            let history = [try signer.sign(subscription), try signer.sign(lifetime)]
+            store.setHistory(history, of: "12345")
+            store.setHistory(history, of: "500")
+            try await store.run { base in
+                let api = try await AppStoreServerAPIClient(
+                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+                let report = try await Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger).run(apply: true)
+                #expect(report.originalTransactions == 2)
+                #expect(report.failures.isEmpty)
+                #expect(report.differences.isEmpty)
+                // One history page and one statuses call for the customer.
+                #expect(api.requestCount == 2)
+            }
+        }
+    }
+
     /// A purchase reconciliation appended, cut short before its finish: the next run finishes it.
     @Test func aPurchaseReconciliationLeftUnfinishedIsFinishedByTheNextRun() async throws {
         let signer = try TestAppStoreSigner()

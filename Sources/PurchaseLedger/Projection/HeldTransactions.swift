@@ -23,28 +23,35 @@ extension LedgerState {
         var held: [HeldTransaction] = []
         for account in accounts.keys.sorted() {
             guard let state = accounts[account] else { continue }
-            var byTransaction: [UTF8Key: HeldTransaction] = [:]
-            for entry in state.entries.values where entry.state == .purchased || entry.state == .restored {
-                guard let transaction = entry.transaction else { continue }
-                let key = UTF8Key(transaction)
-                if byTransaction[key] == nil {
-                    byTransaction[key] = HeldTransaction(
-                        account: account.string, transaction: transaction, originalTransaction: entry.originalTransaction,
-                        product: entry.product, report: nil, revokedByEvent: revocations[key] != nil,
-                        unfinishedPayment: entry.finishedAt == nil ? entry.payment : nil)
-                }
-            }
-            for (key, record) in state.storeTransactions {
-                var transaction = byTransaction[key] ?? HeldTransaction(
-                    account: account.string, transaction: record.fact.transaction, originalTransaction: record.fact.originalTransaction,
-                    product: record.fact.product, report: nil, revokedByEvent: revocations[key] != nil)
-                transaction.report = record.fact
-                transaction.originalTransaction = transaction.originalTransaction ?? record.fact.originalTransaction
-                byTransaction[key] = transaction
-            }
-            held += byTransaction.keys.sorted().compactMap { byTransaction[$0] }
+            held += HeldTransaction.all(of: account.string, in: state) { revocations[$0] != nil }
         }
         return held
+    }
+}
+
+extension HeldTransaction {
+    /// The store transactions one account's state holds, by transaction id.
+    static func all(of account: String, in state: AccountState, isRevoked: (UTF8Key) throws -> Bool) rethrows -> [HeldTransaction] {
+        var byTransaction: [UTF8Key: HeldTransaction] = [:]
+        for entry in state.entries.values where entry.state == .purchased || entry.state == .restored {
+            guard let transaction = entry.transaction else { continue }
+            let key = UTF8Key(transaction)
+            if byTransaction[key] == nil {
+                byTransaction[key] = HeldTransaction(
+                    account: account, transaction: transaction, originalTransaction: entry.originalTransaction,
+                    product: entry.product, report: nil, revokedByEvent: try isRevoked(key),
+                    unfinishedPayment: entry.finishedAt == nil ? entry.payment : nil)
+            }
+        }
+        for (key, record) in state.storeTransactions {
+            var transaction = try byTransaction[key] ?? HeldTransaction(
+                account: account, transaction: record.fact.transaction, originalTransaction: record.fact.originalTransaction,
+                product: record.fact.product, report: nil, revokedByEvent: try isRevoked(key))
+            transaction.report = record.fact
+            transaction.originalTransaction = transaction.originalTransaction ?? record.fact.originalTransaction
+            byTransaction[key] = transaction
+        }
+        return byTransaction.keys.sorted().compactMap { byTransaction[$0] }
     }
 }
 
@@ -52,5 +59,28 @@ extension LedgerState {
     /// The store's renewal info in force for `originalTransaction` in `account`, if any.
     public func renewalInfo(of account: String, originalTransaction: String) -> RenewalInfo? {
         accounts[UTF8Key(account)]?.renewals[UTF8Key(originalTransaction)]?.info
+    }
+}
+
+extension Ledger {
+    /// The accounts that hold a store transaction on an entry (the transactions index), each
+    /// once, in byte order: where reconciliation starts, without decoding every account.
+    public func accountsHoldingStoreTransactions() throws -> [String] {
+        var accounts: Set<UTF8Key> = []
+        try storage.read { reader in
+            try reader.forEachHolder { _, holder in accounts.insert(UTF8Key(holder.entry.account)) }
+        }
+        return accounts.sorted().map(\.string)
+    }
+
+    /// The store transactions `account` holds now (from its entries and the store's reports in
+    /// force), by transaction id, with the renewal info in force of each subscription.
+    public func heldTransactions(of account: String) throws -> (held: [HeldTransaction], renewals: [String: RenewalInfo]) {
+        try live.withAccount(UTF8Key(account)) { state, _, isRevoked in
+            let held = try HeldTransaction.all(of: account, in: state, isRevoked: isRevoked)
+            var renewals: [String: RenewalInfo] = [:]
+            for (original, record) in state.renewals { renewals[original.string] = record.info }
+            return (held, renewals)
+        } ?? ([], [:])
     }
 }

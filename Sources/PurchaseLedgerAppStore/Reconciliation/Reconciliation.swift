@@ -73,20 +73,35 @@ public struct Reconciliation: Sendable {
 
     /// With `since` (milliseconds since 1970), first every notification Apple sent since then
     /// that the ledger lacks; then every original transaction the ledger holds.
+    ///
+    /// Accounts are taken one at a time from the ledger's index of store transactions, never the
+    /// whole ledger at once: Apple's side of the next `concurrentReads` accounts is read ahead
+    /// (the calls wait on the network), and each account is compared and mended in order, chain
+    /// by chain, so a run's outcome does not depend on timing and its memory on the ledger's size.
     public func run(apply: Bool, since: Int64? = nil) async throws -> Report {
         var report = Report()
         if let since {
             try await missedNotifications(since: since, apply: apply, into: &report)
         }
-        let state = try ledger.currentState()
+        let accounts = try ledger.accountsHoldingStoreTransactions()
+        try await Self.inOrder(accounts, readingAhead: Self.concurrentReads) { account in
+            await fetchCustomer(of: account)
+        } process: { account, fetched in
+            try await reconcile(account, fetched: fetched, apply: apply, into: &report)
+        }
+        return report
+    }
+
+    /// Compares one account's chains with what Apple said of them, and mends them, chain by chain.
+    private func reconcile(
+        _ account: String, fetched: [String: Result<AppleSide, any Error>], apply: Bool, into report: inout Report
+    ) async throws {
+        // Read again now: the appends of the accounts before may have changed it.
+        let (held, renewals) = try ledger.heldTransactions(of: account)
         var chains: [String: [HeldTransaction]] = [:]
-        for transaction in state.heldTransactions() { chains[transaction.chain, default: []].append(transaction) }
-        let originals = chains.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        // Apple's side of several chains is read at once (the calls wait on the network); the
-        // comparisons and appends then go in order, so a run's outcome does not depend on timing.
-        let fetched = await fetchAll(originals)
-        for original in originals {
-            guard let ours = chains[original], let account = ours.first?.account, let side = fetched[original] else { continue }
+        for transaction in held { chains[transaction.chain, default: []].append(transaction) }
+        for original in chains.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            guard let ours = chains[original], let side = fetched[original] else { continue }
             report.originalTransactions += 1
             let apple: AppleSide
             switch side {
@@ -107,14 +122,41 @@ public struct Reconciliation: Sendable {
             var recordings = compare(ours: ours, apple: apple.history, account: account, original: original, into: &report.differences)
             if let renewal = apple.renewal, let event = renewalEvent(
                 renewal.payload, signed: renewal.signed, original: original, account: account,
-                current: state.renewalInfo(of: account, originalTransaction: original), into: &report.differences) {
+                current: renewals[original], into: &report.differences) {
                 recordings.append(AppStoreRecording(purchase: nil, reports: [event], action: .record))
             }
             if apply, !recordings.isEmpty {
                 report.appended += try await record(recordings)
             }
         }
-        return report
+    }
+
+    /// Runs `fetch` on up to `window` items at once, and `process` on each result in the
+    /// items' order: at most `window` results wait at any time.
+    static func inOrder<Fetched: Sendable>(
+        _ items: [String], readingAhead window: Int, fetch: @escaping @Sendable (String) async -> Fetched,
+        process: (String, Fetched) async throws -> Void
+    ) async throws {
+        try await withThrowingTaskGroup(of: (Int, Fetched).self) { group in
+            var started = 0
+            func startNext() {
+                guard started < items.count else { return }
+                let index = started
+                group.addTask { (index, await fetch(items[index])) }
+                started += 1
+            }
+            for _ in 0..<max(1, window) { startNext() }
+            var ready: [Int: Fetched] = [:]
+            var processed = 0
+            while processed < items.count, let (index, fetched) = try await group.next() {
+                ready[index] = fetched
+                while let next = ready.removeValue(forKey: processed) {
+                    try await process(items[processed], next)
+                    processed += 1
+                    startNext()
+                }
+            }
+        }
     }
 
     /// The notifications Apple sent since `since` whose events the ledger lacks (its event ids
@@ -172,50 +214,65 @@ public struct Reconciliation: Sendable {
         }
     }
 
-    /// What Apple says of one chain: its history, each transaction verified, and for a
-    /// subscription its renewal info (Get All Subscription Statuses), verified.
+    /// What Apple says of one chain: its customer's history, each transaction verified, and for
+    /// a subscription its renewal info (Get All Subscription Statuses), verified.
     struct AppleSide: Sendable {
         var history: [(signed: String, payload: AppStoreTransactionPayload)]
         var renewal: (signed: String, payload: AppStoreRenewalPayload)?
     }
 
-    /// How many chains are read from Apple at once.
-    static let concurrentReads = 8
-
-    private func fetchAll(_ originals: [String]) async -> [String: Result<AppleSide, any Error>] {
-        await withTaskGroup(of: (String, Result<AppleSide, any Error>).self) { group in
-            var pending = originals.makeIterator()
-            for _ in 0..<Self.concurrentReads {
-                guard let original = pending.next() else { break }
-                group.addTask { (original, await fetch(original)) }
-            }
-            var results: [String: Result<AppleSide, any Error>] = [:]
-            for await (original, result) in group {
-                results[original] = result
-                if let next = pending.next() { group.addTask { (next, await fetch(next)) } }
-            }
-            return results
-        }
+    /// What Apple says of one customer: the history (every product's transactions) and the
+    /// renewal info of each subscription, by original transaction.
+    struct CustomerSide: Sendable {
+        var history: [(signed: String, payload: AppStoreTransactionPayload)]
+        var renewals: [String: (signed: String, payload: AppStoreRenewalPayload)]
     }
 
-    private func fetch(_ original: String) async -> Result<AppleSide, any Error> {
+    /// How many accounts are read from Apple at once.
+    static let concurrentReads = 8
+
+    /// Apple's side of each chain `account` holds, read once per customer: Apple's history of
+    /// one chain is its customer's whole history, so it answers for every chain it names; a
+    /// chain it does not name (another Apple account's purchase) is read on its own.
+    private func fetchCustomer(of account: String) async -> [String: Result<AppleSide, any Error>] {
+        let originals: [String]
+        do {
+            originals = Set(try ledger.heldTransactions(of: account).held.map(\.chain)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        } catch {
+            return [:]
+        }
+        var results: [String: Result<AppleSide, any Error>] = [:]
+        var pending = originals
+        while let first = pending.first {
+            switch await fetch(first) {
+            case .failure(let error):
+                results[first] = .failure(error)
+            case .success(let customer):
+                let named = Set(customer.history.compactMap { $0.payload.originalTransactionId ?? $0.payload.transactionId })
+                for original in pending where original == first || named.contains(original) {
+                    results[original] = .success(AppleSide(history: customer.history, renewal: customer.renewals[original]))
+                }
+            }
+            pending.removeAll { results[$0] != nil }
+        }
+        return results
+    }
+
+    private func fetch(_ original: String) async -> Result<CustomerSide, any Error> {
         do {
             let history = try await self.history(of: original)
-            var renewal: (signed: String, payload: AppStoreRenewalPayload)?
+            var renewals: [String: (signed: String, payload: AppStoreRenewalPayload)] = [:]
             // A subscription's renewal info is not in its history.
             if history.contains(where: { $0.payload.expiresDate != nil }) {
                 let statuses = try await client.subscriptionStatuses(of: original)
-                // The envelope's `originalTransactionId` is not signed: the renewal info is the
-                // one whose verified payload names this chain.
+                // The envelope's `originalTransactionId` is not signed: each renewal info is
+                // the chain's that its verified payload names.
                 for signed in statuses.data?.flatMap({ $0.lastTransactions ?? [] }).compactMap(\.signedRenewalInfo) ?? [] {
                     let payload = try await verifier.verifyRenewalInfo(signed)
-                    if payload.originalTransactionId == original {
-                        renewal = (signed, payload)
-                        break
-                    }
+                    if let chain = payload.originalTransactionId, renewals[chain] == nil { renewals[chain] = (signed, payload) }
                 }
             }
-            return .success(AppleSide(history: history, renewal: renewal))
+            return .success(CustomerSide(history: history, renewals: renewals))
         } catch {
             return .failure(error)
         }
