@@ -34,9 +34,14 @@ extension Ledger {
 extension LedgerLog {
     /// Opens the ledger in `directory` for reading.
     public static func open(at directory: String, logger: Logger = Logger(label: "PurchaseLedger")) throws -> LedgerLog {
+        try open(at: directory, logger: logger, copying: false)
+    }
+
+    /// Opens the ledger in `directory` for reading; `copying`: a copy not yet marked complete.
+    package static func open(at directory: String, logger: Logger, copying: Bool) throws -> LedgerLog {
         var configuration = Ledger.Configuration()
         configuration.readOnly = true
         let storage = try LedgerDirectory.open(directory, creating: false, configuration: configuration, options: LMDBOptions())
-        return try LedgerLog(location: directory, storage: storage, logger: logger)
+        return try LedgerLog(location: directory, storage: storage, logger: logger, copying: copying)
     }
 }

@@ -55,9 +55,15 @@ public enum LedgerLocation: Sendable, Hashable, CustomStringConvertible {
     }
 
     public func openLog(logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = processOptions) throws -> LedgerLog {
+        try openLog(logger: logger, options: options, copying: false)
+    }
+
+    /// Opens the ledger here for reading; `copying`: a copy `ledger copy` has not marked
+    /// complete (to verify it).
+    package func openLog(logger: Logger, options: PostgresOptions, copying: Bool) throws -> LedgerLog {
         switch self {
-        case .directory(let path): try LedgerLog.open(at: path, logger: logger)
-        case .postgres(let url): try LedgerLog.open(postgres: url, logger: logger, options: options)
+        case .directory(let path): try LedgerLog.open(at: path, logger: logger, copying: copying)
+        case .postgres(let url): try LedgerLog.open(postgres: url, logger: logger, options: options, copying: copying)
         }
     }
 }

@@ -40,8 +40,13 @@ extension Ledger {
 extension LedgerLog {
     /// Opens the ledger in the PostgreSQL database at `url` for reading.
     public static func open(postgres url: String, logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = .init()) throws -> LedgerLog {
+        try open(postgres: url, logger: logger, options: options, copying: false)
+    }
+
+    /// Opens the ledger at `url` for reading; `copying`: a copy not yet marked complete.
+    package static func open(postgres url: String, logger: Logger, options: PostgresOptions, copying: Bool) throws -> LedgerLog {
         let location = try PostgresLocation(url: url, environment: options.environment)
         let storage = try PostgresLedgerStorage(location: location, readOnly: true, synchronousCommit: true, options: options, logger: logger)
-        return try LedgerLog(location: location.description, storage: storage, logger: logger)
+        return try LedgerLog(location: location.description, storage: storage, logger: logger, copying: copying)
     }
 }

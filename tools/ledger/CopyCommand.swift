@@ -12,8 +12,11 @@ extension LedgerCommand {
                 must land at its source position. Then the copy is verified: every record and index, the same \
                 records as the source, the same catalogs, and the same projections. Exits 0 only when all agree.
 
-                On a terminal, progress lines show the copy and its verification. Ctrl-C stops the copy and \
-                leaves DESTINATION incomplete: remove it (or drop the database) and copy again.
+                Until it is verified, DESTINATION is marked an incomplete copy: nothing else opens or verifies \
+                it. Stopped at any point (Ctrl-C, kill -9, a crash), the same command run again resumes it from \
+                where it stopped and verifies it whole; or remove it (drop the database) and copy again.
+
+                On a terminal, progress lines show the copy and its verification.
 
                 Examples:
                   ledger copy ./ledger postgres://ledger@db/store
@@ -46,29 +49,45 @@ extension LedgerCommand {
             try await runOrFail {
                 let sourceLog = try from.openLog()
                 defer { sourceLog.close() }
-                if let existing = try? to.openLog() {
-                    existing.close()
+                let resuming: Bool
+                do {
+                    try to.openLog().close()
                     throw CommandFailure(message: "\(to.display) already holds a ledger; copy into a new one")
+                } catch let error as StorageError where error.code == .incompleteCopy {
+                    resuming = true
+                } catch let failure as CommandFailure {
+                    throw failure
+                } catch {
+                    // Nothing there yet (or nothing readable): the copy creates it.
+                    resuming = false
                 }
+                if resuming, !format.json { Console.error("\(to.display) holds an incomplete copy: resuming it") }
                 let last = try sourceLog.lastPosition()
                 let progress = ProgressLine("copying", unit: "events")
                 let destinationName = to.display
                 Interruption.onInterrupt {
                     progress.done < last
                         ? "the copy stopped near position \(grouped(progress.done)) of \(grouped(last)); \(destinationName) holds an incomplete copy: "
-                            + "remove it and copy again"
+                            + "run the same ledger copy again to resume it"
                         : "every event was copied to \(destinationName), but the copy was not yet checked against the source: "
-                            + "run ledger verify on it, or remove it and copy again"
+                            + "run the same ledger copy again to check it and mark it complete"
                 }
                 let copier = LedgerCopier(source: sourceLog, destination: to, batchSize: batchSize)
-                let copied = try await copier.copy { progress.update($0, of: last) }
+                let copied = try await copier.copy(resuming: resuming) { progress.update($0, of: last) }
                 progress.clear()
                 if !format.json { Console.error("copied \(grouped(copied)) events from \(from.display) to \(to.display); verifying the copy") }
-                let copy = try to.openLog()
-                defer { copy.close() }
+                let copy = try to.location.openLog(logger: Logger(label: "ledger.copy"), options: LedgerLocation.processOptions, copying: true)
                 let verifying = ProgressLine("verifying the copy", unit: "events")
-                try LedgerCopier.verify(copy, against: sourceLog, through: copied) { verifying.update($0, of: copied) }
+                do {
+                    try LedgerCopier.verify(copy, against: sourceLog, through: copied) { verifying.update($0, of: copied) }
+                } catch {
+                    copy.close()
+                    throw error
+                }
+                copy.close()
                 verifying.clear()
+                // Only now does the copy open as a ledger.
+                try await copier.markComplete()
                 if format.json {
                     var writer = JSONWriter(spaced: true)
                     writer.beginObject()
@@ -102,22 +121,35 @@ struct LedgerCopier {
 
     /// Copies through the source's last position now; returns it. `progress` gets the last
     /// position copied, as batches become durable.
-    func copy(progress: (UInt64) -> Void = { _ in }) async throws -> UInt64 {
+    /// The destination is opened as a copy (`Ledger.Configuration.copying`): marked incomplete
+    /// from its creation until `markComplete()`. `resuming` goes on from the position an
+    /// interrupted copy reached.
+    func copy(resuming: Bool = false, progress: (UInt64) -> Void = { _ in }) async throws -> UInt64 {
         let last = try source.lastPosition()
         let catalogs = try source.catalogHistory().filter { $0.effectiveFrom <= last + 1 }
-        var configuration = Ledger.Configuration()
-        configuration.logger.logLevel = .warning
+        var reached: UInt64 = 0
+        if resuming {
+            let ledger = try destination.openLedger(catalog: nil, configuration: Self.configuration)
+            reached = ledger.position
+            await ledger.close()
+            guard reached <= last else {
+                throw CommandFailure(message: "the incomplete copy is at position \(reached), past the source's last, \(last)")
+            }
+            progress(reached)
+        }
         for (index, epoch) in catalogs.enumerated() {
             let end = index + 1 < catalogs.count ? catalogs[index + 1].effectiveFrom - 1 : last
+            // Copied whole before the copy was stopped.
+            if epoch.effectiveFrom <= end, reached >= end { continue }
             // Opening with the epoch's catalog creates the ledger, or records the grown catalog
             // from the next position on: the position the source recorded it at.
-            let ledger = try destination.openLedger(catalog: epoch.catalog, configuration: configuration)
+            let ledger = try destination.openLedger(catalog: epoch.catalog, configuration: Self.configuration)
             do {
-                guard ledger.position == epoch.effectiveFrom - 1 else {
+                guard ledger.position + 1 >= epoch.effectiveFrom, ledger.position <= max(end, epoch.effectiveFrom - 1) else {
                     throw CommandFailure(message: "the copy is at position \(ledger.position), the source's catalog \(index + 1) starts at \(epoch.effectiveFrom)")
                 }
-                if epoch.effectiveFrom <= end {
-                    try await append(from: epoch.effectiveFrom, through: end, to: ledger, progress: progress)
+                if ledger.position < end {
+                    try await append(from: ledger.position + 1, through: end, to: ledger, progress: progress)
                 }
                 await ledger.close()
             } catch {
@@ -126,6 +158,25 @@ struct LedgerCopier {
             }
         }
         return last
+    }
+
+    static var configuration: Ledger.Configuration {
+        var configuration = Ledger.Configuration()
+        configuration.logger.logLevel = .warning
+        configuration.copying = true
+        return configuration
+    }
+
+    /// Marks the copy complete: from now on it opens as any ledger does.
+    func markComplete() async throws {
+        let ledger = try destination.openLedger(catalog: nil, configuration: Self.configuration)
+        do {
+            try ledger.markCopyComplete()
+        } catch {
+            await ledger.close()
+            throw error
+        }
+        await ledger.close()
     }
 
     /// Submits batches while earlier ones commit (a few in flight), each event required to land

@@ -3,7 +3,7 @@
 public struct StorageError: Error, Sendable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Base: String {
-            case notALedger, ledgerInUse, unsupportedFormat, damaged, storageFull, readOnly, closed, io
+            case notALedger, ledgerInUse, unsupportedFormat, damaged, storageFull, readOnly, closed, io, incompleteCopy
         }
 
         private let base: Base
@@ -26,6 +26,9 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
         public static let closed = Code(.closed)
         /// The storage engine or the file system failed; see `cause`.
         public static let io = Code(.io)
+        /// The location holds a copy `ledger copy` has not finished and verified (it was
+        /// stopped): only `ledger copy` opens it, to resume.
+        public static let incompleteCopy = Code(.incompleteCopy)
     }
 
     public var code: Code

@@ -8,8 +8,9 @@ extension Ledger {
     /// What is decided on a read is checked again under the write, since a process sharing the
     /// storage may have created the ledger or grown its catalog in between; then it starts over.
     static func establishCatalog(
-        _ given: Catalog?, storage: any LedgerStorage, location directory: String, logger: Logger
+        _ given: Catalog?, storage: any LedgerStorage, location directory: String, copying: Bool = false, logger: Logger
     ) throws -> (catalog: Catalog, version: CatalogVersion) {
+        let expected = copying ? IncompleteCopy.marker(of: storage) : storage.storageFormat
         let (marker, catalogs, last) = try storage.read { (try $0.formatMarker(), try $0.catalogs(), try $0.lastPosition()) }
         if marker == nil && catalogs.isEmpty && last == 0 {
             guard !storage.isReadOnly else {
@@ -20,7 +21,7 @@ extension Ledger {
             }
             let created = try storage.write { writer -> Bool in
                 guard try writer.formatMarker() == nil, try writer.catalogs().isEmpty, try writer.lastPosition() == 0 else { return false }
-                try writer.setFormatMarker(storage.storageFormat)
+                try writer.setFormatMarker(expected)
                 try writer.recordCatalog(Array(given.json.utf8), effectiveFrom: 1)
                 return true
             }
@@ -28,8 +29,9 @@ extension Ledger {
                 logger.info("created ledger", metadata: ["location": "\(directory)", "products": "\(given.products.count)"])
                 return (given, CatalogVersion(effectiveFrom: 1, size: given.json.utf8.count))
             }
-            return try establishCatalog(given, storage: storage, location: directory, logger: logger)
+            return try establishCatalog(given, storage: storage, location: directory, copying: copying, logger: logger)
         }
+        try IncompleteCopy.check(marker, of: storage, at: directory, copying: copying)
         guard let newest = catalogs.last else {
             throw StorageError(.damaged, "\(directory) holds a log without its catalog")
         }
@@ -39,7 +41,7 @@ extension Ledger {
         } catch {
             throw StorageError(.damaged, "the ledger's catalog cannot be read: \(error)")
         }
-        guard marker == storage.storageFormat else {
+        guard marker == expected else {
             throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker ?? "?"), this version reads \(storage.storageFormat)")
         }
         let recordedVersion = CatalogVersion(effectiveFrom: newest.effectiveFrom, size: newest.json.count)
@@ -63,10 +65,43 @@ extension Ledger {
             return effectiveFrom
         }
         guard let grown else {
-            return try establishCatalog(given, storage: storage, location: directory, logger: logger)
+            return try establishCatalog(given, storage: storage, location: directory, copying: copying, logger: logger)
         }
         logger.info("catalog grew", metadata: ["products": "\(recorded.products.count) → \(given.products.count)"])
         return (given, CatalogVersion(effectiveFrom: grown, size: given.json.utf8.count))
+    }
+}
+
+/// A ledger `ledger copy` is still copying into: its format marker is the storage's with a
+/// suffix, so that a copy stopped part-way (Ctrl-C, `kill -9`, a crash) never opens, verifies or
+/// serves as a complete ledger; `ledger copy` run again resumes it, and marks it complete only
+/// once it verified it against the source.
+enum IncompleteCopy {
+    static let suffix = "+incomplete-copy"
+
+    static func marker(of storage: any LedgerStorage) -> String {
+        storage.storageFormat + suffix
+    }
+
+    /// Throws `incompleteCopy` for an incomplete copy opened by anyone but the copy, and
+    /// `unsupportedFormat` for a complete ledger opened as a copy's destination.
+    static func check(_ marker: String?, of storage: any LedgerStorage, at location: String, copying: Bool) throws {
+        if !copying, marker == self.marker(of: storage) {
+            throw StorageError(
+                .incompleteCopy,
+                "\(location) holds an incomplete copy: `ledger copy` stopped before it had copied and verified it; "
+                    + "run the same `ledger copy` again to resume it, or remove it")
+        }
+        if copying, marker == storage.storageFormat {
+            throw StorageError(.unsupportedFormat, "\(location) already holds a complete ledger")
+        }
+    }
+}
+
+extension Ledger {
+    /// Marks a ledger opened with `Configuration.copying` complete, once the copy verified.
+    package func markCopyComplete() throws {
+        try storage.write { try $0.setFormatMarker(storage.storageFormat) }
     }
 }
 

@@ -54,6 +54,9 @@ public final class Ledger: Sendable {
         /// Called on the writer's thread after each write transaction (keep it quick): what
         /// it held and how long it took, for metrics.
         public var onCommit: (@Sendable (CommitReport) -> Void)? = nil
+        /// Opens (or creates) a ledger that `ledger copy` is copying into, whose format marker
+        /// says so until `markCopyComplete()`; every other open refuses such a ledger.
+        package var copying = false
 
         public init() {}
     }
@@ -90,7 +93,7 @@ public final class Ledger: Sendable {
         do {
             log = LogReader(storage: storage)
             let catalog: Catalog
-            (catalog, catalogVersion) = try Self.establishCatalog(newCatalog, storage: storage, location: location, logger: logger)
+            (catalog, catalogVersion) = try Self.establishCatalog(newCatalog, storage: storage, location: location, copying: configuration.copying, logger: logger)
             let opening = try Opening.projections(storage: storage, catalog: catalog, configuration: configuration)
             live = opening.live
             logger.info("opened ledger", metadata: [

@@ -12,7 +12,8 @@ public final class LedgerLog: Sendable {
 
     /// Reads the ledger held by `storage` (another backend's entry point). Takes ownership of
     /// `storage`: it is closed when this throws, or when the log closes.
-    package init(location: String, storage: any LedgerStorage, logger: Logger) throws {
+    /// `copying` reads a copy `ledger copy` has not marked complete yet (to verify it).
+    package init(location: String, storage: any LedgerStorage, logger: Logger, copying: Bool = false) throws {
         let marker: String?
         do {
             marker = try storage.read { try $0.formatMarker() }
@@ -20,7 +21,13 @@ public final class LedgerLog: Sendable {
             storage.close()
             throw StorageErrors.map(error)
         }
-        guard marker == storage.storageFormat else {
+        do {
+            try IncompleteCopy.check(marker, of: storage, at: location, copying: copying)
+        } catch {
+            storage.close()
+            throw error
+        }
+        guard marker == (copying ? IncompleteCopy.marker(of: storage) : storage.storageFormat) else {
             storage.close()
             if marker == nil { throw StorageError(.notALedger, "\(location) holds no ledger") }
             throw StorageError(.unsupportedFormat, "\(location) holds format \(marker!), this version reads \(storage.storageFormat)")
