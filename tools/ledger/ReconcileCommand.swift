@@ -54,6 +54,9 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("Another base URL for the API (a test server).", valueName: "url"))
         var apiBase: String?
 
+        @Option(help: ArgumentHelp("Seconds one API request may take, head and body (1 to 300).", valueName: "seconds"))
+        var timeout = 30
+
         @Option(help: ArgumentHelp("Also look for notifications Apple sent since this time that the ledger never received (RFC 3339; Apple keeps 180 days).", valueName: "time"))
         var since: String?
 
@@ -70,6 +73,7 @@ extension LedgerCommand {
             guard environment == "Production" || environment == "Sandbox" else {
                 throw ValidationError("--environment must be Production or Sandbox, not \"\(environment)\"")
             }
+            guard (1...300).contains(timeout) else { throw ValidationError("--timeout must be from 1 to 300 seconds") }
             guard !root.isEmpty else { throw ValidationError("give at least one --root certificate to verify Apple's signed data") }
             if environment == "Production", appAppleId == nil {
                 throw ValidationError("--app-apple-id is required in Production")
@@ -89,7 +93,8 @@ extension LedgerCommand {
                 let api: AppStoreServerAPIEnvironment = apiBase.map { .custom(baseURL: $0) } ?? (production ? .production : .sandbox)
                 var logger = Logger(label: "ledger.reconcile")
                 logger.logLevel = .warning
-                let client = try await AppStoreServerAPIClient(credentials: credentials, environment: api, logger: logger)
+                let client = try await AppStoreServerAPIClient(
+                    credentials: credentials, environment: api, limits: .init(requestTimeout: .seconds(timeout)), logger: logger)
                 let verifier = AppStoreSignedDataVerifier(
                     trustedRoots: try AppStoreSignedDataVerifier.loadCertificates(paths: root), bundleId: bundleId,
                     appAppleId: appAppleId, environment: production ? .production : .sandbox)
