@@ -67,15 +67,26 @@ struct LedgerToolTests {
     /// A place for a new ledger on `backend`: a path in `directory`, or a new database (made
     /// and dropped with psql, as an operator would).
     func withLedgerLocation<R>(_ backend: String, in directory: URL, name: String = "ledger", _ body: (String) throws -> R) throws -> R {
+        let location = try makeLedgerLocation(backend, in: directory, name: name)
+        defer { dropLedgerLocation(location) }
+        return try body(location)
+    }
+
+    /// `withLedgerLocation`'s place, made; `dropLedgerLocation` drops a database made so.
+    func makeLedgerLocation(_ backend: String, in directory: URL, name: String = "ledger") throws -> String {
         guard backend == "postgres", let admin = Self.postgresURL else {
-            return try body(directory.appendingPathComponent(name).path)
+            return directory.appendingPathComponent(name).path
         }
         let database = "ledger_tool_\(UInt64.random(in: 0...UInt64.max))"
         let created = try run("/usr/bin/env", ["psql", admin, "-qc", "CREATE DATABASE \(database)"])
         try #require(created.status == 0, "psql: \(created.error)")
-        defer { _ = try? run("/usr/bin/env", ["psql", admin, "-qc", "DROP DATABASE \(database) WITH (FORCE)"]) }
         let base = admin[..<admin.lastIndex(of: "/")!]
-        return try body("\(base)/\(database)")
+        return "\(base)/\(database)"
+    }
+
+    func dropLedgerLocation(_ location: String) {
+        guard let admin = Self.postgresURL, location.hasPrefix("postgres"), let database = location.split(separator: "/").last else { return }
+        _ = try? run("/usr/bin/env", ["psql", admin, "-qc", "DROP DATABASE \(database) WITH (FORCE)"])
     }
 
     // MARK: The interchange format's contract, on streams this code did not answer itself
