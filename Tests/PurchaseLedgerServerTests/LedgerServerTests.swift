@@ -121,19 +121,25 @@ struct LedgerServerTests {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// The built `ledger-server` serving a new ledger in `directory` on a free loopback port,
+    /// its standard error piped.
+    static func launch(in directory: String, logLevel: String) throws -> (process: Process, port: Int, errors: Pipe) {
+        let port = try freePort()
+        try JSONEncoder().encode(try configuration(in: directory, port: port)).write(to: URL(fileURLWithPath: directory + "/config.json"))
+        let process = Process()
+        process.executableURL = binary("ledger-server")
+        process.arguments = ["--config", directory + "/config.json", "--log-level", logLevel]
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        return (process, port, errors)
+    }
+
     /// Clients append while the server gets SIGTERM: it stops accepting, answers what it took,
     /// commits it, closes LMDB and exits 0; every acknowledged event is in the ledger after.
     @Test func sigtermDrainsInFlightAppendsAndLosesNothingAcknowledged() async throws {
         try await withTemporaryDirectory { directory in
-            let port = try Self.freePort()
-            let configuration = try Self.configuration(in: directory, port: port)
-            try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: directory + "/config.json"))
-            let process = Process()
-            process.executableURL = Self.binary("ledger-server")
-            process.arguments = ["--config", directory + "/config.json", "--log-level", "warning"]
-            let errors = Pipe()
-            process.standardError = errors
-            try process.run()
+            let (process, port, errors) = try Self.launch(in: directory, logLevel: "warning")
             defer { if process.isRunning { process.terminate() } }
 
             // Up when health answers.

@@ -46,15 +46,7 @@ struct StopUnderLoadTests {
     @Test(arguments: 0..<3)
     func sigtermWhileHundredsOfConnectionsOpenStopsCleanly(round: Int) async throws {
         try await withTemporaryDirectory { directory in
-            let port = try LedgerServerTests.freePort()
-            let configuration = try LedgerServerTests.configuration(in: directory, port: port)
-            try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: directory + "/config.json"))
-            let process = Process()
-            process.executableURL = LedgerServerTests.binary("ledger-server")
-            process.arguments = ["--config", directory + "/config.json", "--log-level", "error"]
-            let errors = Pipe()
-            process.standardError = errors
-            try process.run()
+            let (process, port, errors) = try LedgerServerTests.launch(in: directory, logLevel: "error")
             defer { if process.isRunning { process.terminate() } }
             var up = false
             for _ in 0..<200 where !up {

@@ -35,16 +35,6 @@ enum AppStoreNotificationAction: Sendable, Equatable {
     /// A verified payload the ledger cannot date: Apple signs every payload with its
     /// `signedDate`, and a report dated by the server's clock could undo a later one.
     case refused(String)
-
-    /// What recording it does, for metrics and answers.
-    var recordingAction: AppStoreRecordingAction {
-        switch self {
-        case .record(let recording): recording.action
-        case .unattributed: .unattributed
-        case .ignored: .ignored
-        case .refused: .refused
-        }
-    }
 }
 
 /// The events one payload of Apple's appends, in order.
@@ -148,13 +138,12 @@ struct AppStoreRecorder: Sendable {
         guard let notified = notification.signedDate.map(timestamp) else {
             return .refused("\(type) has no signedDate")
         }
-        if let transaction, transaction.signedDate == nil { return .refused("\(type)'s transaction has no signedDate") }
-        if let renewal, renewal.signedDate == nil { return .refused("\(type)'s renewal info has no signedDate") }
         var source = "notification \(type)"
         if let subtype = notification.subtype { source += " \(subtype)" }
         var recording = AppStoreRecording(purchase: nil, reports: [], action: .record)
 
         if let transaction, let transactionId {
+            guard let transactionSigned = transaction.signedDate else { return .refused("\(type)'s transaction has no signedDate") }
             var fact = storeTransaction(transaction, id: transactionId, source: source)
             fact.signed = notification.data?.signedTransactionInfo
             if revocationTypes.contains(type) {
@@ -170,14 +159,13 @@ struct AppStoreRecorder: Sendable {
                 recording.action = .purchase
             }
             recording.reports.append(.storeTransaction(
-                id: uuid + "/transaction", account: account,
-                signedAt: transaction.signedDate.map(timestamp) ?? notified, fact))
+                id: uuid + "/transaction", account: account, signedAt: timestamp(transactionSigned), fact))
         }
         if let renewal, let original = renewal.originalTransactionId {
+            guard let renewalSigned = renewal.signedDate else { return .refused("\(type)'s renewal info has no signedDate") }
             var info = renewalInfo(renewal, original: original, source: source)
             info.signed = notification.data?.signedRenewalInfo
-            recording.reports.append(.renewalInfo(
-                id: uuid + "/renewal", account: account, signedAt: renewal.signedDate.map(timestamp) ?? notified, info))
+            recording.reports.append(.renewalInfo(id: uuid + "/renewal", account: account, signedAt: timestamp(renewalSigned), info))
         }
         if type == "CONSUMPTION_REQUEST", let transactionId {
             recording.consumptionRequest = .consumptionRequest(
