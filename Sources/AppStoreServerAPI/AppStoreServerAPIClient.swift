@@ -197,6 +197,9 @@ public struct AppStoreServerAPIClient: Sendable {
                 let wait = retry.wait(after: attempt, retryAfter: nil)
                 logger.notice("App Store Server API unreachable; retrying", metadata: ["reason": "\(reason)", "wait": "\(wait)"])
                 try await sleep(wait)
+            case .tooLarge:
+                // The same answer would come again: not worth another call.
+                throw AppStoreServerAPIError(.invalidResponse, "\(path): the answer is larger than \(limits.maximumAnswerBytes) bytes")
             }
         }
     }
@@ -204,6 +207,8 @@ public struct AppStoreServerAPIClient: Sendable {
     private enum Outcome {
         case answer(status: Int, body: Data, retryAfter: String?)
         case failed(String)
+        /// An answer larger than `limits.maximumAnswerBytes`.
+        case tooLarge
     }
 
     /// One request, within `limits.requestTimeout` from start to the body's last byte, its
@@ -240,6 +245,8 @@ public struct AppStoreServerAPIClient: Sendable {
             let response = try await http.execute(request, timeout: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
             let body = try await response.body.collect(upTo: limits.maximumAnswerBytes)
             return .answer(status: Int(response.status.code), body: Data(body.readableBytesView), retryAfter: response.headers.first(name: "Retry-After"))
+        } catch is NIOTooManyBytesError {
+            return .tooLarge
         } catch {
             return .failed("\(error)")
         }

@@ -79,7 +79,8 @@ struct AppStoreServerAPIHostileServerTests {
             #expect(garbage?.code == .invalidResponse)
             store.misbehave(.hugeBody(bytes: 2 << 20))
             let huge = await #expect(throws: AppStoreServerAPIError.self) { try await client.allTransactions(of: "1000") }
-            #expect(huge?.code == .transport)
+            #expect(huge?.code == .invalidResponse)
+            #expect(huge?.message.contains("larger than") == true)
         }
     }
 }
