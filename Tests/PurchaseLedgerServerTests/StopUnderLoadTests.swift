@@ -11,37 +11,40 @@ import Glibc
 /// NIOAsyncWriter without calling finish()" here: Hummingbird wraps each accepted connection
 /// in an `NIOAsyncChannel` whose writer traps when it is dropped unfinished, which a connection
 /// accepted while the server stops can be (docs/SERVER.md, "Shutdown").
+@Suite(.serialized)
 struct StopUnderLoadTests {
-    /// Opens `count` connections to `port`, one after another without waiting for any (a
-    /// connection the server does not take in 100 ms is given up), sending each all, half or a
-    /// few bytes of a request; returns their descriptors, open.
-    static func openConnections(port: Int, count: Int) -> [Int32] {
-        var open: [Int32] = []
-        for index in 0..<count {
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard descriptor >= 0 else { continue }
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = UInt16(port).bigEndian
-            _ = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
-            guard poll(&ready, 1, 100) == 1, ready.revents & Int16(POLLOUT) != 0 else {
-                close(descriptor)
+    /// The clients, in a child process: opening hundreds of sockets in this process while
+    /// another test launches a process races Foundation's `Process.run`, which walks the open
+    /// descriptors. It opens `count` connections one after another (one the server does not take
+    /// in 100 ms is given up), sending each all, half or a few bytes of a request; sends SIGTERM
+    /// to the server after `delay` seconds of it; hangs up a second later.
+    static let clients = #"""
+        import os, signal, socket, sys, time
+        port, pid, count, delay, key = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+        start, signalled, sockets = time.monotonic(), False, []
+        for index in range(count):
+            if not signalled and time.monotonic() - start >= delay:
+                os.kill(pid, signal.SIGTERM); signalled = True
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=0.1)
+            except OSError:
                 continue
-            }
-            let body = Lines.added("s\(index)", "stop-\(index % 7)", payment: "P\(index)", product: "com.example.tenhints")
-            let request = Array(("POST /v1/events HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(TestKeys.writer)\r\n"
-                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8)
-            let sent = [request.count, request.count / 2, 10][index % 3]
-            _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, sent, Int32(MSG_NOSIGNAL)) }
-            open.append(descriptor)
-        }
-        return open
-    }
+            body = '{"id":"s%d","type":"paymentAdded","account":"stop-%d","at":"2026-03-14T08:00:00Z","payment":"P%d","product":"com.example.tenhints"}' % (index, index % 7, index)
+            crlf = chr(13) + chr(10)
+            request = crlf.join(["POST /v1/events HTTP/1.1", "Host: localhost", "Authorization: Bearer " + key,
+                                 "Content-Type: application/json", "Content-Length: %d" % len(body), "", body]).encode()
+            try:
+                s.sendall(request[: [len(request), len(request) // 2, 10][index % 3]])
+            except OSError:
+                pass
+            sockets.append(s)
+        if not signalled:
+            os.kill(pid, signal.SIGTERM)
+        print(len(sockets))
+        time.sleep(1)
+        for s in sockets:
+            s.close()
+        """#
 
     @Test(arguments: 0..<3)
     func sigtermWhileHundredsOfConnectionsOpenStopsCleanly(round: Int) async throws {
@@ -63,15 +66,11 @@ struct StopUnderLoadTests {
             }
             try #require(up, "ledger-server did not start")
 
-            let opening = Task.detached { Self.openConnections(port: port, count: 400) }
-            try await Task.sleep(for: .milliseconds(50 + 50 * round))
-            kill(process.processIdentifier, SIGTERM)
-            let descriptors = await opening.value
-            #expect(!descriptors.isEmpty)
-            // The clients that stay hang up after a while (the server would cut them off at its
-            // request timeout).
-            try await Task.sleep(for: .seconds(1))
-            for descriptor in descriptors { close(descriptor) }
+            let clients = try await awaitCommand(URL(fileURLWithPath: "/usr/bin/env"), [
+                "python3", "-c", Self.clients, "\(port)", "\(process.processIdentifier)", "400", "\(0.05 + 0.05 * Double(round))", TestKeys.writer,
+            ])
+            #expect(clients.status == 0, "\(clients.error)")
+            #expect((Int(clients.text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0, "no connection opened: \(clients.text)")
             let exited = await withCheckedContinuation { continuation in
                 DispatchQueue.global().async {
                     let deadline = Date().addingTimeInterval(60)
