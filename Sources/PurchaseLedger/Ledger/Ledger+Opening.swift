@@ -10,7 +10,7 @@ extension Ledger {
     static func establishCatalog(
         _ given: Catalog?, storage: any LedgerStorage, location directory: String, copying: Bool = false, logger: Logger
     ) throws -> (catalog: Catalog, version: CatalogVersion) {
-        let expected = copying ? IncompleteCopy.marker(of: storage) : storage.storageFormat
+        let expected = IncompleteCopy.expectedMarker(of: storage, copying: copying)
         let (marker, catalogs, last) = try storage.read { (try $0.formatMarker(), try $0.catalogs(), try $0.lastPosition()) }
         if marker == nil && catalogs.isEmpty && last == 0 {
             guard !storage.isReadOnly else {
@@ -81,6 +81,11 @@ enum IncompleteCopy {
 
     static func marker(of storage: any LedgerStorage) -> String {
         storage.storageFormat + suffix
+    }
+
+    /// The format marker an open expects: a copy's while copying, else the storage's own.
+    static func expectedMarker(of storage: any LedgerStorage, copying: Bool) -> String {
+        copying ? marker(of: storage) : storage.storageFormat
     }
 
     /// Throws `incompleteCopy` for an incomplete copy opened by anyone but the copy, and

@@ -27,7 +27,7 @@ public final class LedgerLog: Sendable {
             storage.close()
             throw error
         }
-        guard marker == (copying ? IncompleteCopy.marker(of: storage) : storage.storageFormat) else {
+        guard marker == IncompleteCopy.expectedMarker(of: storage, copying: copying) else {
             storage.close()
             if marker == nil { throw StorageError(.notALedger, "\(location) holds no ledger") }
             throw StorageError(.unsupportedFormat, "\(location) holds format \(marker!), this version reads \(storage.storageFormat)")

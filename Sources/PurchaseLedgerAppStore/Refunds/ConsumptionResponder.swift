@@ -52,7 +52,7 @@ public struct ConsumptionResponder: Sendable {
         let facts = try ledger.consumptionFacts(of: request.account, transaction: asked.transaction, atPosition: position - 1)
         // Consent must also be in force now, when the data leaves: a customer who withdrew it
         // after the request (before an answer that failed, or a redelivery) shares nothing.
-        let consentedNow = try ledger.consumptionFacts(of: request.account, transaction: asked.transaction, atPosition: ledger.position).consented
+        let consentedNow = try ledger.projection(of: request.account)?.consumptionConsent
         var answer = ConsumptionAnswer(request: request.id, transaction: asked.transaction, outcome: .noConsent)
         if consentedNow == true, let information = Self.information(from: facts, policy: policy) {
             answer.deliveryStatus = information.deliveryStatus.rawValue
