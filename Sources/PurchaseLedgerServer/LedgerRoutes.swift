@@ -122,10 +122,19 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         } catch {
             throw LedgerHTTPError.badRequest(error.description)
         }
-        let (projection, position) = try readLedger(context) {
-            try ledger.projectionAndPosition(of: account, asOf: asOf, excluding: excluded)
+        // `timeline=true`: when each product was owned, and what started and ended each interval.
+        let timeline: Bool
+        switch request.uri.queryParameters["timeline"] {
+        case nil, "false": timeline = false
+        case "true": timeline = true
+        case let other?: throw LedgerHTTPError.badRequest("timeline must be true or false, not \"\(other)\"")
         }
-        return .json((projection ?? .empty(account: account)).json(position: position) + "\n")
+        let (projection, position) = try readLedger(context) {
+            try ledger.projectionAndPosition(of: account, asOf: asOf, excluding: excluded, timeline: timeline)
+        }
+        var answer = projection ?? .empty(account: account)
+        if timeline, answer.timeline == nil { answer.timeline = [] }
+        return .json(answer.json(position: position) + "\n")
     }
 
     func history(_ request: Request, context: Context) throws -> Response {

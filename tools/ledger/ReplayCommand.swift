@@ -14,6 +14,7 @@ extension LedgerCommand {
                 Examples:
                   ledger replay --json ./ledger
                   ledger replay --account 7e3fb20b-4cdb-47cc-936d-99d65f608138 --position 1200 ./ledger
+                  ledger replay --account 7e3fb20b-4cdb-47cc-936d-99d65f608138 --timeline ./ledger
                   ledger replay --json --environment Production postgres://ledger@db/store
                 """)
 
@@ -23,7 +24,7 @@ extension LedgerCommand {
         @Option(name: .shortAndLong, help: ArgumentHelp("Replay only the events at positions 1 to <position>.", valueName: "position"))
         var position: UInt64?
 
-        @Option(help: ArgumentHelp("The time to judge subscription expiry against (RFC 3339; default: now).", valueName: "time"))
+        @Option(help: ArgumentHelp("Answer what each account had at this time (RFC 3339; default: now).", valueName: "time"))
         var asOf: String?
 
         @Option(name: .shortAndLong, help: ArgumentHelp("Print only this account (read from its own history: fast at any log length).", valueName: "account"))
@@ -37,9 +38,13 @@ extension LedgerCommand {
         @Flag(help: "Replay the whole log instead of starting from the newest snapshot (the audit path).")
         var noSnapshot = false
 
+        @Flag(help: "With --account: when each product was owned, interval by interval, and what started and ended each.")
+        var timeline = false
+
         @OptionGroup var location: LocationArgument
 
         func validate() throws {
+            if timeline, account == nil { throw ValidationError("--timeline needs --account") }
             if let asOf { _ = try parseTimestamp(asOf) }
             _ = try excluded()
         }
@@ -66,7 +71,8 @@ extension LedgerCommand {
                 let at = position ?? last
                 if let account {
                     // One account: from its own history, not a replay of every account.
-                    let projections = try log.projection(of: account, atPosition: at, asOf: time, excluding: excluded).map { [$0] } ?? []
+                    let projections = try log.projection(
+                        of: account, atPosition: at, asOf: time, excluding: excluded, timeline: timeline).map { [$0] } ?? []
                     if json {
                         try AccountProjection.writeReplayJSON(position: at, projections) { try Console.output(bytes: $0) }
                         try Console.output("\n")
@@ -141,6 +147,7 @@ extension LedgerCommand {
                     if let environment = report.environment, environment != .production { line += "  (\(environment.rawValue))" }
                     out += line + "\n"
                 }
+                if let timeline = projection.timeline { out += TimelineChart.text(timeline, style: style) }
             }
             return out
         }

@@ -8,9 +8,9 @@
 struct AccountState: Sendable, Hashable {
     /// The version of the state's shape and of its codec: part of the snapshot schema
     /// (`SnapshotFormat`), so that a snapshot of another shape is ignored, never misread.
-    static let version: UInt8 = 4
+    static let version: UInt8 = 5
     /// What the state holds, for the snapshot schema's text.
-    static let fields = "entries, balances, store transactions, renewal infos, consent"
+    static let fields = "entries, balances, store transactions, renewal infos, consent, reports by environment"
 
     /// By payment id.
     var entries = QueueEntries()
@@ -22,6 +22,11 @@ struct AccountState: Sendable, Hashable {
     var renewals: [UTF8Key: RenewalRecord] = [:]
     /// The customer's consent to share consumption data with Apple, when recorded.
     var consent: ConsentRecord?
+    /// Only for transactions the store reported in more than one environment: the latest
+    /// report of each (`ReportsUpdate`). Almost always empty.
+    var environmentReports: [UTF8Key: [StoreTransactionRecord]] = [:]
+    /// The same for renewal infos, by original transaction.
+    var environmentRenewals: [UTF8Key: [RenewalRecord]] = [:]
 
     /// Applies one change; returns how the ledger-wide counts of entries and unfinished
     /// entries move with it.
@@ -41,6 +46,12 @@ struct AccountState: Sendable, Hashable {
             renewals[UTF8Key(record.info.originalTransaction)] = record
         case .consent(let record):
             consent = record
+        case .environmentReports(let records):
+            if let first = records.first { environmentReports[UTF8Key(first.fact.transaction)] = records }
+        case .environmentRenewals(let records):
+            if let first = records.first { environmentRenewals[UTF8Key(first.info.originalTransaction)] = records }
+        case .opened:
+            break
         }
         return AccountCounts()
     }
@@ -53,6 +64,11 @@ struct AccountState: Sendable, Hashable {
         for record in storeTransactions.values { body(.storeTransaction(record)) }
         for record in renewals.values { body(.renewal(record)) }
         if let consent { body(.consent(consent)) }
+        for records in environmentReports.values { body(.environmentReports(records)) }
+        for records in environmentRenewals.values { body(.environmentRenewals(records)) }
+        if entries.count == 0, balances.isEmpty, storeTransactions.isEmpty, renewals.isEmpty, consent == nil {
+            body(.opened)
+        }
     }
 
     /// Whether one of the account's entries holds `transaction` as its transaction or its
@@ -80,6 +96,13 @@ enum AccountChange: Sendable, Hashable {
     case renewal(RenewalRecord)
     /// The consent now in force.
     case consent(ConsentRecord)
+    /// The latest report of each environment about one transaction (all of the same one).
+    case environmentReports([StoreTransactionRecord])
+    /// The latest renewal info of each environment about one original transaction.
+    case environmentRenewals([RenewalRecord])
+    /// The account has an event that changes none of its state (a refund request): it exists,
+    /// owning nothing.
+    case opened
 }
 
 /// Entries and unfinished entries: kept ledger-wide for statistics, moved by each change.

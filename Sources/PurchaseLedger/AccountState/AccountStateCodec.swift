@@ -9,6 +9,8 @@
 ///                the `storeTransaction` fields (`StoreEventCoding`)
 ///     varint     renewal infos, then each: signedAt, event id, the `renewalInfo` fields
 ///     byte       consent: 0 none, 1 declined, 2 consented; then signedAt, event id
+///     varint     transactions reported in several environments, then each: how many reports,
+///                then each as a store transaction above; then the same for renewal infos
 ///     4 bytes    CRC-32C (little-endian) of every byte before it
 enum AccountStateCodec {
     static func encode(_ state: AccountState) -> [UInt8] {
@@ -48,19 +50,11 @@ enum AccountStateCodec {
         }
         writer.varint(UInt64(state.storeTransactions.count))
         for transaction in state.storeTransactions.keys.sorted() {
-            let record = state.storeTransactions[transaction]!
-            writer.timestamp(record.signedAt)
-            writer.string(record.eventID)
-            writer.caseIndex(record.productType)
-            writer.string(record.group)
-            writer.storeTransaction(record.fact)
+            writeStoreTransaction(state.storeTransactions[transaction]!, to: &writer)
         }
         writer.varint(UInt64(state.renewals.count))
         for original in state.renewals.keys.sorted() {
-            let record = state.renewals[original]!
-            writer.timestamp(record.signedAt)
-            writer.string(record.eventID)
-            writer.renewalInfo(record.info)
+            writeRenewal(state.renewals[original]!, to: &writer)
         }
         if let consent = state.consent {
             writer.byte(consent.consented ? 2 : 1)
@@ -69,8 +63,49 @@ enum AccountStateCodec {
         } else {
             writer.byte(0)
         }
+        writer.varint(UInt64(state.environmentReports.count))
+        for transaction in state.environmentReports.keys.sorted() {
+            let records = state.environmentReports[transaction]!
+            writer.varint(UInt64(records.count))
+            for record in records { writeStoreTransaction(record, to: &writer) }
+        }
+        writer.varint(UInt64(state.environmentRenewals.count))
+        for original in state.environmentRenewals.keys.sorted() {
+            let records = state.environmentRenewals[original]!
+            writer.varint(UInt64(records.count))
+            for record in records { writeRenewal(record, to: &writer) }
+        }
         writer.uint32(CRC32C.checksum(writer.bytes))
         return writer.bytes
+    }
+
+    private static func writeStoreTransaction(_ record: StoreTransactionRecord, to writer: inout ByteWriter) {
+        writer.timestamp(record.signedAt)
+        writer.string(record.eventID)
+        writer.caseIndex(record.productType)
+        writer.string(record.group)
+        writer.storeTransaction(record.fact)
+    }
+
+    private static func writeRenewal(_ record: RenewalRecord, to writer: inout ByteWriter) {
+        writer.timestamp(record.signedAt)
+        writer.string(record.eventID)
+        writer.renewalInfo(record.info)
+    }
+
+    private static func readStoreTransaction(from reader: inout ByteReader) throws -> StoreTransactionRecord {
+        let signedAt = try reader.timestamp()
+        let eventID = try reader.string()
+        let productType: Catalog.ProductType = try reader.caseIndex()
+        let group = try reader.string()
+        return StoreTransactionRecord(
+            fact: try reader.storeTransaction(), signedAt: signedAt, eventID: eventID, productType: productType, group: group)
+    }
+
+    private static func readRenewal(from reader: inout ByteReader) throws -> RenewalRecord {
+        let signedAt = try reader.timestamp()
+        let eventID = try reader.string()
+        return RenewalRecord(info: try reader.renewalInfo(), signedAt: signedAt, eventID: eventID)
     }
 
     struct Damage: Error, CustomStringConvertible {
@@ -117,25 +152,30 @@ enum AccountStateCodec {
                 state.balances[UTF8Key(item)] = try reader.signed()
             }
             for _ in 0..<(try reader.varint()) {
-                let signedAt = try reader.timestamp()
-                let eventID = try reader.string()
-                let productType: Catalog.ProductType = try reader.caseIndex()
-                let group = try reader.string()
-                let record = StoreTransactionRecord(
-                    fact: try reader.storeTransaction(), signedAt: signedAt, eventID: eventID, productType: productType, group: group)
+                let record = try readStoreTransaction(from: &reader)
                 state.storeTransactions[UTF8Key(record.fact.transaction)] = record
             }
             for _ in 0..<(try reader.varint()) {
-                let signedAt = try reader.timestamp()
-                let eventID = try reader.string()
-                let info = try reader.renewalInfo()
-                state.renewals[UTF8Key(info.originalTransaction)] = RenewalRecord(info: info, signedAt: signedAt, eventID: eventID)
+                let record = try readRenewal(from: &reader)
+                state.renewals[UTF8Key(record.info.originalTransaction)] = record
             }
             switch try reader.byte() {
             case 0: break
             case let marker where marker <= 2:
                 state.consent = ConsentRecord(consented: marker == 2, signedAt: try reader.timestamp(), eventID: try reader.string())
             default: throw Damage(description: "unknown consent marker")
+            }
+            for _ in 0..<(try reader.varint()) {
+                var records: [StoreTransactionRecord] = []
+                for _ in 0..<(try reader.varint()) { records.append(try readStoreTransaction(from: &reader)) }
+                guard let first = records.first else { throw Damage(description: "an empty list of reports") }
+                state.environmentReports[UTF8Key(first.fact.transaction)] = records
+            }
+            for _ in 0..<(try reader.varint()) {
+                var records: [RenewalRecord] = []
+                for _ in 0..<(try reader.varint()) { records.append(try readRenewal(from: &reader)) }
+                guard let first = records.first else { throw Damage(description: "an empty list of renewal infos") }
+                state.environmentRenewals[UTF8Key(first.info.originalTransaction)] = records
             }
             guard reader.isAtEnd else { throw Damage(description: "trailing bytes") }
             return state

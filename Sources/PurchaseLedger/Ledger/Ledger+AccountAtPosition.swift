@@ -6,11 +6,11 @@ extension Ledger {
     /// account had no event by then. Throws when `position` is beyond the log's end.
     public func projection(
         of account: String, atPosition position: UInt64, asOf time: Timestamp = .now(),
-        excluding environments: Set<StoreEnvironment> = []
+        excluding environments: Set<StoreEnvironment> = [], timeline: Bool = false
     ) throws -> AccountProjection? {
         try accountState(account, atPosition: position) { state, reader in
             guard let state else { return nil }
-            return try AccountProjection(account: account, state: state, asOf: time, excluding: environments) {
+            return try AccountProjection(account: account, state: state, asOf: time, excluding: environments, timeline: timeline) {
                 try reader.revocation(ofTransaction: $0.string).map { $0 <= position } ?? false
             }
         }
@@ -38,13 +38,13 @@ extension LedgerLog {
     /// every other account. Nil when the account had no event by then.
     public func projection(
         of account: String, atPosition position: UInt64? = nil, asOf time: Timestamp = .now(),
-        excluding environments: Set<StoreEnvironment> = []
+        excluding environments: Set<StoreEnvironment> = [], timeline: Bool = false
     ) throws -> AccountProjection? {
         let last = try lastPosition()
         let target = position ?? last
         return try AccountAtPosition.read(account, at: target, last: last, storage: storage, catalog: try catalog()) { state, reader in
             guard let state else { return nil }
-            return try AccountProjection(account: account, state: state, asOf: time, excluding: environments) {
+            return try AccountProjection(account: account, state: state, asOf: time, excluding: environments, timeline: timeline) {
                 try reader.revocation(ofTransaction: $0.string).map { $0 <= target } ?? false
             }
         }

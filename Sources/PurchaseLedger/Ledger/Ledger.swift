@@ -204,11 +204,13 @@ public final class Ledger: Sendable {
 
     /// What `account` owns as of `time` (nil when the ledger has no event of it), with the log
     /// position the answer reflects: both read from one consistent view. `excluding` leaves out
-    /// the store's reports from those environments (sandbox purchases, say).
+    /// the store's reports from those environments (sandbox purchases, say); `timeline` adds
+    /// the account's timeline.
     public func projectionAndPosition(
-        of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = []
+        of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = [],
+        timeline: Bool = false
     ) throws -> (projection: AccountProjection?, position: UInt64) {
-        try live.projection(of: UTF8Key(account), asOf: time, excluding: environments)
+        try live.projection(of: UTF8Key(account), asOf: time, excluding: environments, timeline: timeline)
     }
 
     /// The sorted product ids `account` is entitled to as of `time`.

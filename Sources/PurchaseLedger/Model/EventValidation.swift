@@ -83,7 +83,7 @@ extension Event {
         case .storeTransaction(let fact):
             try Self.checkID(fact.transaction, "transaction")
             try Self.checkName(fact.originalTransaction, "originalTransaction")
-            try Self.checkID(fact.product, "product")
+            try Self.checkName(fact.product, "product")
             try Self.checkQuantity(fact.quantity)
             for (time, field) in [(fact.purchasedAt, "purchasedAt"), (fact.expiresAt, "expiresAt"), (fact.revokedAt, "revokedAt")] {
                 if let time { try Self.checkTime(time, field) }

@@ -23,6 +23,8 @@ public struct AccountProjection: Sendable, Hashable {
     /// The customer's consent to share consumption data with Apple (the `consumptionConsent`
     /// in force); nil when none was recorded.
     public var consumptionConsent: Bool? = nil
+    /// When asked for: for each product granted at some instant, the intervals it was.
+    public var timeline: [ProductTimeline]? = nil
 }
 
 /// A queue entry that has not been finished.
@@ -51,60 +53,42 @@ public struct StorePurchase: Sendable, Hashable {
 }
 
 extension AccountProjection {
-    /// `excluding` drops the store's reports from those environments (and the entries holding
-    /// their transactions) from entitlements, subscriptions and store transactions, so that, for
-    /// example, sandbox purchases never count. Balances are not filtered.
+    /// What the account had at `time`, as the state knows it (FORMAT.md, "Valid time").
+    /// `excluding` leaves out the store's reports from those environments: per transaction the
+    /// report in force is the latest among the other environments' ("Environments"), so that,
+    /// for example, sandbox purchases never count. Balances and the unfinished set are not
+    /// scoped.
     init(
         account: String, state: AccountState, asOf time: Timestamp, excluding excluded: Set<StoreEnvironment> = [],
         isRevoked: (UTF8Key) throws -> Bool
     ) rethrows {
-        var shown = state
-        if !excluded.isEmpty {
-            shown.storeTransactions = state.storeTransactions.filter { !$0.value.isIn(excluded) }
-            shown.renewals = state.renewals.filter { $0.value.info.environment.map(excluded.contains) != true }
-        }
-        var entitled: Set<UTF8Key> = []
-        var unfinished: [QueueEntry] = []
-        for entry in state.entries.values {
-            if !entry.isFinished { unfinished.append(entry) }
-            // Where the store reported on the entry's transaction, its report decides.
-            if let transaction = entry.transaction, state.storeTransactions[UTF8Key(transaction)] != nil { continue }
-            if try entry.entitles(at: time, isRevoked: isRevoked) { entitled.insert(UTF8Key(entry.product)) }
-        }
-        var purchases: [StorePurchase] = []
-        for record in shown.storeTransactions.sorted(by: { $0.key < $1.key }).map(\.value) {
-            let revoked = try record.isRevoked(isRevoked: isRevoked)
-            purchases.append(StorePurchase(report: record.fact, isRevoked: revoked))
-            switch record.productType {
-            case .nonConsumable, .nonRenewing:
-                if !revoked, record.fact.expiresAt.map({ $0 > time }) ?? true { entitled.insert(UTF8Key(record.fact.product)) }
-            case .consumable, .autoRenewable:
-                break
-            }
-        }
-        let subscriptions = try SubscriptionStatus.groups(of: shown, asOf: time, isRevoked: isRevoked)
-        for subscription in subscriptions where subscription.status.grantsAccess {
-            entitled.insert(UTF8Key(subscription.product))
-        }
-        unfinished.sort { $0.openedAt < $1.openedAt }
-        self.account = account
-        entitlements = entitled.sorted().map(\.string)
+        self.init(view: try AccountView(account: account, state: state, excluding: excluded, isRevoked: isRevoked), asOf: time)
+    }
+
+    /// The same, with the account's timeline when `timeline` is set.
+    init(
+        account: String, state: AccountState, asOf time: Timestamp, excluding excluded: Set<StoreEnvironment>, timeline: Bool,
+        isRevoked: (UTF8Key) throws -> Bool
+    ) rethrows {
+        let view = try AccountView(account: account, state: state, excluding: excluded, isRevoked: isRevoked)
+        self.init(view: view, asOf: time)
+        if timeline { self.timeline = view.timeline() }
+    }
+
+    init(view: AccountView, asOf time: Timestamp) {
+        let state = view.unscoped
+        account = view.account
+        entitlements = view.grants(at: time).keys.sorted().map(\.string)
         // Balance items are catalog grant items, which the catalog keeps distinct as strings too.
         balances = Dictionary(state.balances.map { ($0.key.string, $0.value) }, uniquingKeysWith: { first, _ in first })
-        self.unfinished = unfinished.map { entry in
+        unfinished = state.entries.values.filter { !$0.isFinished }.sorted { $0.openedAt < $1.openedAt }.map { entry in
             UnfinishedTransaction(
                 payment: entry.payment, product: entry.product, state: entry.state, transaction: entry.transaction,
                 downloads: entry.downloads.map { DownloadStatus(id: $0.id, state: $0.state, progress: $0.progress) },
-                environment: entry.transaction.flatMap { state.storeTransactions[UTF8Key($0)]?.fact.environment })
+                environment: view.environment(of: entry))
         }
-        self.subscriptions = subscriptions
-        storeTransactions = purchases
+        subscriptions = view.subscriptions(at: time)
+        storeTransactions = view.purchases(at: time)
         consumptionConsent = state.consent?.consented
-    }
-}
-
-extension StoreTransactionRecord {
-    func isIn(_ environments: Set<StoreEnvironment>) -> Bool {
-        fact.environment.map(environments.contains) ?? false
     }
 }

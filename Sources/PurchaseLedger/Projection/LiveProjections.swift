@@ -186,11 +186,13 @@ final class LiveProjections: Sendable {
     /// What `account` owns as of `time` (nil when the ledger has no event of it), and the
     /// position the answer reflects, read in one view.
     func projection(
-        of account: UTF8Key, asOf time: Timestamp, excluding environments: Set<StoreEnvironment> = []
+        of account: UTF8Key, asOf time: Timestamp, excluding environments: Set<StoreEnvironment> = [], timeline: Bool = false
     ) throws -> (projection: AccountProjection?, position: UInt64) {
         try view(of: account) { state, position, reader in
             guard let state else { return (nil, position) }
-            let projection = try AccountProjection(account: account.string, state: state, asOf: time, excluding: environments) {
+            let projection = try AccountProjection(
+                account: account.string, state: state, asOf: time, excluding: environments, timeline: timeline
+            ) {
                 try Self.isRevoked($0, by: position, reader: reader)
             }
             return (projection, position)

@@ -131,6 +131,35 @@ extension AccountProjection {
             writer.endArray()
         }
         writer.member("consumptionConsent", ifPresent: consumptionConsent)
+        if let timeline {
+            writer.key("timeline")
+            writer.beginArray()
+            for product in timeline { product.write(to: &writer) }
+            writer.endArray()
+        }
+    }
+}
+
+extension ProductTimeline {
+    /// `{"product": …, "intervals": [{"from"?, "fromCause", "until"?, "untilCause"?,
+    /// "transaction"?, "status"?}]}`; `status` by name.
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("product", product)
+        writer.key("intervals")
+        writer.beginArray()
+        for interval in intervals {
+            writer.beginObject()
+            writer.member("from", ifPresent: interval.from)
+            writer.member("fromCause", interval.fromCause.rawValue)
+            writer.member("until", ifPresent: interval.until)
+            writer.member("untilCause", ifPresent: interval.untilCause?.rawValue)
+            writer.member("transaction", ifPresent: interval.transaction)
+            writer.member("status", ifPresent: interval.status.map { "\($0)" })
+            writer.endObject()
+        }
+        writer.endArray()
+        writer.endObject()
     }
 }
 

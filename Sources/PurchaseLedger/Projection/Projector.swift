@@ -100,10 +100,15 @@ enum Projector {
             kept.signed = nil  // The proof stays in the log; state and snapshots need not carry it.
             let record = StoreTransactionRecord(
                 fact: kept, signedAt: event.at, eventID: event.id, product: try product(fact.product, in: catalog))
-            // Only the report Apple signed last is in force, whatever order they came in.
-            if let current = try store.storeTransaction(account, key), !record.supersedes(current) { return }
+            // Only the report Apple signed last is in force, whatever order they came in; and
+            // the last of each environment, once two reported, for views of some of them.
+            let update = ReportsUpdate(
+                adding: record, current: try store.storeTransaction(account, key),
+                byEnvironment: try store.read(account) { $0.environmentReports[key] } ?? [])
+            if let reports = update.byEnvironment { try store.change(account, .environmentReports(reports)) }
+            guard let inForce = update.inForce else { return }
             let wasRevoked = try store.isRevoked(key, in: account)
-            try store.change(account, .storeTransaction(record))
+            try store.change(account, .storeTransaction(inForce))
             let isRevoked = try store.isRevoked(key, in: account)
             // A refund takes back what the purchase credited in this account; a reversed refund
             // gives it again. (The store's report never credits on its own: a purchase does.)
@@ -115,8 +120,12 @@ enum Projector {
             var kept = info
             kept.signed = nil
             let record = RenewalRecord(info: kept, signedAt: event.at, eventID: event.id)
-            if let current = try store.renewal(account, UTF8Key(info.originalTransaction)), !record.supersedes(current) { return }
-            try store.change(account, .renewal(record))
+            let key = UTF8Key(info.originalTransaction)
+            let update = ReportsUpdate(
+                adding: record, current: try store.renewal(account, key),
+                byEnvironment: try store.read(account) { $0.environmentRenewals[key] } ?? [])
+            if let reports = update.byEnvironment { try store.change(account, .environmentRenewals(reports)) }
+            if let inForce = update.inForce { try store.change(account, .renewal(inForce)) }
 
         case .consumptionConsent(let consent):
             // A withdrawal is in force from when it is recorded, whatever its `at`; a consent
@@ -137,8 +146,10 @@ enum Projector {
             if record != current { try store.change(account, .consent(record)) }
 
         case .consumptionRequest, .consumptionAnswer:
-            // In the log for audit and for answering again; no projection changes.
-            break
+            // In the log for audit and for answering again; the account exists (every account
+            // with an event is listed), and nothing else changes.
+            // (Applied every time: a writer's session holds a new account before it changes.)
+            try store.change(account, .opened)
         }
     }
 

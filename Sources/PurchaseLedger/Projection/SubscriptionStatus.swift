@@ -12,7 +12,8 @@ public struct SubscriptionStatus: Sendable, Hashable {
     /// The catalog's subscription group of the product, else Apple's, else the original transaction.
     public var group: String
     public var originalTransaction: String
-    /// The transaction in force: the group's latest one that was not upgraded away from.
+    /// The transaction in force: the group's latest started one, not upgraded away from unless
+    /// nothing else started (`SubscriptionGroup`).
     public var transaction: String
     /// The product in force.
     public var product: String
@@ -22,64 +23,4 @@ public struct SubscriptionStatus: Sendable, Hashable {
     public var willRenew: Bool?
     public var renewsTo: String?
     public var environment: StoreEnvironment?
-}
-
-extension SubscriptionStatus {
-    /// The status of every subscription group the account's store reports name, as of `time`,
-    /// by group: from the group's latest transaction purchased by then. `isRevoked` says which transactions `revoked` events revoked (those are final).
-    static func groups(
-        of state: AccountState, asOf time: Timestamp, isRevoked: (UTF8Key) throws -> Bool
-    ) rethrows -> [SubscriptionStatus] {
-        var latest: [String: StoreTransactionRecord] = [:]
-        // As of `time`: the transactions purchased by then (a renewal bought later was not yet
-        // in force).
-        for record in state.storeTransactions.values
-        where record.productType == .autoRenewable && record.fact.purchasedAt.map({ $0 <= time }) ?? true {
-            if let current = latest[record.group], !record.isLater(than: current) { continue }
-            latest[record.group] = record
-        }
-        return try latest.keys.sorted(by: utf8Order).map { group in
-            let record = latest[group]!
-            let fact = record.fact
-            let original = fact.originalTransaction ?? fact.transaction
-            let renewal = state.renewals[UTF8Key(original)]?.info
-            let status: Status
-            if try record.isRevoked(isRevoked: isRevoked) {
-                status = .revoked
-            } else if fact.upgraded != true, fact.expiresAt.map({ $0 > time }) ?? true {
-                status = .active
-            } else if fact.upgraded != true, renewal?.billingRetry == true {
-                status = renewal?.gracePeriodEndsAt.map { $0 > time } == true ? .gracePeriod : .billingRetry
-            } else {
-                status = .expired
-            }
-            return SubscriptionStatus(
-                group: group, originalTransaction: original, transaction: fact.transaction, product: fact.product,
-                status: status, expiresAt: fact.expiresAt, gracePeriodEndsAt: renewal?.gracePeriodEndsAt,
-                willRenew: renewal?.willRenew, renewsTo: renewal?.renewsTo, environment: fact.environment ?? renewal?.environment)
-        }
-    }
-}
-
-extension StoreTransactionRecord {
-    /// Revoked by the store's report in force, or by a `revoked` event of it or of its original
-    /// transaction.
-    func isRevoked(isRevoked: (UTF8Key) throws -> Bool) rethrows -> Bool {
-        if isRevokedByStore { return true }
-        if try isRevoked(UTF8Key(fact.transaction)) { return true }
-        if let original = fact.originalTransaction, try isRevoked(UTF8Key(original)) { return true }
-        return false
-    }
-
-    /// Orders a group's transactions: one upgraded away from comes before any other; then by
-    /// purchase (else signing) time, expiry, and transaction id bytes.
-    func isLater(than other: StoreTransactionRecord) -> Bool {
-        let (upgraded, otherUpgraded) = (fact.upgraded == true, other.fact.upgraded == true)
-        if upgraded != otherUpgraded { return otherUpgraded }
-        let (purchased, otherPurchased) = (fact.purchasedAt ?? signedAt, other.fact.purchasedAt ?? other.signedAt)
-        if purchased != otherPurchased { return purchased > otherPurchased }
-        let (expires, otherExpires) = (fact.expiresAt ?? .earliest, other.fact.expiresAt ?? .earliest)
-        if expires != otherExpires { return expires > otherExpires }
-        return other.fact.transaction.utf8.lexicographicallyPrecedes(fact.transaction.utf8)
-    }
 }

@@ -29,7 +29,9 @@ enum Rules {
     /// Raise it when a log's projections would change under new rules. Spec 1.1 only appends
     /// events that 1.0 refused, so no log 1.0 wrote projects differently. 2: a withdrawal of
     /// consent recorded after a consent wins whatever their dates (older snapshots are rebuilt).
-    static let version = 2
+    /// 3: the store's dates are valid time, and reports are in force per environment
+    /// (FORMAT.md, "Valid time", "Environments").
+    static let version = 3
 
     /// What `decide` (and `Projector.apply` after it) will consult for `event` beyond its own
     /// account: its id in the event index, and the store transactions it names in the

@@ -1,0 +1,177 @@
+/// One account's state as a view of some environments sees it, ready to answer at any
+/// instant: the projection as of a time reads it once, the timeline at every instant where
+/// something takes effect.
+struct AccountView {
+    /// What is granted at an instant, and by what: the timeline's intervals are runs of equal
+    /// grants.
+    struct Grant {
+        /// The store transaction that grants (an entry's, for the device's queue).
+        var transaction: String?
+        /// For an auto-renewable subscription, its status then (active or grace period).
+        var status: SubscriptionStatus.Status?
+        /// The store's report that grants; nil for an entry of the device's queue.
+        var record: StoreTransactionRecord?
+        /// When the granting transaction was upgraded away from, if it was.
+        var upgradedAt: Timestamp?
+        /// The grace period's end, for a subscription in billing retry.
+        var gracePeriodEndsAt: Timestamp?
+        /// The entry's `expiresAt`, for the device's queue.
+        var entryExpiresAt: Timestamp?
+
+        func continues(_ other: Grant) -> Bool {
+            sameBytes(transaction, other.transaction) && status == other.status
+        }
+    }
+
+    let account: String
+    /// The state with the view's reports in force.
+    let state: AccountState
+    /// The state over every environment: which entries the store reported on at all.
+    let unscoped: AccountState
+    let groups: [SubscriptionGroup]
+    private let revokedByEvent: Set<UTF8Key>
+
+    init(
+        account: String, state: AccountState, excluding excluded: Set<StoreEnvironment>,
+        isRevoked: (UTF8Key) throws -> Bool
+    ) rethrows {
+        self.account = account
+        unscoped = state
+        self.state = state.scoped(excluding: excluded)
+        // `revoked` events are final: read once for every transaction the account names.
+        var revoked: Set<UTF8Key> = []
+        func check(_ transaction: String?) throws {
+            guard let transaction else { return }
+            let key = UTF8Key(transaction)
+            if try isRevoked(key) { revoked.insert(key) }
+        }
+        for entry in state.entries.values {
+            try check(entry.transaction)
+            try check(entry.originalTransaction)
+        }
+        for record in self.state.storeTransactions.values {
+            try check(record.fact.transaction)
+            try check(record.fact.originalTransaction)
+        }
+        revokedByEvent = revoked
+        var byGroup: [String: [StoreTransactionRecord]] = [:]
+        for record in self.state.storeTransactions.values where record.productType == .autoRenewable {
+            byGroup[record.group, default: []].append(record)
+        }
+        groups = byGroup.keys.sorted(by: utf8Order).map { SubscriptionGroup(name: $0, records: byGroup[$0]!) }
+    }
+
+    func isRevokedByEvent(_ transaction: UTF8Key) -> Bool {
+        revokedByEvent.contains(transaction)
+    }
+
+    /// Revoked at `time`: by Apple's revocation in effect then, or by a `revoked` event of it
+    /// or of its original transaction (final).
+    func isRevoked(_ record: StoreTransactionRecord, at time: Timestamp) -> Bool {
+        if record.isRevokedByStore(by: time) { return true }
+        if revokedByEvent.contains(UTF8Key(record.fact.transaction)) { return true }
+        return record.fact.originalTransaction.map { revokedByEvent.contains(UTF8Key($0)) } ?? false
+    }
+
+    func renewal(of record: StoreTransactionRecord) -> RenewalInfo? {
+        state.renewals[UTF8Key(record.fact.originalTransaction ?? record.fact.transaction)]?.info
+    }
+
+    // MARK: At one instant
+
+    /// What grants each product at `time`: a subscription group's transaction in force (active
+    /// or in grace), else the latest started report of a non-consumable or non-renewing
+    /// product, else the first-opened entry of the device's queue that entitles.
+    func grants(at time: Timestamp) -> [UTF8Key: Grant] {
+        var grants: [UTF8Key: Grant] = [:]
+        for entry in unscoped.entries.values.sorted(by: { $0.openedAt < $1.openedAt }) {
+            // Where the store reported on the entry's transaction (in any environment), its
+            // report decides, in the view of its environment.
+            if let transaction = entry.transaction, unscoped.storeTransactions[UTF8Key(transaction)] != nil { continue }
+            let product = UTF8Key(entry.product)
+            if grants[product] == nil, entry.entitles(at: time, isRevoked: isRevokedByEvent) {
+                grants[product] = Grant(transaction: entry.transaction, entryExpiresAt: entry.expiresAt)
+            }
+        }
+        var reported: [UTF8Key: StoreTransactionRecord] = [:]
+        for record in state.storeTransactions.values where record.productType == .nonConsumable || record.productType == .nonRenewing {
+            guard record.hasStarted(by: time), !record.hasExpired(by: time), !isRevoked(record, at: time) else { continue }
+            let product = UTF8Key(record.fact.product)
+            if let current = reported[product], !Self.startsLater(record, than: current) { continue }
+            reported[product] = record
+        }
+        for (product, record) in reported {
+            grants[product] = Grant(transaction: record.fact.transaction, record: record)
+        }
+        for group in groups {
+            guard let index = group.inForce(at: time) else { continue }
+            let record = group.records[index]
+            let renewal = renewal(of: record)
+            let status = group.status(of: index, at: time, revoked: isRevoked(record, at: time), renewal: renewal)
+            guard status.grantsAccess else { continue }
+            grants[UTF8Key(record.fact.product)] = Grant(
+                transaction: record.fact.transaction, status: status, record: record, upgradedAt: group.upgradedAt[index],
+                gracePeriodEndsAt: status == .gracePeriod ? renewal?.gracePeriodEndsAt : nil)
+        }
+        return grants
+    }
+
+    private static func startsLater(_ record: StoreTransactionRecord, than other: StoreTransactionRecord) -> Bool {
+        if record.startsAt != other.startsAt { return record.startsAt > other.startsAt }
+        return other.fact.transaction.utf8.lexicographicallyPrecedes(record.fact.transaction.utf8)
+    }
+
+    /// Apple's status of each group with a transaction started by `time`, by group.
+    func subscriptions(at time: Timestamp) -> [SubscriptionStatus] {
+        groups.compactMap { group in
+            guard let index = group.inForce(at: time) else { return nil }
+            let record = group.records[index]
+            let fact = record.fact
+            let renewal = renewal(of: record)
+            return SubscriptionStatus(
+                group: group.name, originalTransaction: fact.originalTransaction ?? fact.transaction,
+                transaction: fact.transaction, product: fact.product,
+                status: group.status(of: index, at: time, revoked: isRevoked(record, at: time), renewal: renewal),
+                expiresAt: fact.expiresAt, gracePeriodEndsAt: renewal?.gracePeriodEndsAt, willRenew: renewal?.willRenew,
+                renewsTo: renewal?.renewsTo, environment: fact.environment ?? renewal?.environment)
+        }
+    }
+
+    /// The reports in force of the transactions started by `time`, by transaction id.
+    func purchases(at time: Timestamp) -> [StorePurchase] {
+        state.storeTransactions.sorted(by: { $0.key < $1.key }).compactMap { _, record in
+            guard record.hasStarted(by: time) else { return nil }
+            return StorePurchase(report: record.fact, isRevoked: isRevoked(record, at: time))
+        }
+    }
+
+    /// The environment an unfinished entry shows: its transaction's report in force in the
+    /// view, else its latest report.
+    func environment(of entry: QueueEntry) -> StoreEnvironment? {
+        guard let transaction = entry.transaction.map({ UTF8Key($0) }) else { return nil }
+        return (state.storeTransactions[transaction] ?? unscoped.storeTransactions[transaction])?.fact.environment
+    }
+
+    // MARK: Over time
+
+    /// Every instant where something the view holds takes effect, in order: between two of
+    /// them, every answer is the same.
+    var instants: [Timestamp] {
+        var instants: Set<Timestamp> = []
+        for entry in unscoped.entries.values {
+            if let expiresAt = entry.expiresAt { instants.insert(expiresAt) }
+        }
+        for record in state.storeTransactions.values {
+            instants.insert(record.startsAt)
+            if let expiresAt = record.fact.expiresAt { instants.insert(expiresAt) }
+            if let revokedAt = record.fact.revokedAt { instants.insert(revokedAt) }
+        }
+        for group in groups {
+            for case let upgradedAt? in group.upgradedAt { instants.insert(upgradedAt) }
+        }
+        for record in state.renewals.values {
+            if let end = record.info.gracePeriodEndsAt { instants.insert(end) }
+        }
+        return instants.sorted()
+    }
+}
