@@ -133,6 +133,23 @@ struct LedgerToolTests {
                 }
             }
 
+            // Views (`NAME.views`, one per line): an as-of time, perhaps a position and
+            // environments, each against the model's `NAME.replay.json.viewK`.
+            let views = (try? String(contentsOfFile: base.path + ".views", encoding: .utf8))?
+                .split(separator: "\n").filter { !$0.allSatisfy(\.isWhitespace) } ?? []
+            for (index, view) in views.enumerated() {
+                var arguments = ["replay", "--json"]
+                for setting in view.split(separator: " ") {
+                    let parts = setting.split(separator: "=", maxSplits: 1).map(String.init)
+                    try #require(parts.count == 2, "a view's setting is name=value: \(setting)")
+                    arguments += ["--\(parts[0])", parts[1]]
+                }
+                let run = try self.run("ledger", arguments + [ledgerDir])
+                #expect(run.status == 0, "\(run.error)")
+                let expected = try json(Data(contentsOf: URL(fileURLWithPath: base.path + ".replay.json.view\(index + 1)")))
+                #expect(try json(run.output) == expected, "view \(index + 1): \(view)")
+            }
+
             #expect(try ledger("verify", ledgerDir).status == 0)
             let exported = try ledger("export", ledgerDir)
             let exportFile = directory.appendingPathComponent("export.jsonl")

@@ -240,6 +240,42 @@ struct LedgerToolUsabilityTests {
         }
     }
 
+    /// `replay --account A --timeline`: the support engineer's one command, on a terminal and
+    /// with `--json`, on the valid-time spec case's upgrade (basic renewed, then upgraded to pro).
+    @Test func aTimelineSaysWhenEachProductWasOwnedAndWhy() throws {
+        try withTemporaryDirectory { directory in
+            let path = URL(fileURLWithPath: directory).appendingPathComponent("ledger").path
+            let stream = LedgerToolTests.fixtures.appendingPathComponent("spec-cases/07_valid_time.jsonl").path
+            #expect(try ledger("import", "--catalog", Self.catalog, path, stream).status == 0)
+
+            let json = try ledger("replay", "--json", "--account", "uc", "--timeline", path)
+            #expect(json.status == 0, "\(json.error)")
+            let document = try #require(try JSONSerialization.jsonObject(with: json.output) as? [String: Any])
+            let account = try #require((document["accounts"] as? [String: Any])?["uc"] as? [String: Any])
+            let timeline = try #require(account["timeline"] as? [[String: Any]])
+            #expect(timeline.map { $0["product"] as? String } == ["com.example.plus.basic", "com.example.plus.pro"])
+            let intervals = timeline.map { ($0["intervals"] as? [[String: Any]] ?? []).map {
+                "\($0["from"] as? String ?? "-") \($0["fromCause"] as? String ?? "-") \($0["until"] as? String ?? "-") \($0["untilCause"] as? String ?? "-") \($0["transaction"] as? String ?? "-")"
+            } }
+            #expect(intervals == [
+                ["2025-06-02T10:05:00Z purchase 2025-06-02T10:10:00Z renewal C1",
+                 "2025-06-02T10:10:00Z renewal 2025-06-02T10:15:00Z upgrade C2"],
+                ["2025-06-02T10:15:00Z upgrade 2025-06-02T11:15:00Z expiry C3"],
+            ])
+
+            let text = try ledger("replay", "--account", "uc", "--timeline", path).text.split(separator: "\n").map(String.init)
+            let bars = text.filter { $0.contains("|") }
+            #expect(bars.count == 2, "\(text)")
+            // The bars line up, and the renewal and the upgrade are each on a line of their own.
+            #expect(Set(bars.compactMap { line in line.firstIndex(of: "|").map { line.distance(from: line.startIndex, to: $0) } }).count == 1, "\(bars)")
+            #expect(text.contains { $0.contains("renewal → upgrade") && $0.contains("C2") }, "\(text)")
+            #expect(text.contains { $0.contains("upgrade → expiry") && $0.contains("C3") }, "\(text)")
+
+            let alone = try ledger("replay", "--timeline", path)
+            #expect(alone.status == 64, "--timeline needs --account")
+        }
+    }
+
     @Test func aBadCatalogIsNamedWithItsLineAndColumn() throws {
         try withTemporaryDirectory { directory in
             let url = URL(fileURLWithPath: directory)

@@ -77,6 +77,34 @@ struct RouteTests {
         }
     }
 
+    /// `?timeline=true` adds the account's timeline, the library's own; anything but true or
+    /// false is a bad request.
+    @Test func anAccountAnswersItsTimelineWhenAsked() async throws {
+        try await ServerHarness.run { harness, client in
+            _ = try await client.post(events: [
+                Lines.added("e1", "ben", payment: "B1", product: "com.example.pro.month"),
+                Lines.purchased("e2", "ben", payment: "B1", transaction: "t1", expiresAt: "2026-04-14T08:00:00Z"),
+            ])
+            let plain = try await client.account("ben")
+            #expect(plain["timeline"] == nil)
+            let answer = try await client.send(.get, "/v1/accounts/ben?timeline=true&asOf=2026-04-01T00:00:00Z", key: TestKeys.reader)
+            let direct = try #require(try harness.ledger.projectionAndPosition(
+                of: "ben", asOf: Timestamp(rfc3339: "2026-04-01T00:00:00Z")!, timeline: true).projection)
+            #expect(answer.body == direct.json(position: 2) + "\n")
+            let timeline = try #require(try answer.object["timeline"] as? [[String: Any]])
+            let intervals = try #require(timeline.first?["intervals"] as? [[String: Any]])
+            #expect(timeline.map { $0["product"] as? String } == ["com.example.pro.month"])
+            #expect(intervals.map { $0["fromCause"] as? String } == ["device"])
+            #expect(intervals.map { $0["until"] as? String } == ["2026-04-14T08:00:00Z"])
+            #expect(intervals.map { $0["untilCause"] as? String } == ["expiry"])
+
+            let nobody = try await client.send(.get, "/v1/accounts/nobody?timeline=true", key: TestKeys.reader)
+            #expect(try nobody.object["timeline"] as? [Any] != nil)
+            let bad = try await client.send(.get, "/v1/accounts/ben?timeline=yes", key: TestKeys.reader)
+            #expect(bad.status == .badRequest)
+        }
+    }
+
     @Test func anAccountWithoutEventsOwnsNothing() async throws {
         try await ServerHarness.run { _, client in
             let account = try await client.account("nobody")

@@ -1,13 +1,13 @@
 /// What an account owns, as of a time: the answer an app or a server needs at launch.
 public struct AccountProjection: Sendable, Hashable {
     public var account: String
-    /// Sorted product ids the account may use now:
+    /// Sorted product ids the account may use at the as-of time (docs/FORMAT.md, "Valid time"):
     /// - non-consumables and subscriptions with a `purchased` or `restored` entry (finished or
     ///   not) whose transaction and original transaction are not revoked and whose `expiresAt`,
     ///   if any, is after the as-of time, unless the store reported on that transaction (then
     ///   the store's report decides, below);
-    /// - non-consumables and non-renewing subscriptions the store reports, not revoked and not
-    ///   expired;
+    /// - non-consumables and non-renewing subscriptions the store reports, started (purchased)
+    ///   by then, not yet expired, and not revoked by then;
     /// - the product in force of each subscription group whose status is active or in its grace
     ///   period (`subscriptions`).
     public var entitlements: [String]

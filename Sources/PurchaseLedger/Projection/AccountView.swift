@@ -145,11 +145,11 @@ struct AccountView {
         }
     }
 
-    /// The environment an unfinished entry shows: its transaction's report in force in the
-    /// view, else its latest report.
+    /// The environment an unfinished entry shows: the one its transaction's report in force in
+    /// the view belongs to, else its latest report's (Production when the report names none).
     func environment(of entry: QueueEntry) -> StoreEnvironment? {
         guard let transaction = entry.transaction.map({ UTF8Key($0) }) else { return nil }
-        return (state.storeTransactions[transaction] ?? unscoped.storeTransactions[transaction])?.fact.environment
+        return (state.storeTransactions[transaction] ?? unscoped.storeTransactions[transaction])?.environment
     }
 
     // MARK: Over time
