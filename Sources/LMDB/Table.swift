@@ -17,6 +17,18 @@ public struct TableOpener: ~Copyable {
     let transaction: LMDBCall.Transaction
     let create: Bool
 
+    /// A table files written by an older version may lack: created when the environment is
+    /// writable; nil when it is read-only and the file has none.
+    public func tableIfPresent<Key: LMDBEncodable, Value>(
+        _ name: String, key: Key.Type = Key.self, value: Value.Type = Value.self
+    ) throws(LMDBError) -> Table<Key, Value>? {
+        do {
+            return try table(name, key: key, value: value)
+        } catch where !create && error.code == .notFound {
+            return nil
+        }
+    }
+
     public func table<Key: LMDBEncodable, Value>(
         _ name: String, key: Key.Type = Key.self, value: Value.Type = Value.self
     ) throws(LMDBError) -> Table<Key, Value> {

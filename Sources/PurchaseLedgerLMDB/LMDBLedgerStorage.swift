@@ -12,7 +12,9 @@ import Synchronization
 /// - `revocations`: store transaction id → position of its first revocation;
 /// - `history`: account length, account, position → nothing (an account's events in order);
 /// - `catalogs`: first position governed → catalog JSON (the catalog in force, and its past);
-/// - `meta`: `format` → the storage format marker.
+/// - `meta`: `format` → the storage format marker;
+/// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
+///   big-endian) → nothing: the ledger's clock readings, in order (`ClockReading`).
 ///
 /// And, written apart from appends by the snapshot policy:
 /// - `snapshots`: position → snapshot header;
@@ -43,6 +45,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         var accountStates: Table<[UInt8], [UInt8]>
         var catalogs: Table<UInt64, [UInt8]>
         var meta: Table<String, String>
+        /// Nil in a read-only ledger written before the clock was kept.
+        var clock: Table<[UInt8], EmptyValue>?
     }
 
     init(directory: String, configuration: Environment.Configuration) throws {
@@ -67,7 +71,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     snapshots: try opener.table("snapshots"),
                     accountStates: try opener.table("accountStates"),
                     catalogs: try opener.table("catalogs"),
-                    meta: try opener.table("meta"))
+                    meta: try opener.table("meta"),
+                    clock: try opener.tableIfPresent("clock"))
             }
         } catch {
             environment.close()
@@ -146,6 +151,24 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         guard var key = historyPrefix(account) else { return nil }
         withUnsafeBytes(of: position.bigEndian) { key.append(contentsOf: $0) }
         return key
+    }
+
+    static func clockKey(_ reading: ClockReading) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(20)
+        withUnsafeBytes(of: reading.position.bigEndian) { key += $0 }
+        withUnsafeBytes(of: (UInt64(bitPattern: reading.time.seconds) ^ (1 << 63)).bigEndian) { key += $0 }
+        withUnsafeBytes(of: reading.time.nanoseconds.bigEndian) { key += $0 }
+        return key
+    }
+
+    static func clockReading(fromKey key: UnsafeRawBufferPointer) throws -> ClockReading {
+        guard key.count == 20 else { throw StorageError(.damaged, "the clock holds a key of \(key.count) bytes") }
+        let position = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+        let seconds = Int64(bitPattern: UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) ^ (1 << 63))
+        let nanoseconds = UInt32(bigEndian: key.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
+        guard nanoseconds < 1_000_000_000 else { throw StorageError(.damaged, "the clock holds a reading of \(nanoseconds) ns") }
+        return ClockReading(position: position, time: Timestamp(seconds: seconds, nanoseconds: nanoseconds))
     }
 
     static func encode(_ holder: TransactionHolder) -> [UInt8] {
@@ -239,6 +262,18 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 try body(try LMDBLedgerStorage.transaction(fromKey: key), try UInt64(lmdbBytes: value))
                 return true
             }
+        }
+
+        func clockReadings(after: ClockReading?, limit: Int) throws -> [ClockReading] {
+            guard let clock = tables.clock, limit > 0 else { return [] }
+            var readings: [ClockReading] = []
+            try txn.scan(clock, from: after.map(LMDBLedgerStorage.clockKey)) { key, _ in
+                let reading = try LMDBLedgerStorage.clockReading(fromKey: key)
+                if let after, reading <= after { return true }
+                readings.append(reading)
+                return readings.count < limit
+            }
+            return readings
         }
 
         func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {
@@ -380,6 +415,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 throw StorageError(.io, "account names are at most 255 bytes")
             }
             try write.put(EmptyValue(), in: tables.history, forKey: key)
+        }
+
+        func recordClock(_ reading: ClockReading) throws {
+            guard let clock = tables.clock else { throw StorageError(.readOnly, "the ledger is open read-only") }
+            try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
         }
 
         func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws {

@@ -352,6 +352,26 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func clockReadings(after: ClockReading?, limit: Int) throws -> [ClockReading] {
+            guard limit > 0 else { return [] }
+            // A ledger of schema 1 opened read-only has no clock yet.
+            guard try run("SELECT to_regclass('ledger_clock') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            let from = after ?? ClockReading(position: 0, time: .earliest)
+            let inclusive = after == nil
+            return try run("""
+                SELECT position, seconds, nanoseconds FROM ledger_clock
+                WHERE (position, seconds, nanoseconds) \(unescaped: inclusive ? ">=" : ">")
+                    (\(Int64(clamping: from.position)), \(from.time.seconds), \(Int32(from.time.nanoseconds)))
+                ORDER BY position, seconds, nanoseconds LIMIT \(Int64(limit))
+                """).map { row in
+                let (position, seconds, nanoseconds) = try row.decode((Int64, Int64, Int32).self)
+                guard (0..<1_000_000_000).contains(nanoseconds) else {
+                    throw StorageError(.damaged, "the clock holds a reading of \(nanoseconds) ns")
+                }
+                return ClockReading(position: try StoredPosition.from(position), time: Timestamp(seconds: seconds, nanoseconds: UInt32(nanoseconds)))
+            }
+        }
+
         func newestSnapshotPosition() throws -> UInt64? {
             let newest = try run("SELECT max(position) FROM ledger_snapshots").first?.decode(Int64?.self)
             return try newest.flatMap { $0 }.map { try StoredPosition.from($0) }
@@ -615,6 +635,14 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
             revocations[UTF8Key(transaction)] = position
             pending.setRevocation(position, ofTransaction: transaction)
+        }
+
+        func recordClock(_ reading: ClockReading) throws {
+            connection.send("""
+                INSERT INTO ledger_clock (position, seconds, nanoseconds)
+                VALUES (\(Int64(clamping: reading.position)), \(reading.time.seconds), \(Int32(reading.time.nanoseconds)))
+                ON CONFLICT DO NOTHING
+                """)
         }
 
         func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws {

@@ -56,6 +56,16 @@ enum PostgresSchema {
             )
             """,
         ]),
+        Migration(version: 2, description: "the ledger's clock, for the change feed", statements: [
+            """
+            CREATE TABLE ledger_clock (
+                position bigint NOT NULL CHECK (position >= 0),
+                seconds bigint NOT NULL,
+                nanoseconds integer NOT NULL CHECK (nanoseconds >= 0 AND nanoseconds < 1000000000),
+                PRIMARY KEY (position, seconds, nanoseconds)
+            )
+            """,
+        ]),
     ]
 
     /// The newest schema this version knows.

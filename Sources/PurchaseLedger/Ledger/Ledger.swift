@@ -69,6 +69,8 @@ public final class Ledger: Sendable {
     let live: LiveProjections
     /// Nil when read-only.
     let writer: LedgerWriter?
+    /// Wakes the change feeds that follow this ledger when it commits.
+    let commitSignal = CommitSignal()
     /// Shared storage only: catches up with other processes.
     private let follower: OtherProcessesFollower?
     private let isClosed = Atomic<Bool>(false)
@@ -96,6 +98,7 @@ public final class Ledger: Sendable {
             (catalog, catalogVersion) = try Self.establishCatalog(newCatalog, storage: storage, location: location, copying: configuration.copying, logger: logger)
             let opening = try Opening.projections(storage: storage, catalog: catalog, configuration: configuration)
             live = opening.live
+            if !configuration.readOnly { try Self.startClock(storage) }
             logger.info("opened ledger", metadata: [
                 "location": "\(location)", "events": "\(live.position)", "from": "\(opening.source)",
                 "took": "\(clock.now - started)", "readOnly": "\(configuration.readOnly)",
@@ -112,7 +115,9 @@ public final class Ledger: Sendable {
             : nil
         writer = configuration.readOnly
             ? nil
-            : LedgerWriter(storage: storage, live: live, changes: changes, follower: follower, configuration: configuration)
+            : LedgerWriter(
+                storage: storage, live: live, changes: changes, follower: follower, configuration: configuration,
+                committed: commitSignal)
         follower?.startWatching()
     }
 

@@ -19,11 +19,13 @@ final class LedgerWriter: Sendable {
     private let follower: OtherProcessesFollower?
     private let logger: Logger
     private let onCommit: (@Sendable (CommitReport) -> Void)?
+    private let committed: CommitSignal
 
     init(
         storage: any LedgerStorage, live: LiveProjections, changes: DispatchQueue, follower: OtherProcessesFollower?,
-        configuration: Ledger.Configuration
+        configuration: Ledger.Configuration, committed: CommitSignal
     ) {
+        self.committed = committed
         queue = WriteQueue(maximumBatchEvents: configuration.maximumBatchEvents, maximumQueuedEvents: configuration.maximumQueuedEvents)
         self.changes = changes
         self.storage = storage
@@ -45,6 +47,25 @@ final class LedgerWriter: Sendable {
     func close() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             queue.close { changes.async { done.resume() } }
+        }
+    }
+
+    /// Records that time has passed with the log where it is (a tick of the feed's clock), on
+    /// the writer's thread, between commits; returns the reading.
+    func recordClock() async throws -> ClockReading {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<ClockReading, any Error>) in
+            changes.async { [storage] in
+                do {
+                    let reading = try storage.write { writer in
+                        let reading = ClockReading(position: try writer.lastPosition(), time: .now())
+                        try writer.recordClock(reading)
+                        return reading
+                    }
+                    done.resume(returning: reading)
+                } catch {
+                    done.resume(throwing: StorageErrors.map(error))
+                }
+            }
         }
     }
 
@@ -121,11 +142,17 @@ final class LedgerWriter: Sendable {
                 results.append(try request.events.map { try session.append($0, notAfter: latest, writer: writer) })
             }
             // Nothing to store: abort, so that not even LMDB's meta page changes.
-            if session.appendedCount == 0 { writer.discard() }
+            if session.appendedCount == 0 {
+                writer.discard()
+            } else {
+                // When the log reached this position, in the same commit: the feed's clock.
+                try writer.recordClock(ClockReading(position: session.position, time: .now()))
+            }
             return (results, session)
         }
         if session.appendedCount > 0 {
             session.publish(to: live)
+            committed.signal()
         }
         return results
     }

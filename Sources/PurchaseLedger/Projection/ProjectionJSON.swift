@@ -70,6 +70,15 @@ extension AccountProjection {
         return writer.string
     }
 
+    /// The account answer's object (`json(position:)`), into `writer`.
+    func write(to writer: inout JSONWriter, position: UInt64) {
+        writer.beginObject()
+        writer.member("account", account)
+        writer.member("position", Int64(position))
+        writeMembers(to: &writer)
+        writer.endObject()
+    }
+
     /// `{"entitlements": [...], "balances": {...}, "unfinished": [...]}`.
     public var json: String {
         var writer = JSONWriter(spaced: true)

@@ -94,6 +94,24 @@ package struct StorageCounts: Sendable, Hashable {
     }
 }
 
+/// The ledger's clock: the log had reached `position` at `time` by the writer's clock. The
+/// writer records one with each commit (at its last position) and when time passes with nothing
+/// to append (a tick); ordered by position, then time. The change feed reads it to place time
+/// changes among commits (docs/FEEDS.md), so a feed derived again from storage is the same.
+package struct ClockReading: Sendable, Hashable, Comparable {
+    package var position: UInt64
+    package var time: Timestamp
+
+    package init(position: UInt64, time: Timestamp) {
+        self.position = position
+        self.time = time
+    }
+
+    package static func < (lhs: ClockReading, rhs: ClockReading) -> Bool {
+        (lhs.position, lhs.time) < (rhs.position, rhs.time)
+    }
+}
+
 /// A queue entry, named by its account and payment id (compared byte for byte).
 package struct EntryReference: Sendable, Hashable {
     package var account: String
@@ -178,6 +196,10 @@ package protocol LedgerStorageReader {
     func formatMarker() throws -> String?
     func counts() throws -> StorageCounts
 
+    /// The clock readings after `after` (all when nil), in order, at most `limit`. A ledger
+    /// written before the clock was kept has none until its first writable open.
+    func clockReadings(after: ClockReading?, limit: Int) throws -> [ClockReading]
+
     // MARK: Snapshots
 
     /// Every snapshot header, oldest first, by the position it reflects.
@@ -212,6 +234,8 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws
     /// Records the first revocation of `transaction`.
     func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws
+    /// Records a reading of the ledger's clock (`ClockReading`).
+    func recordClock(_ reading: ClockReading) throws
     func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws
     func setFormatMarker(_ marker: String) throws
 

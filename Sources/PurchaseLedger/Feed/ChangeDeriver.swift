@@ -1,0 +1,168 @@
+/// Derives the change feed from storage alone: the log, and the ledger's clock readings
+/// (`ClockReading`) that say when the log reached each position and when time passed with
+/// nothing appended. Deriving it again gives the same changes, in the same order, with the same
+/// ids: that is how a consumer resumes from a cursor, and how a feed seen live is checked.
+///
+/// For each reading, in order, with the feed's clock F (the latest reading's time so far):
+/// 1. the instants where some account's projection changes by time alone that lie in
+///    (F, the reading's time], in order (then by account), each judged on the log as it stood
+///    before the reading's events: a change at cursor (position then, instant, account);
+/// 2. the events up to the reading's position, each judged as of the reading's time: a change
+///    at cursor (position, account) for each account whose projection it changed.
+///
+/// It keeps the whole state of the log it has read (a replay's), and, per account, the next
+/// instant where its projection changes by time alone.
+struct ChangeDeriver {
+    private(set) var state = LedgerState()
+    private var catalog: Catalog
+    /// The feed's clock: the latest reading's time so far.
+    private(set) var clock = Timestamp.earliest
+    private(set) var lastReading: ClockReading?
+    private var due = DueInstants()
+
+    init(catalog: Catalog) {
+        self.catalog = catalog
+    }
+
+    /// Follows one reading: reads its events from `log` (those after the last reading, up to
+    /// its position, in order) and hands each change to `emit`.
+    mutating func advance(to reading: ClockReading, log: LogReader, emit: (LedgerChange) throws -> Void) throws {
+        let time = max(clock, reading.time)
+        let position = state.position
+        while let (instant, account) = due.first(notAfter: time) {
+            due.remove(account)
+            if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
+            schedule(account, after: instant)
+        }
+        if reading.position > position {
+            try log.forEachRecord(from: position + 1, through: reading.position) { record in
+                try apply(record, asOf: time, log: log, emit: emit)
+            }
+        }
+        clock = time
+        lastReading = reading
+    }
+
+    /// The next instant where an account's projection changes by time alone, if any.
+    mutating func nextDueInstant() -> Timestamp? { due.earliest }
+
+    // MARK: Changes
+
+    private mutating func apply(_ record: LogRecord, asOf time: Timestamp, log: LogReader, emit: (LedgerChange) throws -> Void) throws {
+        let event = record.event
+        // The accounts an event can change: its own, and for a revocation the one holding the
+        // transaction (its credit is taken back there).
+        var accounts = [UTF8Key(event.account)]
+        if case .revoked(let revoked) = event.payload, let holder = state.holders[UTF8Key(revoked.transaction)] {
+            let key = UTF8Key(holder.entry.account)
+            if key != accounts[0] { accounts.append(key) }
+        }
+        accounts.sort()
+        let before = accounts.map { state.projection(of: $0, asOf: time) }
+        do {
+            try state.apply(event, at: record.position, catalog: catalog)
+        } catch {
+            // A product added to the catalog after this deriver read it.
+            guard let newest = try log.currentCatalog() else { throw error }
+            catalog = newest
+            try state.apply(event, at: record.position, catalog: catalog)
+        }
+        let cause = LedgerChange.Cause.event(id: event.id, type: event.type)
+        for (account, before) in zip(accounts, before) {
+            // Rescheduled even when nothing shows yet: a purchase dated later starts later.
+            schedule(account, after: time)
+            guard let after = state.projection(of: account, asOf: time), after != before else { continue }
+            try emit(LedgerChange(
+                cursor: FeedCursor(position: record.position, account: account.string), account: account.string,
+                position: record.position, cause: cause, asOf: time,
+                differences: ChangeDifference.between(before, after, cause: cause), projection: after))
+        }
+    }
+
+    private func timeChange(of account: UTF8Key, at instant: Timestamp, position: UInt64) -> LedgerChange? {
+        guard let after = state.projection(of: account, asOf: instant),
+              let before = state.projection(of: account, asOf: instant.justBefore), after != before else { return nil }
+        let cause = LedgerChange.Cause.time(instant)
+        return LedgerChange(
+            cursor: FeedCursor(position: position, instant: instant, account: account.string), account: account.string,
+            position: position, cause: cause, asOf: instant,
+            differences: ChangeDifference.between(before, after, cause: cause), projection: after)
+    }
+
+    private mutating func schedule(_ account: UTF8Key, after time: Timestamp) {
+        guard let accountState = state.accounts[account] else { return }
+        let view = AccountView(account: account.string, state: accountState, excluding: []) { state.revocations[$0] != nil }
+        if let next = view.instants.first(where: { $0 > time }) {
+            due.schedule(account, at: next)
+        } else {
+            due.remove(account)
+        }
+    }
+}
+
+/// Per account, the next instant its projection changes by time alone; the earliest first. A
+/// binary heap ordered by (instant, account) whose entries go stale when an account is
+/// rescheduled: a stale one is dropped when it reaches the top.
+struct DueInstants {
+    private var byAccount: [UTF8Key: Timestamp] = [:]
+    private var heap: [(instant: Timestamp, account: UTF8Key)] = []
+
+    var earliest: Timestamp? {
+        mutating get {
+            dropStale()
+            return heap.first?.instant
+        }
+    }
+
+    mutating func first(notAfter time: Timestamp) -> (Timestamp, UTF8Key)? {
+        dropStale()
+        guard let top = heap.first, top.instant <= time else { return nil }
+        return (top.instant, top.account)
+    }
+
+    mutating func schedule(_ account: UTF8Key, at instant: Timestamp) {
+        guard byAccount[account] != instant else { return }
+        byAccount[account] = instant
+        heap.append((instant, account))
+        siftUp(heap.count - 1)
+    }
+
+    mutating func remove(_ account: UTF8Key) {
+        byAccount[account] = nil
+    }
+
+    private mutating func dropStale() {
+        while let top = heap.first, byAccount[top.account] != top.instant {
+            popTop()
+        }
+    }
+
+    private static func precedes(_ a: (instant: Timestamp, account: UTF8Key), _ b: (instant: Timestamp, account: UTF8Key)) -> Bool {
+        a.instant != b.instant ? a.instant < b.instant : a.account < b.account
+    }
+
+    private mutating func popTop() {
+        heap.swapAt(0, heap.count - 1)
+        heap.removeLast()
+        var index = 0
+        while true {
+            let (left, right) = (2 * index + 1, 2 * index + 2)
+            var smallest = index
+            if left < heap.count, Self.precedes(heap[left], heap[smallest]) { smallest = left }
+            if right < heap.count, Self.precedes(heap[right], heap[smallest]) { smallest = right }
+            guard smallest != index else { return }
+            heap.swapAt(index, smallest)
+            index = smallest
+        }
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var index = start
+        while index > 0 {
+            let parent = (index - 1) / 2
+            guard Self.precedes(heap[index], heap[parent]) else { return }
+            heap.swapAt(index, parent)
+            index = parent
+        }
+    }
+}

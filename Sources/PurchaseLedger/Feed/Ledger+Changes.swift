@@ -1,0 +1,44 @@
+/// The change feed of an open ledger, and the ledger's clock.
+extension Ledger {
+    /// The changes after `cursor`, derived from storage; with `follow`, it then waits for new
+    /// commits (and ticks the clock when time changes something) instead of ending.
+    public func changes(after cursor: FeedCursor = .start, follow: Bool = true, pollInterval: Duration = .milliseconds(200)) -> LedgerChanges {
+        var tick: (@Sendable () async throws -> Void)?
+        if writer != nil {
+            tick = { [self] in _ = try await self.recordClock() }
+        }
+        return LedgerChanges(storage: storage, after: cursor, follow: follow, tick: tick, commits: commitSignal, pollInterval: pollInterval)
+    }
+
+    /// Records that time has passed with the log where it is: a tick of the clock the change
+    /// feed reads, durable when this returns. Feeds that follow this ledger tick it themselves
+    /// when an instant where a projection changes has passed.
+    @discardableResult
+    public func recordClock() async throws -> Timestamp {
+        guard let writer else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
+        let reading = try await writer.recordClock()
+        commitSignal.signal()
+        return reading.time
+    }
+
+    /// A ledger written before the clock was kept gets a first reading at its last position
+    /// when first opened for writing, so that its feed is the same whenever it is derived.
+    static func startClock(_ storage: any LedgerStorage) throws {
+        try storage.write { writer in
+            let last = try writer.lastPosition()
+            guard last > 0, try writer.clockReadings(after: nil, limit: 1).isEmpty else {
+                writer.discard()
+                return
+            }
+            try writer.recordClock(ClockReading(position: last, time: .now()))
+        }
+    }
+}
+
+extension LedgerLog {
+    /// The changes after `cursor`, derived from the ledger's storage; with `follow`, it waits
+    /// for the writer's commits and ticks (polling every `pollInterval`).
+    public func changes(after cursor: FeedCursor = .start, follow: Bool = false, pollInterval: Duration = .milliseconds(200)) -> LedgerChanges {
+        LedgerChanges(storage: storage, after: cursor, follow: follow, tick: nil, commits: nil, pollInterval: pollInterval)
+    }
+}

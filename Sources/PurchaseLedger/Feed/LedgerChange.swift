@@ -1,0 +1,175 @@
+/// What one account's projection did at one place in the feed: an event changed it, or time
+/// passed an instant where it changes (an expiry, a grace period's end). It carries the whole
+/// projection after it, so a consumer that keeps, per account, the change with the greatest
+/// cursor is right even when deliveries repeat or cross.
+public struct LedgerChange: Sendable, Hashable {
+    public enum Cause: Sendable, Hashable {
+        /// The event appended at the change's position.
+        case event(id: String, type: EventType)
+        /// Time passed this instant with nothing appended.
+        case time(Timestamp)
+    }
+
+    public var cursor: FeedCursor
+    public var account: String
+    /// The log position the projection reflects.
+    public var position: UInt64
+    public var cause: Cause
+    /// The instant the projection is judged at: the commit's time by the ledger's clock, or the
+    /// instant time passed.
+    public var asOf: Timestamp
+    public var differences: [ChangeDifference]
+    /// The account's projection after the change (as `GET /v1/accounts/{account}` answers it).
+    public var projection: AccountProjection
+
+    /// The change's id: its cursor's text. The same on every delivery and every derivation.
+    public var id: String { cursor.description }
+}
+
+/// One way a projection differs from the one before it.
+public enum ChangeDifference: Sendable, Hashable {
+    /// Why an entitlement was taken away before its time.
+    public enum Revocation: String, Sendable, Hashable, CaseIterable {
+        /// Apple refunded it (`REFUND_FULL`, `REFUND_PRORATED` or no type).
+        case refund
+        /// Family Sharing stopped sharing it (`FAMILY_REVOKE`).
+        case familyRevoke
+        /// A `revoked` event of the device's queue.
+        case revokedEvent
+    }
+
+    case entitlementGranted(product: String)
+    case entitlementRevoked(product: String, reason: Revocation)
+    case entitlementExpired(product: String)
+    /// A subscription group's status moved (nil: the group was not listed).
+    case subscriptionStatus(group: String, from: SubscriptionStatus.Status?, to: SubscriptionStatus.Status?)
+    case balance(item: String, delta: Int64)
+    /// An entry of the queue now awaits `finishTransaction` (new, or newly purchased).
+    case transactionUnfinished(payment: String)
+    case transactionFinished(payment: String)
+}
+
+extension ChangeDifference {
+    /// How `after` differs from `before` (nil: the account had no projection), with `cause`
+    /// telling a revocation's kind where the reports do not.
+    static func between(_ before: AccountProjection?, _ after: AccountProjection, cause: LedgerChange.Cause) -> [ChangeDifference] {
+        var differences: [ChangeDifference] = []
+        let had = Set((before?.entitlements ?? []).map { UTF8Key($0) })
+        let has = Set(after.entitlements.map { UTF8Key($0) })
+        for product in has.subtracting(had).sorted() {
+            differences.append(.entitlementGranted(product: product.string))
+        }
+        for product in had.subtracting(has).sorted() {
+            if let reason = revocation(of: product.string, in: after, cause: cause) {
+                differences.append(.entitlementRevoked(product: product.string, reason: reason))
+            } else {
+                differences.append(.entitlementExpired(product: product.string))
+            }
+        }
+        var statuses: [String: (from: SubscriptionStatus.Status?, to: SubscriptionStatus.Status?)] = [:]
+        for subscription in before?.subscriptions ?? [] { statuses[subscription.group, default: (nil, nil)].from = subscription.status }
+        for subscription in after.subscriptions { statuses[subscription.group, default: (nil, nil)].to = subscription.status }
+        for group in statuses.keys.sorted(by: utf8Order) where statuses[group]!.from != statuses[group]!.to {
+            differences.append(.subscriptionStatus(group: group, from: statuses[group]!.from, to: statuses[group]!.to))
+        }
+        let balances = before?.balances ?? [:]
+        for item in Set(balances.keys).union(after.balances.keys).sorted(by: utf8Order) {
+            let delta = (after.balances[item] ?? 0) &- (balances[item] ?? 0)
+            if delta != 0 { differences.append(.balance(item: item, delta: delta)) }
+        }
+        let wasUnfinished = Set((before?.unfinished ?? []).filter { $0.state.isTerminal }.map { UTF8Key($0.payment) })
+        let isUnfinished = Set(after.unfinished.filter { $0.state.isTerminal }.map { UTF8Key($0.payment) })
+        let stillOpen = Set(after.unfinished.map { UTF8Key($0.payment) })
+        for payment in isUnfinished.subtracting(wasUnfinished).sorted() {
+            differences.append(.transactionUnfinished(payment: payment.string))
+        }
+        for payment in wasUnfinished.subtracting(stillOpen).sorted() {
+            differences.append(.transactionFinished(payment: payment.string))
+        }
+        return differences
+    }
+
+    /// Why `product` was taken away, when a revocation took it: the cause was a `revoked`
+    /// event, or a report of it stands revoked. Nil: it expired.
+    private static func revocation(of product: String, in after: AccountProjection, cause: LedgerChange.Cause) -> Revocation? {
+        if case .event(_, .revoked) = cause { return .revokedEvent }
+        let revoked = after.storeTransactions.filter { $0.isRevoked && sameBytes($0.report.product, product) }
+        if let report = revoked.last?.report {
+            return report.revocationType == .familyRevoke ? .familyRevoke : .refund
+        }
+        if after.subscriptions.contains(where: { sameBytes($0.product, product) && $0.status == .revoked }) { return .refund }
+        return nil
+    }
+}
+
+extension LedgerChange {
+    /// `{"id", "cursor", "account", "position", "cause", "asOf", "differences", "projection"}`
+    /// (docs/FEEDS.md): one line, the same bytes on every delivery.
+    public var json: String {
+        var writer = JSONWriter(spaced: false)
+        write(to: &writer)
+        return writer.string
+    }
+
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("id", id)
+        writer.member("cursor", cursor.description)
+        writer.member("account", account)
+        writer.member("position", Int64(position))
+        writer.key("cause")
+        writer.beginObject()
+        switch cause {
+        case .event(let id, let type):
+            writer.member("kind", "event")
+            writer.member("event", id)
+            writer.member("type", type.rawValue)
+        case .time(let instant):
+            writer.member("kind", "time")
+            writer.member("instant", instant)
+        }
+        writer.endObject()
+        writer.member("asOf", asOf)
+        writer.key("differences")
+        writer.beginArray()
+        for difference in differences { difference.write(to: &writer) }
+        writer.endArray()
+        writer.key("projection")
+        projection.write(to: &writer, position: position)
+        writer.endObject()
+    }
+}
+
+extension ChangeDifference {
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        switch self {
+        case .entitlementGranted(let product):
+            writer.member("kind", "entitlementGranted")
+            writer.member("product", product)
+        case .entitlementRevoked(let product, let reason):
+            writer.member("kind", "entitlementRevoked")
+            writer.member("product", product)
+            writer.member("reason", reason.rawValue)
+        case .entitlementExpired(let product):
+            writer.member("kind", "entitlementExpired")
+            writer.member("product", product)
+        case .subscriptionStatus(let group, let from, let to):
+            writer.member("kind", "subscriptionStatus")
+            writer.member("group", group)
+            writer.member("from", ifPresent: from.map { Int64($0.rawValue) })
+            writer.member("to", ifPresent: to.map { Int64($0.rawValue) })
+        case .balance(let item, let delta):
+            writer.member("kind", "balance")
+            writer.member("item", item)
+            writer.member("delta", delta)
+        case .transactionUnfinished(let payment):
+            writer.member("kind", "transactionUnfinished")
+            writer.member("payment", payment)
+        case .transactionFinished(let payment):
+            writer.member("kind", "transactionFinished")
+            writer.member("payment", payment)
+        }
+        writer.endObject()
+    }
+}

@@ -1,0 +1,124 @@
+import Synchronization
+
+/// The change feed as an `AsyncSequence`: the changes after a cursor, derived from storage
+/// (`ChangeDeriver`), catching up from the log and then, when following, the commits as they
+/// come (on PostgreSQL, other processes' too). Memory stays bounded whatever the backlog: it
+/// reads one clock reading's events at a time. A slow consumer never holds the writer up: the
+/// feed reads committed storage, it is never told.
+///
+/// Following a `Ledger` open for writing, it also ticks the ledger's clock when the next
+/// instant where some projection changes by time alone has passed, so that an expiry at 12:00
+/// comes out at 12:00 with nothing appended.
+public struct LedgerChanges: AsyncSequence, Sendable {
+    public typealias Element = LedgerChange
+
+    let storage: any LedgerStorage
+    let after: FeedCursor
+    let follow: Bool
+    /// Records a tick of the clock (a ledger open for writing); nil otherwise.
+    let tick: (@Sendable () async throws -> Void)?
+    /// Resolves when the ledger may have committed (a commit of this process), so that a
+    /// follower need not wait out its poll.
+    let commits: CommitSignal?
+    let pollInterval: Duration
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(feed: self)
+    }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let feed: LedgerChanges
+        private var deriver: ChangeDeriver?
+        private var buffer: [LedgerChange] = []
+        private var index = 0
+
+        init(feed: LedgerChanges) {
+            self.feed = feed
+        }
+
+        public mutating func next() async throws -> LedgerChange? {
+            while index == buffer.count {
+                buffer.removeAll(keepingCapacity: true)
+                index = 0
+                guard try await fill() else { return nil }
+            }
+            defer { index += 1 }
+            return buffer[index]
+        }
+
+        /// Derives the next readings' changes into the buffer; false at the end when not following.
+        private mutating func fill() async throws -> Bool {
+            let log = LogReader(storage: feed.storage)
+            if deriver == nil {
+                guard let catalog = try log.currentCatalog() else {
+                    guard feed.follow else { return false }
+                    try await wait()
+                    return true
+                }
+                deriver = ChangeDeriver(catalog: catalog)
+            }
+            let last = deriver!.lastReading
+            let readings = try feed.storage.read { try $0.clockReadings(after: last, limit: 64) }
+            guard !readings.isEmpty else {
+                guard feed.follow else { return false }
+                if let tick = feed.tick, let due = deriver!.nextDueInstant(), due <= .now() {
+                    try await tick()
+                } else {
+                    try await wait()
+                }
+                return true
+            }
+            let after = feed.after
+            var changes: [LedgerChange] = []
+            for reading in readings {
+                try deriver!.advance(to: reading, log: log) { change in
+                    if change.cursor > after { changes.append(change) }
+                }
+            }
+            buffer = changes
+            return true
+        }
+
+        private func wait() async throws {
+            if let commits = feed.commits {
+                await commits.wait(timeout: feed.pollInterval)
+            } else {
+                try await Task.sleep(for: feed.pollInterval)
+            }
+            try Task.checkCancellation()
+        }
+    }
+}
+
+/// Wakes the feeds that follow a ledger when it commits: each waiter resumes at the next
+/// commit or after its timeout, whichever comes first.
+public final class CommitSignal: Sendable {
+    private let waiters = Mutex<[UInt64: CheckedContinuation<Void, Never>]>([:])
+    private let nextID = Atomic<UInt64>(0)
+
+    init() {}
+
+    func signal() {
+        let resumed = waiters.withLock { waiters in
+            defer { waiters.removeAll() }
+            return Array(waiters.values)
+        }
+        for waiter in resumed { waiter.resume() }
+    }
+
+    func wait(timeout: Duration) async {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        // Registered before the timer starts, and resumed once by whichever comes first.
+        await withCheckedContinuation { continuation in
+            waiters.withLock { $0[id] = continuation }
+            Task {
+                try? await Task.sleep(for: timeout)
+                self.resume(id)
+            }
+        }
+    }
+
+    private func resume(_ id: UInt64) {
+        waiters.withLock { $0.removeValue(forKey: id) }?.resume()
+    }
+}
