@@ -7,6 +7,7 @@ import NIOCore
 import Prometheus
 import PurchaseLedger
 import PurchaseLedgerAppStore
+import ServiceLifecycle
 
 /// The ledger's HTTP API as a route collection, to mount in any Hummingbird 2 application whose
 /// context conforms to `LedgerRequestContextProtocol`:
@@ -21,6 +22,7 @@ import PurchaseLedgerAppStore
 /// | `POST /v1/events` | `events:write` (and `events:revoke` for `revoked` events, `events:store` for the store's) |
 /// | `GET /v1/accounts/{account}` | `accounts:read` |
 /// | `GET /v1/accounts/{account}/history` | `accounts:read` |
+/// | `GET /v1/changes`, `GET /v1/changes/stream` | `changes:read` (when a feed hub is given) |
 /// | `GET /v1/health` | none |
 /// | `GET /metrics` | `metrics:read` (when a registry is given) |
 /// | `POST /v1/appstore/notifications` | none: the payload is signed by Apple (when configured) |
@@ -31,6 +33,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let limits: ServerConfiguration.Limits
     public let notifications: AppStoreNotificationHandler?
     public let metricsRegistry: PrometheusCollectorRegistry?
+    /// The change feed's readers are served from it; without one the routes are not mounted.
+    public let changeFeed: ChangeFeedHub?
     private let requestMetrics: RequestMetrics
     /// Refused notifications are logged at a bounded rate: anyone can send them.
     private let refusals = RefusalLog()
@@ -41,13 +45,16 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     ///   - limits: the bounds on requests (body size, events per request).
     ///   - notifications: the App Store's notifications; without a handler the route is not mounted.
     ///   - metricsRegistry: what `GET /metrics` renders; without one the route is not mounted.
+    ///   - changeFeed: what `GET /v1/changes` reads; without one those routes are not mounted.
     ///   - metricsFactory: where the server's own counters go (the ledger's go where its
     ///     configuration says); nil means `MetricsSystem.factory`.
     public init(
         ledger: Ledger, keys: APIKeys, limits: ServerConfiguration.Limits = .init(),
         notifications: AppStoreNotificationHandler? = nil,
-        metricsRegistry: PrometheusCollectorRegistry? = nil, metricsFactory: (any MetricsFactory)? = nil
+        metricsRegistry: PrometheusCollectorRegistry? = nil, changeFeed: ChangeFeedHub? = nil,
+        metricsFactory: (any MetricsFactory)? = nil
     ) {
+        self.changeFeed = changeFeed
         self.ledger = ledger
         self.keys = keys
         self.limits = limits
@@ -62,10 +69,14 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         routes.add(middleware: APIKeyMiddleware<Context>(keys: keys))
         routes.get("/v1/health") { _, _ in try health() }
         routes.post("/v1/events") { request, context in try await postEvents(request, context: context) }
-        routes.get("/v1/accounts/:account") { request, context in try account(request, context: context) }
+        routes.get("/v1/accounts/:account") { request, context in try await account(request, context: context) }
         routes.get("/v1/accounts/:account/history") { request, context in try history(request, context: context) }
         if metricsRegistry != nil {
             routes.get("/metrics") { _, context in try metrics(context: context) }
+        }
+        if let changeFeed {
+            routes.get("/v1/changes") { request, context in try await changes(request, context: context, hub: changeFeed) }
+            routes.get("/v1/changes/stream") { request, context in try changeStream(request, context: context, hub: changeFeed) }
         }
         if let notifications {
             routes.post("/v1/appstore/notifications") { request, context in try await appStoreNotification(request, context: context) }
@@ -105,9 +116,17 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         return .json("[" + lines.joined(separator: ",\n ") + "]\n")
     }
 
-    func account(_ request: Request, context: Context) throws -> Response {
+    func account(_ request: Request, context: Context) async throws -> Response {
         try context.require(.accountsRead)
         let account = try accountParameter(context)
+        // `minPosition=P`: read one's own write. Waits (at most `Limits.positionWaitSeconds`)
+        // until the projections reflect position P.
+        if let text = request.uri.queryParameters["minPosition"] {
+            guard let wanted = UInt64(text) else {
+                throw LedgerHTTPError.badRequest("minPosition must be a log position (an integer ≥ 0), not \"\(text)\"")
+            }
+            try await waitForPosition(wanted, context: context)
+        }
         var asOf = Timestamp.now()
         if let text = request.uri.queryParameters["asOf"] {
             guard let time = Timestamp(rfc3339: text) else {
@@ -135,6 +154,86 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         var answer = projection ?? .empty(account: account)
         if timeline, answer.timeline == nil { answer.timeline = [] }
         return .json(answer.json(position: position) + "\n")
+    }
+
+    /// Waits until the ledger's projections reflect `position` (catching up with other
+    /// processes on shared storage), at most `Limits.positionWaitSeconds`; then 503
+    /// `positionNotReached`.
+    private func waitForPosition(_ position: UInt64, context: Context) async throws {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(ServerConfiguration.Limits.positionWaitSeconds * 1000))
+        while ledger.position < position {
+            guard ContinuousClock.now < deadline else {
+                throw LedgerHTTPError(status: .serviceUnavailable, code: "positionNotReached",
+                    message: "the ledger is at position \(ledger.position); position \(position) was not reached in time (retry)")
+            }
+            do {
+                try await ledger.catchUp()
+            } catch {
+                throw Self.httpError(storage: error, logger: context.logger)
+            }
+            if ledger.position < position { try await Task.sleep(for: .milliseconds(20)) }
+        }
+    }
+
+    /// `GET /v1/changes?after=CURSOR&limit=N&wait=SECONDS`: `{"changes": [...], "next": CURSOR}`;
+    /// waits (long poll) up to `wait` seconds when there is none yet.
+    func changes(_ request: Request, context: Context, hub: ChangeFeedHub) async throws -> Response {
+        try context.require(.changesRead)
+        let after = try cursorParameter(request, header: nil)
+        let limit = Int(try integerParameter(request, "limit", default: 100, range: 1...1000))
+        let wait = try integerParameter(request, "wait", default: 0, range: 0...UInt64(ServerConfiguration.Limits.longestChangeWaitSeconds))
+        let (changes, next) = try await hub.changes(after: after, limit: limit, wait: .seconds(Int64(wait)))
+        var writer = JSONWriter(spaced: false, capacity: 1024 + changes.count * 1024)
+        writer.beginObject()
+        writer.key("changes")
+        writer.beginArray()
+        for change in changes { writer.raw(change.json) }
+        writer.endArray()
+        writer.member("next", next.description)
+        writer.endObject()
+        return .json(writer.string + "\n")
+    }
+
+    /// `GET /v1/changes/stream`: the same changes as server-sent events (`id` the change's id,
+    /// `event: change`, `data` its JSON), from `Last-Event-ID` or `after`; a comment every
+    /// fifteen seconds keeps the connection alive. Ends when the server shuts down.
+    func changeStream(_ request: Request, context: Context, hub: ChangeFeedHub) throws -> Response {
+        try context.require(.changesRead)
+        let start = try cursorParameter(request, header: request.headers[.lastEventID])
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-store"
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            var cursor = start
+            var quiet = 0
+            try await writer.write(ByteBuffer(string: ": ledger change feed\n\n"))
+            while !Task.isCancelled, !Task.isShuttingDownGracefully {
+                let (changes, next) = try await hub.changes(after: cursor, limit: 100, wait: .seconds(1))
+                if changes.isEmpty {
+                    quiet += 1
+                    if quiet >= 15 {
+                        quiet = 0
+                        try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
+                    }
+                    continue
+                }
+                quiet = 0
+                var text = ""
+                for change in changes { text += "id: \(change.id)\nevent: change\ndata: \(change.json)\n\n" }
+                try await writer.write(ByteBuffer(string: text))
+                cursor = next
+            }
+            try await writer.finish(nil)
+        })
+    }
+
+    /// `after` (or the `Last-Event-ID` header when given): a change's id or a position.
+    private func cursorParameter(_ request: Request, header: String?) throws -> FeedCursor {
+        guard let text = header ?? request.uri.queryParameters["after"].map(String.init) else { return .start }
+        guard let cursor = FeedCursor(text) else {
+            throw LedgerHTTPError.badRequest("after must be a change's id or a log position, not \"\(LogSafe.metadata(String(text.prefix(64))))\"")
+        }
+        return cursor
     }
 
     func history(_ request: Request, context: Context) throws -> Response {
@@ -326,4 +425,9 @@ struct RequestMetrics: Sendable {
     func notification(_ action: AppStoreRecordingAction) {
         notifications[action]?.increment()
     }
+}
+
+extension HTTPField.Name {
+    /// Server-sent events: where a reconnecting client's stream left off.
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
 }

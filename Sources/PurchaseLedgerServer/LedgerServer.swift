@@ -56,7 +56,8 @@ public enum LedgerServer {
         let ledger = try LedgerLocation(configuration.ledger).openLedger(catalog: catalog, configuration: ledgerConfiguration)
 
         var notifications: AppStoreNotificationHandler?
-        var services: [any Service] = [LedgerService(ledger: ledger)]
+        let changeFeed = ChangeFeedHub(ledger: ledger, logger: logger)
+        var services: [any Service] = [LedgerService(ledger: ledger), changeFeed]
         do {
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
             // One client (one key, one token cache) for the refund answers and the schedule.
@@ -79,7 +80,7 @@ public enum LedgerServer {
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.addRoutes(LedgerRoutes<LedgerRequestContext>(
             ledger: ledger, keys: APIKeys(configuration.keys), limits: configuration.limits,
-            notifications: notifications, metricsRegistry: registry, metricsFactory: factory
+            notifications: notifications, metricsRegistry: registry, changeFeed: changeFeed, metricsFactory: factory
         ).collection)
         let limits = configuration.limits
         return Application(

@@ -97,6 +97,11 @@ public struct ServerConfiguration: Codable, Sendable {
             requestTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .requestTimeoutSeconds) ?? defaults.requestTimeoutSeconds
         }
 
+        /// The longest `wait` of `GET /v1/changes`: under the idle timeout's default.
+        public static let longestChangeWaitSeconds = 25
+        /// How long `minPosition` waits for the projections to reach a position.
+        public static let positionWaitSeconds = 5.0
+
         /// The longest timeout the configuration takes: a day.
         static let maximumTimeoutSeconds: Double = 86_400
 
@@ -346,6 +351,8 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     case accountsRead = "accounts:read"
     /// Scrape `/metrics`.
     case metricsRead = "metrics:read"
+    /// Read the change feed (`GET /v1/changes`, its stream): every account's changes.
+    case changesRead = "changes:read"
 
     /// The event types a key needs more than `events:write` for, and the scope each needs.
     static let beyondWriting: [(types: Set<EventType>, scope: Scope)] = [

@@ -75,6 +75,12 @@ package struct JSONWriter {
         Self.appendNumber(value, to: &bytes)
     }
 
+    /// A value already written as JSON by this writer's kind (a change's `json`), as it is.
+    package mutating func raw(_ json: String) {
+        separate()
+        bytes.append(contentsOf: json.utf8)
+    }
+
     package mutating func bool(_ value: Bool) {
         separate()
         bytes.append(contentsOf: (value ? "true" : "false").utf8)

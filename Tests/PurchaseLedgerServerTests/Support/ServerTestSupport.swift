@@ -32,6 +32,7 @@ enum TestKeys {
     static let reader = "reader-key-0123456789abcdef0123456789"
     static let metrics = "metrics-key-0123456789abcdef012345678"
     static let backOffice = "backoffice-key-0123456789abcdef01234"
+    static let feed = "feed-key-0123456789abcdef0123456789ab"
 
     static let configured: [ServerConfiguration.Key] = [
         .init(name: "writer", key: writer, scopes: [.eventsWrite, .accountsRead]),
@@ -39,6 +40,7 @@ enum TestKeys {
         .init(name: "back office", key: backOffice, scopes: [.eventsWrite, .eventsStore, .accountsRead]),
         .init(name: "reader", key: reader, scopes: [.accountsRead]),
         .init(name: "metrics", key: metrics, scopes: [.metricsRead]),
+        .init(name: "feed", key: feed, scopes: [.changesRead]),
     ]
 }
 
