@@ -161,6 +161,7 @@ let package = Package(
             dependencies: [
                 "PurchaseLedger", "PurchaseLedgerLocation", "PurchaseLedgerAppStore", "AppStoreServerAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

@@ -14,7 +14,8 @@ import Synchronization
 /// - `catalogs`: first position governed → catalog JSON (the catalog in force, and its past);
 /// - `meta`: `format` → the storage format marker;
 /// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
-///   big-endian) → nothing: the ledger's clock readings, in order (`ClockReading`).
+///   big-endian) → nothing: the ledger's clock readings, in order (`ClockReading`);
+/// - `feeds`: a key of a feed's consumer → its value (a webhook endpoint's progress).
 ///
 /// And, written apart from appends by the snapshot policy:
 /// - `snapshots`: position → snapshot header;
@@ -47,6 +48,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         var meta: Table<String, String>
         /// Nil in a read-only ledger written before the clock was kept.
         var clock: Table<[UInt8], EmptyValue>?
+        /// Nil in a read-only ledger written before feeds were kept.
+        var feeds: Table<String, [UInt8]>?
     }
 
     init(directory: String, configuration: Environment.Configuration) throws {
@@ -72,7 +75,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     accountStates: try opener.table("accountStates"),
                     catalogs: try opener.table("catalogs"),
                     meta: try opener.table("meta"),
-                    clock: try opener.tableIfPresent("clock"))
+                    clock: try opener.tableIfPresent("clock"),
+                    feeds: try opener.tableIfPresent("feeds"))
             }
         } catch {
             environment.close()
@@ -276,6 +280,26 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             return readings
         }
 
+        func feedState(_ key: String) throws -> [UInt8]? {
+            guard let feeds = tables.feeds else { return nil }
+            return try txn.value(in: feeds, forKey: key)
+        }
+
+        func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])] {
+            guard let feeds = tables.feeds else { return [] }
+            var states: [(key: String, value: [UInt8])] = []
+            let start = Array(prefix.utf8)
+            try txn.scan(feeds, from: prefix) { key, value in
+                guard key.starts(with: start) else { return false }
+                guard let name = String(validating: key, as: UTF8.self) else {
+                    throw StorageError(.damaged, "the feeds table holds a key that is not UTF-8")
+                }
+                states.append((name, Array(value)))
+                return true
+            }
+            return states
+        }
+
         func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {
             var headers: [(position: UInt64, bytes: [UInt8])] = []
             try txn.scan(tables.snapshots) { key, value in
@@ -420,6 +444,15 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         func recordClock(_ reading: ClockReading) throws {
             guard let clock = tables.clock else { throw StorageError(.readOnly, "the ledger is open read-only") }
             try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
+        }
+
+        func setFeedState(_ key: String, _ value: [UInt8]?) throws {
+            guard let feeds = tables.feeds else { throw StorageError(.readOnly, "the ledger is open read-only") }
+            if let value {
+                try write.put(value, in: feeds, forKey: key)
+            } else {
+                _ = try write.delete(in: feeds, key: key)
+            }
         }
 
         func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws {

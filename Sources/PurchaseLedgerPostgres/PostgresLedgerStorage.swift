@@ -372,6 +372,27 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func feedState(_ key: String) throws -> [UInt8]? {
+            guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            return try run("SELECT value FROM ledger_feeds WHERE key = \(Keys.bytes(key))").first.map { row in
+                Array(try row.decode(ByteBuffer.self).readableBytesView)
+            }
+        }
+
+        func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])] {
+            guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            let start = Array(prefix.utf8)
+            return try run("SELECT key, value FROM ledger_feeds WHERE key >= \(Keys.bytes(prefix)) ORDER BY key").compactMap { row in
+                let (key, value) = try row.decode((ByteBuffer, ByteBuffer).self)
+                let keyBytes = Array(key.readableBytesView)
+                guard keyBytes.starts(with: start) else { return nil }
+                guard let name = String(validating: keyBytes, as: UTF8.self) else {
+                    throw StorageError(.damaged, "ledger_feeds holds a key that is not UTF-8")
+                }
+                return (name, Array(value.readableBytesView))
+            }
+        }
+
         func newestSnapshotPosition() throws -> UInt64? {
             let newest = try run("SELECT max(position) FROM ledger_snapshots").first?.decode(Int64?.self)
             return try newest.flatMap { $0 }.map { try StoredPosition.from($0) }
@@ -643,6 +664,17 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 VALUES (\(Int64(clamping: reading.position)), \(reading.time.seconds), \(Int32(reading.time.nanoseconds)))
                 ON CONFLICT DO NOTHING
                 """)
+        }
+
+        func setFeedState(_ key: String, _ value: [UInt8]?) throws {
+            if let value {
+                connection.send("""
+                    INSERT INTO ledger_feeds (key, value) VALUES (\(Keys.bytes(key)), \(ByteBuffer(bytes: value)))
+                    ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                    """)
+            } else {
+                connection.send("DELETE FROM ledger_feeds WHERE key = \(Keys.bytes(key))")
+            }
         }
 
         func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws {

@@ -56,7 +56,8 @@ enum PostgresSchema {
             )
             """,
         ]),
-        Migration(version: 2, description: "the ledger's clock, for the change feed", statements: [
+        Migration(version: 2, description: "the ledger's clock and its feeds' consumers", statements: [
+            "CREATE TABLE ledger_feeds (key bytea PRIMARY KEY, value bytea NOT NULL)",
             """
             CREATE TABLE ledger_clock (
                 position bigint NOT NULL CHECK (position >= 0),

@@ -59,6 +59,9 @@ public enum LedgerServer {
         let changeFeed = ChangeFeedHub(ledger: ledger, logger: logger)
         var services: [any Service] = [LedgerService(ledger: ledger), changeFeed]
         do {
+            if let webhooks = try WebhookService.configured(by: configuration, ledger: ledger, logger: logger) {
+                services.append(webhooks)
+            }
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
             // One client (one key, one token cache) for the refund answers and the schedule.
             if let client = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger) {

@@ -27,7 +27,9 @@ import PurchaseLedgerLocation
 ///             "issuerId": "57246542-96fe-1a63-e053-0824d011072a"},
 ///     "reconcile": {"everySeconds": 3600},
 ///     "consumption": {"sampleContentProvided": false, "refundPreference": "DECLINE"}
-///   }
+///   },
+///   "webhooks": [{"name": "game-backend", "url": "https://game.example/hooks/purchases",
+///                 "secret": "whsec_…", "environments": ["Production"], "maxAttempts": 20}]
 /// }
 /// ```
 public struct ServerConfiguration: Codable, Sendable {
@@ -202,14 +204,22 @@ public struct ServerConfiguration: Codable, Sendable {
     /// bounds how much log a restart replays.
     public var snapshotEvery: UInt64
     public var appStore: AppStore?
+    /// Where the change feed is delivered (docs/FEEDS.md).
+    public var webhooks: [Webhook]?
+    /// The first retry of a webhook delivery, in seconds (default 2; later ones double, up to
+    /// four hours, with jitter).
+    public var webhookFirstRetrySeconds: Double?
 
     /// Events between snapshots unless the file says otherwise.
     public static let defaultSnapshotEvery: UInt64 = 100_000
 
     public init(
         ledger: String, catalog: String? = nil, bind: Bind = .init(), keys: [Key], limits: Limits = .init(),
-        snapshotEvery: UInt64 = defaultSnapshotEvery, appStore: AppStore? = nil
+        snapshotEvery: UInt64 = defaultSnapshotEvery, appStore: AppStore? = nil, webhooks: [Webhook]? = nil,
+        webhookFirstRetrySeconds: Double? = nil
     ) {
+        self.webhooks = webhooks
+        self.webhookFirstRetrySeconds = webhookFirstRetrySeconds
         self.ledger = ledger
         self.catalog = catalog
         self.bind = bind
@@ -220,7 +230,7 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case ledger, catalog, bind, keys, limits, snapshotEvery, appStore
+        case ledger, catalog, bind, keys, limits, snapshotEvery, appStore, webhooks, webhookFirstRetrySeconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -232,6 +242,8 @@ public struct ServerConfiguration: Codable, Sendable {
         limits = try container.decodeIfPresent(Limits.self, forKey: .limits) ?? .init()
         snapshotEvery = try container.decodeIfPresent(UInt64.self, forKey: .snapshotEvery) ?? Self.defaultSnapshotEvery
         appStore = try container.decodeIfPresent(AppStore.self, forKey: .appStore)
+        webhooks = try container.decodeIfPresent([Webhook].self, forKey: .webhooks)
+        webhookFirstRetrySeconds = try container.decodeIfPresent(Double.self, forKey: .webhookFirstRetrySeconds)
     }
 
     /// Reads and checks a configuration file; errors name the file and the field.
@@ -303,6 +315,16 @@ public struct ServerConfiguration: Codable, Sendable {
             guard (0...15_552_000).contains(reconcile.lookBackSeconds ?? 259_200) else {
                 throw ServerConfigurationError("\"appStore.reconcile.lookBackSeconds\" must be from 0 to 15552000 (Apple keeps 180 days)")
             }
+        }
+        var endpoints: Set<String> = []
+        for webhook in webhooks ?? [] {
+            try webhook.check()
+            guard endpoints.insert(webhook.name).inserted else {
+                throw ServerConfigurationError("webhook \"\(webhook.name)\" is listed twice")
+            }
+        }
+        if let seconds = webhookFirstRetrySeconds, !(seconds.isFinite && (0.01...600).contains(seconds)) {
+            throw ServerConfigurationError("\"webhookFirstRetrySeconds\" must be from 0.01 to 600")
         }
         var seen: Set<String> = []
         for key in keys {

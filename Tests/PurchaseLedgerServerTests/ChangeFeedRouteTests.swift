@@ -71,9 +71,9 @@ struct ChangeFeedRouteTests {
                 #expect(try await client.send(.get, "/v1/accounts/ben?minPosition=-1", key: TestKeys.reader).status == .badRequest)
 
                 // Server-sent events, read by a client that is not ours, resumed where it left off.
-                let events = try Self.readEvents(port: port, count: 2, lastEventID: nil)
+                let events = try await Self.readEvents(port: port, count: 2, lastEventID: nil)
                 #expect(events.map(\.id) == ["1.YW5h", "2.YW5h"])
-                let resumed = try Self.readEvents(port: port, count: 2, lastEventID: "2.YW5h")
+                let resumed = try await Self.readEvents(port: port, count: 2, lastEventID: "2.YW5h")
                 #expect(resumed.map(\.id) == ["3.YmVu", "4.YmVu"])
                 #expect(resumed.allSatisfy { $0.event == "change" && $0.data.hasPrefix("{\"id\":\"\($0.id)\"") })
             }
@@ -87,8 +87,10 @@ struct ChangeFeedRouteTests {
     }
 
     /// The first `count` server-sent events of `GET /v1/changes/stream`, read by Python's
-    /// standard library in a child process (at most ten seconds).
-    static func readEvents(port: Int, count: Int, lastEventID: String?) throws -> [StreamedEvent] {
+    /// standard library in a child process (at most ten seconds). Its output goes to a file and
+    /// its end is awaited without blocking a thread: the server it reads from runs in this
+    /// process, on the same two threads, and a pipe could be held open by another test's child.
+    static func readEvents(port: Int, count: Int, lastEventID: String?) async throws -> [StreamedEvent] {
         let script = """
             import http.client, json, sys
             connection = http.client.HTTPConnection("127.0.0.1", \(port), timeout=10)
@@ -107,17 +109,27 @@ struct ChangeFeedRouteTests {
                 elif not line.startswith(":"):
                     field, _, value = line.partition(": ")
                     current[field] = value
-            print(json.dumps(events))
+            with open(sys.argv[2], "w") as output:
+                json.dump(events, output)
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script, lastEventID ?? ""]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestFailure("the event stream's reader exited \(process.terminationStatus)") }
-        return try JSONDecoder().decode([StreamedEvent].self, from: data)
+        return try await withTemporaryDirectory { directory in
+            let outputPath = directory + "/events.json"
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", script, lastEventID ?? "", outputPath]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // It ends by itself within its ten-second socket timeout; SIGKILL if this task is
+            // cancelled first (a child spawned from this process may start with SIGTERM blocked).
+            do {
+                while process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+            } catch {
+                kill(process.processIdentifier, SIGKILL)
+                throw error
+            }
+            guard process.terminationStatus == 0 else { throw TestFailure("the event stream's reader exited \(process.terminationStatus)") }
+            return try JSONDecoder().decode([StreamedEvent].self, from: Data(contentsOf: URL(fileURLWithPath: outputPath)))
+        }
     }
 }

@@ -321,7 +321,10 @@ extension ReconciliationTests {
                 #expect(mended.appended == 4)
                 let ids = try harness.ledger.history(account: Self.account).map(\.event.id)
                 #expect(ids.suffix(4) == ["s2", "s2/finish", "s2/transaction", "s3/transaction"])
-                let projection = try await client.account(Self.account, asOf: "2023-10-24T12:10:00Z")
+                // The refund takes effect at its revocation date (12:11:40), before the renewal's expiry.
+                let beforeRefund = try await client.account(Self.account, asOf: "2023-10-24T12:10:00Z")
+                #expect(beforeRefund["entitlements"] as? [String] == ["com.example.product"])
+                let projection = try await client.account(Self.account, asOf: "2023-10-24T12:12:00Z")
                 #expect(projection["entitlements"] as? [String] == [])
 
                 let again = try await reconciliation.run(apply: true, since: since)

@@ -19,9 +19,12 @@ struct ChangeDeriver {
     private(set) var clock = Timestamp.earliest
     private(set) var lastReading: ClockReading?
     private var due = DueInstants()
+    /// The environments whose reports the projections leave out (a feed scoped to some).
+    private let excluded: Set<StoreEnvironment>
 
-    init(catalog: Catalog) {
+    init(catalog: Catalog, excluding excluded: Set<StoreEnvironment> = []) {
         self.catalog = catalog
+        self.excluded = excluded
     }
 
     /// Follows one reading: reads its events from `log` (those after the last reading, up to
@@ -58,7 +61,7 @@ struct ChangeDeriver {
             if key != accounts[0] { accounts.append(key) }
         }
         accounts.sort()
-        let before = accounts.map { state.projection(of: $0, asOf: time) }
+        let before = accounts.map { state.projection(of: $0, asOf: time, excluding: excluded) }
         do {
             try state.apply(event, at: record.position, catalog: catalog)
         } catch {
@@ -71,7 +74,7 @@ struct ChangeDeriver {
         for (account, before) in zip(accounts, before) {
             // Rescheduled even when nothing shows yet: a purchase dated later starts later.
             schedule(account, after: time)
-            guard let after = state.projection(of: account, asOf: time), after != before else { continue }
+            guard let after = state.projection(of: account, asOf: time, excluding: excluded), after != before else { continue }
             try emit(LedgerChange(
                 cursor: FeedCursor(position: record.position, account: account.string), account: account.string,
                 position: record.position, cause: cause, asOf: time,
@@ -80,8 +83,8 @@ struct ChangeDeriver {
     }
 
     private func timeChange(of account: UTF8Key, at instant: Timestamp, position: UInt64) -> LedgerChange? {
-        guard let after = state.projection(of: account, asOf: instant),
-              let before = state.projection(of: account, asOf: instant.justBefore), after != before else { return nil }
+        guard let after = state.projection(of: account, asOf: instant, excluding: excluded),
+              let before = state.projection(of: account, asOf: instant.justBefore, excluding: excluded), after != before else { return nil }
         let cause = LedgerChange.Cause.time(instant)
         return LedgerChange(
             cursor: FeedCursor(position: position, instant: instant, account: account.string), account: account.string,
@@ -91,7 +94,7 @@ struct ChangeDeriver {
 
     private mutating func schedule(_ account: UTF8Key, after time: Timestamp) {
         guard let accountState = state.accounts[account] else { return }
-        let view = AccountView(account: account.string, state: accountState, excluding: []) { state.revocations[$0] != nil }
+        let view = AccountView(account: account.string, state: accountState, excluding: excluded) { state.revocations[$0] != nil }
         if let next = view.instants.first(where: { $0 > time }) {
             due.schedule(account, at: next)
         } else {

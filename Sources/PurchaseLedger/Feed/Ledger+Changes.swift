@@ -2,12 +2,19 @@
 extension Ledger {
     /// The changes after `cursor`, derived from storage; with `follow`, it then waits for new
     /// commits (and ticks the clock when time changes something) instead of ending.
-    public func changes(after cursor: FeedCursor = .start, follow: Bool = true, pollInterval: Duration = .milliseconds(200)) -> LedgerChanges {
+    /// `excluding` scopes the projections to the other environments: a change is then one of
+    /// that view (a sandbox purchase is no change of a production feed).
+    public func changes(
+        after cursor: FeedCursor = .start, follow: Bool = true, excluding environments: Set<StoreEnvironment> = [],
+        pollInterval: Duration = .milliseconds(200)
+    ) -> LedgerChanges {
         var tick: (@Sendable () async throws -> Void)?
         if writer != nil {
             tick = { [self] in _ = try await self.recordClock() }
         }
-        return LedgerChanges(storage: storage, after: cursor, follow: follow, tick: tick, commits: commitSignal, pollInterval: pollInterval)
+        return LedgerChanges(
+            storage: storage, after: cursor, follow: follow, excluding: environments, tick: tick, commits: commitSignal,
+            pollInterval: pollInterval)
     }
 
     /// Records that time has passed with the log where it is: a tick of the clock the change
@@ -38,7 +45,11 @@ extension Ledger {
 extension LedgerLog {
     /// The changes after `cursor`, derived from the ledger's storage; with `follow`, it waits
     /// for the writer's commits and ticks (polling every `pollInterval`).
-    public func changes(after cursor: FeedCursor = .start, follow: Bool = false, pollInterval: Duration = .milliseconds(200)) -> LedgerChanges {
-        LedgerChanges(storage: storage, after: cursor, follow: follow, tick: nil, commits: nil, pollInterval: pollInterval)
+    public func changes(
+        after cursor: FeedCursor = .start, follow: Bool = false, excluding environments: Set<StoreEnvironment> = [],
+        pollInterval: Duration = .milliseconds(200)
+    ) -> LedgerChanges {
+        LedgerChanges(
+            storage: storage, after: cursor, follow: follow, excluding: environments, tick: nil, commits: nil, pollInterval: pollInterval)
     }
 }

@@ -15,6 +15,8 @@ public struct LedgerChanges: AsyncSequence, Sendable {
     let storage: any LedgerStorage
     let after: FeedCursor
     let follow: Bool
+    /// Leaves out the store's reports from these environments (a feed of some of them).
+    var excluding: Set<StoreEnvironment> = []
     /// Records a tick of the clock (a ledger open for writing); nil otherwise.
     let tick: (@Sendable () async throws -> Void)?
     /// Resolves when the ledger may have committed (a commit of this process), so that a
@@ -48,6 +50,7 @@ public struct LedgerChanges: AsyncSequence, Sendable {
 
         /// Derives the next readings' changes into the buffer; false at the end when not following.
         private mutating func fill() async throws -> Bool {
+            try Task.checkCancellation()
             let log = LogReader(storage: feed.storage)
             if deriver == nil {
                 guard let catalog = try log.currentCatalog() else {
@@ -55,7 +58,7 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                     try await wait()
                     return true
                 }
-                deriver = ChangeDeriver(catalog: catalog)
+                deriver = ChangeDeriver(catalog: catalog, excluding: feed.excluding)
             }
             let last = deriver!.lastReading
             let readings = try feed.storage.read { try $0.clockReadings(after: last, limit: 64) }

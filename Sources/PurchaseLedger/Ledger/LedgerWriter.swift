@@ -53,15 +53,20 @@ final class LedgerWriter: Sendable {
     /// Records that time has passed with the log where it is (a tick of the feed's clock), on
     /// the writer's thread, between commits; returns the reading.
     func recordClock() async throws -> ClockReading {
-        try await withCheckedThrowingContinuation { (done: CheckedContinuation<ClockReading, any Error>) in
+        try await write { writer in
+            let reading = ClockReading(position: try writer.lastPosition(), time: .now())
+            try writer.recordClock(reading)
+            return reading
+        }
+    }
+
+    /// Runs `body` in one write of its own on the writer's thread, between commits: writes
+    /// besides appends (the clock, the feeds' consumers' state) go through the one writer too.
+    func write<R: Sendable>(_ body: @escaping @Sendable (any LedgerStorageWriter) throws -> R) async throws -> R {
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<R, any Error>) in
             changes.async { [storage] in
                 do {
-                    let reading = try storage.write { writer in
-                        let reading = ClockReading(position: try writer.lastPosition(), time: .now())
-                        try writer.recordClock(reading)
-                        return reading
-                    }
-                    done.resume(returning: reading)
+                    done.resume(returning: try storage.write(body))
                 } catch {
                     done.resume(throwing: StorageErrors.map(error))
                 }

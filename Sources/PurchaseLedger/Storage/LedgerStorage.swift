@@ -200,6 +200,12 @@ package protocol LedgerStorageReader {
     /// written before the clock was kept has none until its first writable open.
     func clockReadings(after: ClockReading?, limit: Int) throws -> [ClockReading]
 
+    /// What a consumer of the feed stored under `key` (a webhook endpoint's progress); nil
+    /// when nothing is.
+    func feedState(_ key: String) throws -> [UInt8]?
+    /// Every value stored under a key that starts with `prefix`, in key order (by bytes).
+    func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])]
+
     // MARK: Snapshots
 
     /// Every snapshot header, oldest first, by the position it reflects.
@@ -236,6 +242,8 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws
     /// Records a reading of the ledger's clock (`ClockReading`).
     func recordClock(_ reading: ClockReading) throws
+    /// Stores (or, with nil, removes) a feed consumer's value (`feedState`).
+    func setFeedState(_ key: String, _ value: [UInt8]?) throws
     func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws
     func setFormatMarker(_ marker: String) throws
 

@@ -1,0 +1,269 @@
+import AsyncHTTPClient
+import CoreMetrics
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import PurchaseLedger
+
+/// Delivers one endpoint's feed (docs/FEEDS.md): each change POSTed with Standard Webhooks'
+/// headers, at least once, in order per account; accounts do not wait for each other. A change
+/// not acknowledged (2xx) is retried with exponential backoff and jitter; after `maxAttempts` it
+/// is parked and the account's later changes go on. Progress is stored in the ledger after each
+/// change, and one server at a time delivers (a lease in the ledger's storage).
+actor WebhookDispatcher {
+    let endpoint: ServerConfiguration.Webhook
+    private let ledger: Ledger
+    private let client: HTTPClient
+    private let signature: WebhookSignature
+    private let logger: Logger
+    private let metrics: WebhookMetrics
+    private let holder = UUID().uuidString
+    private let firstRetry: Duration
+    /// Changes read ahead and not done, at most.
+    static let window = 1000
+    static let leaseSeconds: Int64 = 30
+
+    // One delivery session's state.
+    private var queues: [String: [LedgerChange]] = [:]
+    /// Read and not done yet, in cursor order.
+    private var outstanding: [FeedCursor] = []
+    /// Done after the checkpoint, in cursor order.
+    private var done: [FeedCursor] = []
+    private var checkpoint = FeedCursor.start
+    private var roomWaiters: [CheckedContinuation<Void, Never>] = []
+
+    init(endpoint: ServerConfiguration.Webhook, ledger: Ledger, client: HTTPClient, firstRetry: Duration, logger: Logger) throws {
+        guard let key = endpoint.key else { throw ServerConfigurationError("webhook \"\(endpoint.name)\": bad secret") }
+        self.endpoint = endpoint
+        self.ledger = ledger
+        self.client = client
+        self.signature = WebhookSignature(key: key)
+        self.firstRetry = firstRetry
+        var logger = logger
+        logger[metadataKey: "webhook"] = "\(endpoint.name)"
+        self.logger = logger
+        metrics = WebhookMetrics(endpoint: endpoint.name)
+    }
+
+    /// Delivers while this server holds the endpoint's lease; otherwise waits for it.
+    func run() async throws {
+        while !Task.isCancelled {
+            if try await takeLease() {
+                do {
+                    try await deliverWhileLeased()
+                } catch is LeaseLost {
+                    logger.warning("another server took the webhook's lease; this one stops delivering")
+                }
+            }
+            try await Task.sleep(for: .seconds(Self.leaseSeconds / 3))
+        }
+    }
+
+    // MARK: The lease
+
+    struct LeaseLost: Error {}
+
+    /// Takes or renews the lease when free, expired, or this server's.
+    private func takeLease() async throws -> Bool {
+        let key = WebhookState.leaseKey(endpoint.name)
+        let holder = self.holder
+        return try await ledger.updateFeedState { state in
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            if let lease = try WebhookState.decode(WebhookState.Lease.self, try state.value(key), key: key),
+               lease.holder != holder, lease.until > now {
+                return false
+            }
+            try state.set(key, WebhookState.encode(WebhookState.Lease(holder: holder, until: now + Self.leaseSeconds * 1000)))
+            return true
+        }
+    }
+
+    private func releaseLease() async {
+        let key = WebhookState.leaseKey(endpoint.name)
+        let holder = self.holder
+        _ = try? await ledger.updateFeedState { state in
+            if try WebhookState.decode(WebhookState.Lease.self, try state.value(key), key: key)?.holder == holder {
+                try state.set(key, nil)
+            }
+        }
+    }
+
+    // MARK: Delivering
+
+    /// Delivers in a task of its own, renewing the lease meanwhile; stops when it is lost.
+    private func deliverWhileLeased() async throws {
+        let session = Task { try await self.deliver() }
+        defer { session.cancel() }
+        do {
+            try await withTaskCancellationHandler {
+                while true {
+                    try await Task.sleep(for: .seconds(Self.leaseSeconds / 3))
+                    guard try await takeLease() else { throw LeaseLost() }
+                }
+            } onCancel: {
+                session.cancel()
+            }
+        } catch {
+            session.cancel()
+            _ = await session.result
+            await releaseLease()
+            throw error
+        }
+    }
+
+    /// Reads the endpoint's feed from its checkpoint and hands each change to its account's
+    /// worker, at most `window` ahead of the oldest not yet done.
+    private func deliver() async throws {
+        let key = WebhookState.progressKey(endpoint.name)
+        let progress = try WebhookState.decode(WebhookState.Progress.self, try ledger.feedState(key), key: key) ?? .start
+        guard let start = FeedCursor(progress.checkpoint) else {
+            throw StorageError(.damaged, "the stored \(key) holds no cursor")
+        }
+        checkpoint = start
+        done = progress.done.compactMap { FeedCursor($0) }.sorted()
+        outstanding = []
+        queues = [:]
+        let parkedPrefix = WebhookState.parkedPrefix(endpoint.name)
+        let parked = Set(try ledger.feedStates(prefix: parkedPrefix).map(\.key))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for try await change in ledger.changes(after: start, excluding: endpoint.excluded, pollInterval: .milliseconds(100)) {
+                if done.contains(change.cursor) || parked.contains(parkedPrefix + change.id) { continue }
+                while outstanding.count >= Self.window {
+                    await withCheckedContinuation { roomWaiters.append($0) }
+                }
+                outstanding.append(change.cursor)
+                metrics.backlog.record(outstanding.count)
+                let idle = queues[change.account, default: []].isEmpty
+                queues[change.account, default: []].append(change)
+                if idle {
+                    let account = change.account
+                    group.addTask { try await self.deliverQueue(of: account) }
+                }
+            }
+        }
+    }
+
+    /// Sends the account's changes one after the other until its queue is empty.
+    private func deliverQueue(of account: String) async throws {
+        while let change = queues[account]?.first {
+            let body = Array(change.json.utf8)
+            var attempt = 0
+            var lastError = ""
+            var acknowledged = false
+            while attempt < endpoint.maxAttempts ?? ServerConfiguration.Webhook.defaultMaxAttempts {
+                attempt += 1
+                metrics.attempts.increment()
+                if let failure = await post(change, body: body) {
+                    lastError = failure
+                    metrics.failures.increment()
+                    logger.debug("webhook delivery failed", metadata: ["change": "\(change.id)", "attempt": "\(attempt)", "error": "\(failure)"])
+                    guard attempt < endpoint.maxAttempts ?? ServerConfiguration.Webhook.defaultMaxAttempts else { break }
+                    try await Task.sleep(for: backoff(after: attempt))
+                } else {
+                    acknowledged = true
+                    break
+                }
+            }
+            if !acknowledged {
+                try await park(change, attempts: attempt, error: lastError, body: body)
+            }
+            try await markDone(change)
+            queues[account]?.removeFirst()
+            if queues[account]?.isEmpty == true { queues[account] = nil }
+        }
+    }
+
+    /// Exponential, with jitter: the first retry within seconds, later ones up to four hours apart.
+    private func backoff(after attempt: Int) -> Duration {
+        let base = Double(firstRetry.components.seconds) + Double(firstRetry.components.attoseconds) / 1e18
+        let seconds = min(base * pow(2, Double(min(attempt - 1, 30))), 4 * 3600) * Double.random(in: 0.5...1.0)
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// One attempt; nil when the endpoint acknowledged (2xx), else what went wrong.
+    private func post(_ change: LedgerChange, body: [UInt8]) async -> String? {
+        var request = HTTPClientRequest(url: endpoint.url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "PurchaseLedger-Webhooks")
+        for (name, value) in signature.headers(id: change.id, timestamp: Int64(Date().timeIntervalSince1970), body: body) {
+            request.headers.add(name: name, value: value)
+        }
+        request.body = .bytes(body)
+        do {
+            let response = try await client.execute(request, timeout: .seconds(10))
+            // Read (and drop) at most 64 KiB of what it answers.
+            _ = try? await response.body.collect(upTo: 65_536)
+            return (200..<300).contains(response.status.code) ? nil : "HTTP \(response.status.code)"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    private func park(_ change: LedgerChange, attempts: Int, error: String, body: [UInt8]) async throws {
+        metrics.parked.increment()
+        logger.warning("a change was parked after its last attempt", metadata: [
+            "change": "\(change.id)", "account": "\(LogSafe.metadata(change.account))", "attempts": "\(attempts)", "error": "\(error)",
+        ])
+        let parked = WebhookState.Parked(
+            id: change.id, account: change.account, attempts: attempts, error: String(error.prefix(1024)),
+            parkedAt: Timestamp.now().description, body: String(decoding: body, as: UTF8.self))
+        let key = WebhookState.parkedPrefix(endpoint.name) + change.id
+        try await ledger.updateFeedState { state in try state.set(key, WebhookState.encode(parked)) }
+    }
+
+    /// Records the change done (acknowledged or parked) and moves the checkpoint past every
+    /// change done before the oldest outstanding one; stored before the next is sent.
+    private func markDone(_ change: LedgerChange) async throws {
+        if let index = outstanding.firstIndex(of: change.cursor) { outstanding.remove(at: index) }
+        let insertAt = done.firstIndex { $0 > change.cursor } ?? done.count
+        done.insert(change.cursor, at: insertAt)
+        let oldest = outstanding.first
+        while let first = done.first, oldest.map({ first < $0 }) ?? true {
+            checkpoint = first
+            done.removeFirst()
+        }
+        metrics.backlog.record(outstanding.count)
+        metrics.delivered.increment()
+        if let oldest = outstanding.first, let waiting = queuedChange(at: oldest) {
+            metrics.lagSeconds.record(max(0, Timestamp.now().seconds - waiting.asOf.seconds))
+        } else {
+            metrics.lagSeconds.record(0)
+        }
+        let progress = WebhookState.Progress(checkpoint: checkpoint.description, done: done.map(\.description))
+        let key = WebhookState.progressKey(endpoint.name)
+        try await ledger.updateFeedState { state in try state.set(key, WebhookState.encode(progress)) }
+        if !roomWaiters.isEmpty {
+            let waiters = roomWaiters
+            roomWaiters = []
+            for waiter in waiters { waiter.resume() }
+        }
+    }
+
+    private func queuedChange(at cursor: FeedCursor) -> LedgerChange? {
+        guard let account = cursor.account else { return nil }
+        return queues[account]?.first { $0.cursor == cursor }
+    }
+}
+
+/// Per endpoint: attempts, failures, changes delivered and parked, the backlog (changes read
+/// and not done) and how far behind it is in seconds.
+struct WebhookMetrics {
+    let attempts: Counter
+    let failures: Counter
+    let delivered: Counter
+    let parked: Counter
+    let backlog: Gauge
+    let lagSeconds: Gauge
+
+    init(endpoint: String) {
+        let dimensions = [("endpoint", endpoint)]
+        attempts = Counter(label: "ledger_webhook_attempts_total", dimensions: dimensions)
+        failures = Counter(label: "ledger_webhook_failures_total", dimensions: dimensions)
+        delivered = Counter(label: "ledger_webhook_done_total", dimensions: dimensions)
+        parked = Counter(label: "ledger_webhook_parked_total", dimensions: dimensions)
+        backlog = Gauge(label: "ledger_webhook_backlog_changes", dimensions: dimensions)
+        lagSeconds = Gauge(label: "ledger_webhook_lag_seconds", dimensions: dimensions)
+    }
+}

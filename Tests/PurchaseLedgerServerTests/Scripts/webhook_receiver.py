@@ -1,0 +1,64 @@
+"""A webhook endpoint for the tests, on loopback: it verifies every delivery with the
+`standardwebhooks` package (PyPI; not this project's code) and records it, one JSON line per
+request, in RECORD. RULES (JSON, read at each request) says which deliveries to refuse:
+{"failPositions": [5]} answers 500 to every attempt at the changes of those positions, and
+{"flakyAccounts": {"fl": 2}} to the first two attempts at each change of account fl.
+
+usage: webhook_receiver.py SECRET RECORD RULES PORT_FILE
+"""
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standardwebhooks.webhooks import Webhook
+
+secret, record_path, rules_path, port_path = sys.argv[1:5]
+webhook = Webhook(secret)
+attempts = {}
+lock = threading.Lock()
+
+
+def record(entry):
+    with lock, open(record_path, "a") as output:
+        output.write(json.dumps(entry) + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        try:
+            payload = webhook.verify(body, headers)
+        except Exception as error:  # a delivery that does not verify is answered 400
+            record({"invalid": str(error)})
+            self.answer(400)
+            return
+        with lock:
+            attempt = attempts.get(payload["id"], 0) + 1
+            attempts[payload["id"]] = attempt
+        with open(rules_path) as file:
+            rules = json.load(file)
+        refuse = (payload["position"] in rules.get("failPositions", [])
+                  or attempt <= rules.get("flakyAccounts", {}).get(payload["account"], 0))
+        status = 500 if refuse else 204
+        record({"id": payload["id"], "webhookId": headers["webhook-id"], "account": payload["account"],
+                "position": payload["position"], "attempt": attempt, "status": status,
+                "body": body.decode("utf-8")})
+        self.answer(status)
+
+    def answer(self, status):
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *arguments):
+        pass
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(port_path + ".tmp", "w") as file:
+    file.write(str(server.server_address[1]))
+import os  # noqa: E402
+os.rename(port_path + ".tmp", port_path)
+server.serve_forever()

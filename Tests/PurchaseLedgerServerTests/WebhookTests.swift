@@ -1,0 +1,138 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import PurchaseLedger
+import PurchaseLedgerLocation
+@testable import PurchaseLedgerServer
+import LedgerTestSupport
+import Testing
+
+/// Webhooks (docs/FEEDS.md) delivered by the application `ledger-server` builds to a receiver
+/// on loopback that verifies every delivery with Python's `standardwebhooks` package: at least
+/// once, in order per account, retried, and parked after the last attempt while the account's
+/// later changes go on.
+struct WebhookTests {
+    static let secret = "whsec_" + Data((0..<32).map { UInt8($0 &* 7 &+ 3) }).base64EncodedString()
+    static let receiver = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts/webhook_receiver.py").path
+
+    /// The Python with `standardwebhooks` (tools/test's virtual environment), when there is one.
+    static var python: String? {
+        let candidate = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] ?? "/usr/bin/python3"
+        let probe = Process()
+        probe.executableURL = URL(fileURLWithPath: candidate)
+        probe.arguments = ["-c", "import standardwebhooks"]
+        probe.standardError = FileHandle.nullDevice
+        guard (try? probe.run()) != nil else { return nil }
+        probe.waitUntilExit()
+        return probe.terminationStatus == 0 ? candidate : nil
+    }
+
+    struct Delivery: Decodable {
+        var id: String?
+        var webhookId: String?
+        var account: String?
+        var position: Int?
+        var attempt: Int?
+        var status: Int?
+        var body: String?
+        var invalid: String?
+    }
+
+    static func deliveries(_ path: String) -> [Delivery] {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(Delivery.self, from: Data($0.utf8)) }
+    }
+
+    @Test func everyChangeReachesAVerifyingReceiverInOrderAndOneAlwaysRefusedIsParked() async throws {
+        guard let python = Self.python else {
+            try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
+            return
+        }
+        try await withTemporaryDirectory { directory in
+            let record = directory + "/deliveries.jsonl"
+            let rules = directory + "/rules.json"
+            let portFile = directory + "/port"
+            // Position 5 (doomed's first change) is always refused; fl's changes twice each.
+            try #"{"failPositions": [5], "flakyAccounts": {"fl": 2}}"#.write(toFile: rules, atomically: true, encoding: .utf8)
+            let receiver = Process()
+            receiver.executableURL = URL(fileURLWithPath: python)
+            receiver.arguments = [Self.receiver, Self.secret, record, rules, portFile]
+            // Nothing of the test runner's: a child that outlived the test would otherwise hold
+            // its output open.
+            receiver.standardOutput = FileHandle.nullDevice
+            receiver.standardError = FileHandle.nullDevice
+            try receiver.run()
+            // SIGKILL: a child spawned from this process may start with SIGTERM blocked.
+            defer {
+                kill(receiver.processIdentifier, SIGKILL)
+                receiver.waitUntilExit()
+            }
+            var port: Int?
+            for _ in 0..<500 where port == nil {
+                port = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0) }
+                if port == nil { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            let receiverPort = try #require(port, "the receiver did not start")
+
+            var configuration = try LedgerServerTests.configuration(in: directory)
+            configuration.webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(receiverPort)/hook", secret: Self.secret, maxAttempts: 3)]
+            configuration.webhookFirstRetrySeconds = 0.05
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+            try await app.test(.live) { client in
+                _ = try await client.post(events: [
+                    Lines.added("e1", "ana", payment: "A1", product: "com.example.hardwords"),
+                    Lines.purchased("e2", "ana", payment: "A1", transaction: "t1"),
+                    Lines.added("e3", "fl", payment: "F1", product: "com.example.tenhints"),
+                    Lines.finished("e4", "ana", payment: "A1"),
+                    Lines.added("e5", "doomed", payment: "D1", product: "com.example.tenhints"),
+                    Lines.purchased("e6", "doomed", payment: "D1", transaction: "t2"),
+                    Lines.purchased("e7", "fl", payment: "F1", transaction: "t3"),
+                ])
+                let feed = try await client.send(.get, "/v1/changes?limit=100&wait=5", key: TestKeys.feed).object
+                let expected = try #require(feed["changes"] as? [[String: Any]]).compactMap { $0["id"] as? String }
+                #expect(expected.count == 7)
+
+                // Until every change was answered 2xx, or parked (position 5).
+                var delivered: [Delivery] = []
+                for _ in 0..<1500 {
+                    delivered = Self.deliveries(record)
+                    let acknowledged = Set(delivered.filter { $0.status == 204 }.compactMap(\.id))
+                    let parkedTries = delivered.filter { $0.position == 5 }.count
+                    if acknowledged.count == 6, parkedTries == 3 { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(delivered.allSatisfy { $0.invalid == nil }, "every delivery verifies: \(delivered.compactMap(\.invalid))")
+                let acknowledged = Set(delivered.filter { $0.status == 204 }.compactMap(\.id))
+                #expect(acknowledged == Set(expected).subtracting([expected[4]]))
+                // The same change: the same id (header and body) and the same body on every attempt.
+                for (id, attempts) in Dictionary(grouping: delivered.filter { $0.id != nil }, by: { $0.id! }) {
+                    #expect(Set(attempts.compactMap(\.body)).count == 1, "\(id)")
+                    #expect(attempts.allSatisfy { $0.webhookId == id })
+                }
+                // In order per account: an account's change is first sent after its earlier ones were done.
+                for (account, attempts) in Dictionary(grouping: delivered, by: { $0.account ?? "" }) {
+                    let firsts = attempts.filter { $0.attempt == 1 }.compactMap(\.position)
+                    #expect(firsts == firsts.sorted(), "\(account): \(firsts)")
+                }
+                #expect(delivered.filter { $0.account == "fl" && $0.status == 204 }.allSatisfy { $0.attempt == 3 })
+                // Parked after the last of three attempts; the account's later change went on.
+                #expect(delivered.filter { $0.position == 5 }.map(\.status) == [500, 500, 500])
+                #expect(delivered.contains { $0.position == 6 && $0.status == 204 })
+            }
+            // What was parked is in the ledger, with its last error.
+            let log = try LedgerLog.open(location: directory + "/ledger")
+            defer { log.close() }
+            let parked = try log.feedStates(prefix: "webhooks/receiver/parked/")
+            #expect(parked.count == 1)
+            let entry = try JSONSerialization.jsonObject(with: Data(try #require(parked.first?.value))) as? [String: Any]
+            #expect(entry?["attempts"] as? Int == 3)
+            #expect(entry?["error"] as? String == "HTTP 500")
+            let progress = try log.feedStates(prefix: "webhooks/receiver/progress")
+            let checkpoint = try JSONSerialization.jsonObject(with: Data(try #require(progress.first?.value))) as? [String: Any]
+            #expect(checkpoint?["checkpoint"] as? String == "7.Zmw")
+        }
+    }
+}
