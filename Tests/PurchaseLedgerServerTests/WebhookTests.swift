@@ -122,17 +122,37 @@ struct WebhookTests {
                 #expect(delivered.filter { $0.position == 5 }.map(\.status) == [500, 500, 500])
                 #expect(delivered.contains { $0.position == 6 && $0.status == 204 })
             }
-            // What was parked is in the ledger, with its last error.
-            let log = try LedgerLog.open(location: directory + "/ledger")
-            defer { log.close() }
-            let parked = try log.feedStates(prefix: "webhooks/receiver/parked/")
-            #expect(parked.count == 1)
-            let entry = try JSONSerialization.jsonObject(with: Data(try #require(parked.first?.value))) as? [String: Any]
-            #expect(entry?["attempts"] as? Int == 3)
-            #expect(entry?["error"] as? String == "HTTP 500")
-            let progress = try log.feedStates(prefix: "webhooks/receiver/progress")
-            let checkpoint = try JSONSerialization.jsonObject(with: Data(try #require(progress.first?.value))) as? [String: Any]
-            #expect(checkpoint?["checkpoint"] as? String == "7.Zmw")
+            // What was parked is in the ledger, with its last error; the checkpoint is past it.
+            do {
+                let log = try LedgerLog.open(location: directory + "/ledger")
+                defer { log.close() }
+                let progress = try log.feedStates(prefix: "webhooks/receiver/progress")
+                let checkpoint = try JSONSerialization.jsonObject(with: Data(try #require(progress.first?.value))) as? [String: Any]
+                #expect(checkpoint?["checkpoint"] as? String == "7.Zmw")
+            }
+            let ledgerTool = builtExecutable("ledger")
+            let listed = try runCommand(ledgerTool, ["webhooks", "parked", "-j", directory + "/ledger"])
+            #expect(listed.status == 0, "\(listed.error)")
+            let parked = listed.text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            #expect(parked.map { $0["id"] as? String } == ["5.ZG9vbWVk"])
+            #expect(parked.first?["attempts"] as? Int == 3)
+            #expect(parked.first?["error"] as? String == "HTTP 500")
+
+            // Sent again once the endpoint accepts it: asked for by the tool, sent by the next server.
+            #expect(try runCommand(ledgerTool, ["webhooks", "retry", "--endpoint", "receiver", "--all", directory + "/ledger"]).status == 0)
+            #expect(try runCommand(ledgerTool, ["webhooks", "parked", "-j", directory + "/ledger"]).text.isEmpty)
+            try #"{}"#.write(toFile: rules, atomically: true, encoding: .utf8)
+            let again = try await LedgerServer.application(configuration: configuration, logger: logger)
+            try await again.test(.live) { _ in
+                for _ in 0..<500 {
+                    if Self.deliveries(record).contains(where: { $0.position == 5 && $0.status == 204 }) { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            let retried = Self.deliveries(record).filter { $0.position == 5 }
+            #expect(retried.map(\.status) == [500, 500, 500, 204])
+            // Nothing done before was sent again by the second server.
+            #expect(Self.deliveries(record).filter { $0.status == 204 }.count == 7)
         }
     }
 }

@@ -127,6 +127,12 @@ actor WebhookDispatcher {
         let parkedPrefix = WebhookState.parkedPrefix(endpoint.name)
         let parked = Set(try ledger.feedStates(prefix: parkedPrefix).map(\.key))
         try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while true {
+                    try await self.deliverRetries()
+                    try await Task.sleep(for: .seconds(1))
+                }
+            }
             for try await change in ledger.changes(after: start, excluding: endpoint.excluded, pollInterval: .milliseconds(100)) {
                 if done.contains(change.cursor) || parked.contains(parkedPrefix + change.id) { continue }
                 while outstanding.count >= Self.window {
@@ -148,29 +154,44 @@ actor WebhookDispatcher {
     private func deliverQueue(of account: String) async throws {
         while let change = queues[account]?.first {
             let body = Array(change.json.utf8)
-            var attempt = 0
-            var lastError = ""
-            var acknowledged = false
-            while attempt < endpoint.maxAttempts ?? ServerConfiguration.Webhook.defaultMaxAttempts {
-                attempt += 1
-                metrics.attempts.increment()
-                if let failure = await post(change, body: body) {
-                    lastError = failure
-                    metrics.failures.increment()
-                    logger.debug("webhook delivery failed", metadata: ["change": "\(change.id)", "attempt": "\(attempt)", "error": "\(failure)"])
-                    guard attempt < endpoint.maxAttempts ?? ServerConfiguration.Webhook.defaultMaxAttempts else { break }
-                    try await Task.sleep(for: backoff(after: attempt))
-                } else {
-                    acknowledged = true
-                    break
-                }
-            }
-            if !acknowledged {
-                try await park(change, attempts: attempt, error: lastError, body: body)
+            let (attempts, failure) = try await attempt(id: change.id, body: body)
+            if let failure {
+                try await park(id: change.id, account: change.account, attempts: attempts, error: failure, body: body)
             }
             try await markDone(change)
             queues[account]?.removeFirst()
             if queues[account]?.isEmpty == true { queues[account] = nil }
+        }
+    }
+
+    /// Attempts a delivery up to `maxAttempts` times; the attempts made and, when none was
+    /// acknowledged, the last error.
+    private func attempt(id: String, body: [UInt8]) async throws -> (attempts: Int, failure: String?) {
+        let maximum = endpoint.maxAttempts ?? ServerConfiguration.Webhook.defaultMaxAttempts
+        var attempt = 0
+        while true {
+            attempt += 1
+            metrics.attempts.increment()
+            guard let failure = await post(id: id, body: body) else { return (attempt, nil) }
+            metrics.failures.increment()
+            logger.debug("webhook delivery failed", metadata: ["change": "\(id)", "attempt": "\(attempt)", "error": "\(failure)"])
+            guard attempt < maximum else { return (attempt, failure) }
+            try await Task.sleep(for: backoff(after: attempt))
+        }
+    }
+
+    /// Sends again what `ledger webhooks retry` asked for (parked changes, older than what the
+    /// feed delivers now): once acknowledged it is gone; refused again, it is parked again.
+    private func deliverRetries() async throws {
+        let prefix = WebhookState.retryPrefix(endpoint.name)
+        for (key, value) in try ledger.feedStates(prefix: prefix) {
+            guard let parked = try WebhookState.decode(WebhookState.Parked.self, value, key: key) else { continue }
+            let body = Array(parked.body.utf8)
+            let (attempts, failure) = try await attempt(id: parked.id, body: body)
+            if let failure {
+                try await park(id: parked.id, account: parked.account, attempts: attempts, error: failure, body: body)
+            }
+            try await ledger.updateFeedState { state in try state.set(key, nil) }
         }
     }
 
@@ -182,12 +203,12 @@ actor WebhookDispatcher {
     }
 
     /// One attempt; nil when the endpoint acknowledged (2xx), else what went wrong.
-    private func post(_ change: LedgerChange, body: [UInt8]) async -> String? {
+    private func post(id: String, body: [UInt8]) async -> String? {
         var request = HTTPClientRequest(url: endpoint.url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "PurchaseLedger-Webhooks")
-        for (name, value) in signature.headers(id: change.id, timestamp: Int64(Date().timeIntervalSince1970), body: body) {
+        for (name, value) in signature.headers(id: id, timestamp: Int64(Date().timeIntervalSince1970), body: body) {
             request.headers.add(name: name, value: value)
         }
         request.body = .bytes(body)
@@ -201,15 +222,15 @@ actor WebhookDispatcher {
         }
     }
 
-    private func park(_ change: LedgerChange, attempts: Int, error: String, body: [UInt8]) async throws {
+    private func park(id: String, account: String, attempts: Int, error: String, body: [UInt8]) async throws {
         metrics.parked.increment()
         logger.warning("a change was parked after its last attempt", metadata: [
-            "change": "\(change.id)", "account": "\(LogSafe.metadata(change.account))", "attempts": "\(attempts)", "error": "\(error)",
+            "change": "\(id)", "account": "\(LogSafe.metadata(account))", "attempts": "\(attempts)", "error": "\(error)",
         ])
         let parked = WebhookState.Parked(
-            id: change.id, account: change.account, attempts: attempts, error: String(error.prefix(1024)),
+            id: id, account: account, attempts: attempts, error: String(error.prefix(1024)),
             parkedAt: Timestamp.now().description, body: String(decoding: body, as: UTF8.self))
-        let key = WebhookState.parkedPrefix(endpoint.name) + change.id
+        let key = WebhookState.parkedPrefix(endpoint.name) + id
         try await ledger.updateFeedState { state in try state.set(key, WebhookState.encode(parked)) }
     }
 

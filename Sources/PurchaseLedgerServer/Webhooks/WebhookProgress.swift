@@ -8,6 +8,8 @@ enum WebhookState {
     static func progressKey(_ endpoint: String) -> String { "webhooks/\(endpoint)/progress" }
     static func leaseKey(_ endpoint: String) -> String { "webhooks/\(endpoint)/lease" }
     static func parkedPrefix(_ endpoint: String) -> String { "webhooks/\(endpoint)/parked/" }
+    /// Parked changes asked to be sent again (`ledger webhooks retry`), in the parked form.
+    static func retryPrefix(_ endpoint: String) -> String { "webhooks/\(endpoint)/retry/" }
 
     /// Every change at or before `checkpoint` was acknowledged or parked; so were those in
     /// `done` (after it), which are not sent again.
