@@ -280,6 +280,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             return readings
         }
 
+        func lastClockReading() throws -> ClockReading? {
+            guard let clock = tables.clock else { return nil }
+            return try txn.withCursor(clock) { cursor in
+                try cursor.last().map { entry in try LMDBLedgerStorage.clockReading(fromKey: entry.key) }
+            }
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard let feeds = tables.feeds else { return nil }
             return try txn.value(in: feeds, forKey: key)

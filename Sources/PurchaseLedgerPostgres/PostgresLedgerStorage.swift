@@ -372,6 +372,19 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func lastClockReading() throws -> ClockReading? {
+            guard try run("SELECT to_regclass('ledger_clock') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            return try run("""
+                SELECT position, seconds, nanoseconds FROM ledger_clock ORDER BY position DESC, seconds DESC, nanoseconds DESC LIMIT 1
+                """).first.map { row in
+                let (position, seconds, nanoseconds) = try row.decode((Int64, Int64, Int32).self)
+                guard (0..<1_000_000_000).contains(nanoseconds) else {
+                    throw StorageError(.damaged, "the clock holds a reading of \(nanoseconds) ns")
+                }
+                return ClockReading(position: try StoredPosition.from(position), time: Timestamp(seconds: seconds, nanoseconds: UInt32(nanoseconds)))
+            }
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
             return try run("SELECT value FROM ledger_feeds WHERE key = \(Keys.bytes(key))").first.map { row in
@@ -382,7 +395,15 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])] {
             guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
             let start = Array(prefix.utf8)
-            return try run("SELECT key, value FROM ledger_feeds WHERE key >= \(Keys.bytes(prefix)) ORDER BY key").compactMap { row in
+            // The keys that start with the prefix are those from it up to its successor.
+            var upper = start
+            while let last = upper.last, last == 0xFF { upper.removeLast() }
+            let bounded = !upper.isEmpty
+            if bounded { upper[upper.count - 1] += 1 }
+            let query: PostgresQuery = bounded
+                ? "SELECT key, value FROM ledger_feeds WHERE key >= \(Keys.bytes(prefix)) AND key < \(ByteBuffer(bytes: upper)) ORDER BY key"
+                : "SELECT key, value FROM ledger_feeds WHERE key >= \(Keys.bytes(prefix)) ORDER BY key"
+            return try run(query).compactMap { row in
                 let (key, value) = try row.decode((ByteBuffer, ByteBuffer).self)
                 let keyBytes = Array(key.readableBytesView)
                 guard keyBytes.starts(with: start) else { return nil }

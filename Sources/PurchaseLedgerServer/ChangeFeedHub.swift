@@ -23,19 +23,26 @@ public actor ChangeFeedHub: Service {
         self.logger = logger
     }
 
+    /// Follows the feed until shutdown. A failure (a read the storage refused, say) is logged
+    /// and the feed resumed after the last change kept, a second later: the server serves on.
     public func run() async throws {
-        do {
-            try await cancelWhenGracefulShutdown {
-                for try await change in self.ledger.changes(pollInterval: .milliseconds(100)) {
-                    await self.keep(change)
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    for try await change in self.ledger.changes(after: await self.lastKept, pollInterval: .milliseconds(100)) {
+                        await self.keep(change)
+                    }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    self.logger.error("the change feed failed; resuming in a second", metadata: ["error": "\(error)"])
+                    try await Task.sleep(for: .seconds(1))
                 }
             }
-        } catch is CancellationError {
-        } catch {
-            logger.error("the change feed stopped", metadata: ["error": "\(error)"])
-            throw error
         }
     }
+
+    private var lastKept: FeedCursor { recent.last?.cursor ?? retainedAfter }
 
     private func keep(_ change: LedgerChange) {
         recent.append(change)
@@ -63,6 +70,8 @@ public actor ChangeFeedHub: Service {
         var found = available(after: cursor, limit: limit)
         if found.isEmpty, wait > .zero {
             await waitForChange(timeout: wait)
+            // A burst during the wait may have pushed the cursor out of what is kept.
+            if cursor < retainedAfter { return try await changes(after: cursor, limit: limit, wait: .zero) }
             found = available(after: cursor, limit: limit)
         }
         return (found, found.last?.cursor ?? cursor)

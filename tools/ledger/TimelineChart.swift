@@ -40,6 +40,8 @@ enum TimelineChart {
             return String(repeating: intervals.isEmpty ? " " : "█", count: width)
         }
         let span = seconds(end) - seconds(start)
+        // Instants nanoseconds apart are one instant at this scale.
+        guard span.isFinite, span > 0 else { return String(repeating: "█", count: width) }
         var cells: [Character] = Array(repeating: " ", count: width)
         for interval in intervals {
             let from = interval.from.map { (seconds($0) - seconds(start)) / span } ?? 0

@@ -28,16 +28,21 @@ extension Ledger {
         return reading.time
     }
 
-    /// A ledger written before the clock was kept gets a first reading at its last position
-    /// when first opened for writing, so that its feed is the same whenever it is derived.
+    /// A ledger written before the clock was kept gets readings when first opened for
+    /// writing, so that its feed is the same whenever it is derived: one every 4,096 positions
+    /// and one at the last, all now (a feed then reads its history a bounded piece at a time).
     static func startClock(_ storage: any LedgerStorage) throws {
         try storage.write { writer in
             let last = try writer.lastPosition()
-            guard last > 0, try writer.clockReadings(after: nil, limit: 1).isEmpty else {
+            guard last > 0, try writer.lastClockReading() == nil else {
                 writer.discard()
                 return
             }
-            try writer.recordClock(ClockReading(position: last, time: .now()))
+            let now = Timestamp.now()
+            for position in stride(from: UInt64(4096), to: last, by: 4096) {
+                try writer.recordClock(ClockReading(position: position, time: now))
+            }
+            try writer.recordClock(ClockReading(position: last, time: now))
         }
     }
 }

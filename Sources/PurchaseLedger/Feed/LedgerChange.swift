@@ -60,7 +60,7 @@ extension ChangeDifference {
             differences.append(.entitlementGranted(product: product.string))
         }
         for product in had.subtracting(has).sorted() {
-            if let reason = revocation(of: product.string, in: after, cause: cause) {
+            if let reason = revocation(of: product.string, before: before, after: after, cause: cause) {
                 differences.append(.entitlementRevoked(product: product.string, reason: reason))
             } else {
                 differences.append(.entitlementExpired(product: product.string))
@@ -90,14 +90,20 @@ extension ChangeDifference {
     }
 
     /// Why `product` was taken away, when a revocation took it: the cause was a `revoked`
-    /// event, or a report of it stands revoked. Nil: it expired.
-    private static func revocation(of product: String, in after: AccountProjection, cause: LedgerChange.Cause) -> Revocation? {
+    /// event, or the transaction that granted it before now stands revoked (an older refund of
+    /// the same product is no reason). Nil: it expired.
+    private static func revocation(
+        of product: String, before: AccountProjection?, after: AccountProjection, cause: LedgerChange.Cause
+    ) -> Revocation? {
         if case .event(_, .revoked) = cause { return .revokedEvent }
-        let revoked = after.storeTransactions.filter { $0.isRevoked && sameBytes($0.report.product, product) }
-        if let report = revoked.last?.report {
-            return report.revocationType == .familyRevoke ? .familyRevoke : .refund
+        guard let before else { return nil }
+        var granting = Set(before.subscriptions.filter { $0.status.grantsAccess && sameBytes($0.product, product) }.map { UTF8Key($0.transaction) })
+        for purchase in before.storeTransactions where !purchase.isRevoked && sameBytes(purchase.report.product, product) {
+            granting.insert(UTF8Key(purchase.report.transaction))
         }
-        if after.subscriptions.contains(where: { sameBytes($0.product, product) && $0.status == .revoked }) { return .refund }
+        for purchase in after.storeTransactions where purchase.isRevoked && granting.contains(UTF8Key(purchase.report.transaction)) {
+            return purchase.report.revocationType == .familyRevoke ? .familyRevoke : .refund
+        }
         return nil
     }
 }

@@ -54,10 +54,17 @@ final class LedgerWriter: Sendable {
     /// the writer's thread, between commits; returns the reading.
     func recordClock() async throws -> ClockReading {
         try await write { writer in
-            let reading = ClockReading(position: try writer.lastPosition(), time: .now())
+            let reading = ClockReading(position: try writer.lastPosition(), time: try Self.clockTime(writer))
             try writer.recordClock(reading)
             return reading
         }
+    }
+
+    /// Now, or the newest reading's time if that is later: readings are read in (position,
+    /// time) order, and one that went back in time could land before readings a feed already
+    /// passed.
+    static func clockTime(_ writer: any LedgerStorageWriter) throws -> Timestamp {
+        max(.now(), try writer.lastClockReading()?.time ?? .earliest)
     }
 
     /// Runs `body` in one write of its own on the writer's thread, between commits: writes
@@ -150,8 +157,9 @@ final class LedgerWriter: Sendable {
             if session.appendedCount == 0 {
                 writer.discard()
             } else {
-                // When the log reached this position, in the same commit: the feed's clock.
-                try writer.recordClock(ClockReading(position: session.position, time: .now()))
+                // When the log reached this position, in the same commit: the feed's clock,
+                // which never goes back (another process's, or a wall clock stepped back).
+                try writer.recordClock(ClockReading(position: session.position, time: try Self.clockTime(writer)))
             }
             return (results, session)
         }

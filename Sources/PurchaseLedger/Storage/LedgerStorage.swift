@@ -199,6 +199,8 @@ package protocol LedgerStorageReader {
     /// The clock readings after `after` (all when nil), in order, at most `limit`. A ledger
     /// written before the clock was kept has none until its first writable open.
     func clockReadings(after: ClockReading?, limit: Int) throws -> [ClockReading]
+    /// The greatest clock reading; nil without one.
+    func lastClockReading() throws -> ClockReading?
 
     /// What a consumer of the feed stored under `key` (a webhook endpoint's progress); nil
     /// when nothing is.

@@ -31,7 +31,9 @@ actor WebhookDispatcher {
     /// Done after the checkpoint, in cursor order.
     private var done: [FeedCursor] = []
     private var checkpoint = FeedCursor.start
-    private var roomWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The greatest cursor this session read: `done` entries beyond it (done in an earlier
+    /// session) cannot move the checkpoint, since changes before them may not be read yet.
+    private var readThrough = FeedCursor.start
 
     init(endpoint: ServerConfiguration.Webhook, ledger: Ledger, client: HTTPClient, firstRetry: Duration, logger: Logger) throws {
         guard let key = endpoint.key else { throw ServerConfigurationError("webhook \"\(endpoint.name)\": bad secret") }
@@ -49,11 +51,21 @@ actor WebhookDispatcher {
     /// Delivers while this server holds the endpoint's lease; otherwise waits for it.
     func run() async throws {
         while !Task.isCancelled {
-            if try await takeLease() {
+            var leased = false
+            do {
+                leased = try await takeLease()
+            } catch {
+                logger.error("the webhook's lease could not be read or taken; trying again", metadata: ["error": "\(error)"])
+            }
+            if leased {
                 do {
                     try await deliverWhileLeased()
                 } catch is LeaseLost {
                     logger.warning("another server took the webhook's lease; this one stops delivering")
+                } catch is CancellationError {
+                    throw CancellationError()
+                } catch {
+                    logger.error("webhook delivery failed; it starts again from its checkpoint", metadata: ["error": "\(error)"])
                 }
             }
             try await Task.sleep(for: .seconds(Self.leaseSeconds / 3))
@@ -91,22 +103,22 @@ actor WebhookDispatcher {
 
     // MARK: Delivering
 
-    /// Delivers in a task of its own, renewing the lease meanwhile; stops when it is lost.
+    /// Delivers while renewing the lease; both stop when either ends: the lease lost, or
+    /// delivery failed (the storage, say), which then releases the lease for another server.
     private func deliverWhileLeased() async throws {
-        let session = Task { try await self.deliver() }
-        defer { session.cancel() }
         do {
-            try await withTaskCancellationHandler {
-                while true {
-                    try await Task.sleep(for: .seconds(Self.leaseSeconds / 3))
-                    guard try await takeLease() else { throw LeaseLost() }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.deliver() }
+                group.addTask {
+                    while true {
+                        try await Task.sleep(for: .seconds(Self.leaseSeconds / 3))
+                        guard try await self.takeLease() else { throw LeaseLost() }
+                    }
                 }
-            } onCancel: {
-                session.cancel()
+                try await group.next()
+                group.cancelAll()
             }
         } catch {
-            session.cancel()
-            _ = await session.result
             await releaseLease()
             throw error
         }
@@ -121,12 +133,15 @@ actor WebhookDispatcher {
             throw StorageError(.damaged, "the stored \(key) holds no cursor")
         }
         checkpoint = start
+        readThrough = start
         done = progress.done.compactMap { FeedCursor($0) }.sorted()
         outstanding = []
         queues = [:]
         let parkedPrefix = WebhookState.parkedPrefix(endpoint.name)
         let parked = Set(try ledger.feedStates(prefix: parkedPrefix).map(\.key))
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        // A child's failure (the storage, say) cancels the session, which starts again from
+        // the checkpoint; children are not kept once done.
+        try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 while true {
                     try await self.deliverRetries()
@@ -134,9 +149,14 @@ actor WebhookDispatcher {
                 }
             }
             for try await change in ledger.changes(after: start, excluding: endpoint.excluded, pollInterval: .milliseconds(100)) {
-                if done.contains(change.cursor) || parked.contains(parkedPrefix + change.id) { continue }
+                readThrough = change.cursor
+                if done.contains(change.cursor) || parked.contains(parkedPrefix + change.id) {
+                    try await foldIntoCheckpoint()
+                    continue
+                }
+                // Room in the window: cancellable, so that a lost lease or a shutdown never waits here.
                 while outstanding.count >= Self.window {
-                    await withCheckedContinuation { roomWaiters.append($0) }
+                    try await Task.sleep(for: .milliseconds(20))
                 }
                 outstanding.append(change.cursor)
                 metrics.backlog.record(outstanding.count)
@@ -191,7 +211,7 @@ actor WebhookDispatcher {
             if let failure {
                 try await park(id: parked.id, account: parked.account, attempts: attempts, error: failure, body: body)
             }
-            try await ledger.updateFeedState { state in try state.set(key, nil) }
+            try await fencedUpdate { state in try state.set(key, nil) }
         }
     }
 
@@ -231,7 +251,7 @@ actor WebhookDispatcher {
             id: id, account: account, attempts: attempts, error: String(error.prefix(1024)),
             parkedAt: Timestamp.now().description, body: String(decoding: body, as: UTF8.self))
         let key = WebhookState.parkedPrefix(endpoint.name) + id
-        try await ledger.updateFeedState { state in try state.set(key, WebhookState.encode(parked)) }
+        try await fencedUpdate { state in try state.set(key, WebhookState.encode(parked)) }
     }
 
     /// Records the change done (acknowledged or parked) and moves the checkpoint past every
@@ -240,13 +260,19 @@ actor WebhookDispatcher {
         if let index = outstanding.firstIndex(of: change.cursor) { outstanding.remove(at: index) }
         let insertAt = done.firstIndex { $0 > change.cursor } ?? done.count
         done.insert(change.cursor, at: insertAt)
+        metrics.delivered.increment()
+        try await foldIntoCheckpoint()
+    }
+
+    /// Moves the checkpoint over the done changes that nothing read and not done precedes:
+    /// below the oldest outstanding change and within what this session read.
+    private func foldIntoCheckpoint() async throws {
         let oldest = outstanding.first
-        while let first = done.first, oldest.map({ first < $0 }) ?? true {
+        while let first = done.first, first <= readThrough, oldest.map({ first < $0 }) ?? true {
             checkpoint = first
             done.removeFirst()
         }
         metrics.backlog.record(outstanding.count)
-        metrics.delivered.increment()
         if let oldest = outstanding.first, let waiting = queuedChange(at: oldest) {
             metrics.lagSeconds.record(max(0, Timestamp.now().seconds - waiting.asOf.seconds))
         } else {
@@ -254,11 +280,19 @@ actor WebhookDispatcher {
         }
         let progress = WebhookState.Progress(checkpoint: checkpoint.description, done: done.map(\.description))
         let key = WebhookState.progressKey(endpoint.name)
-        try await ledger.updateFeedState { state in try state.set(key, WebhookState.encode(progress)) }
-        if !roomWaiters.isEmpty {
-            let waiters = roomWaiters
-            roomWaiters = []
-            for waiter in waiters { waiter.resume() }
+        try await fencedUpdate { state in try state.set(key, WebhookState.encode(progress)) }
+    }
+
+    /// A write of this endpoint's state, made only while this server holds the lease (checked
+    /// in the same transaction): a server that lost it never overwrites the new holder's.
+    private func fencedUpdate(_ body: @escaping @Sendable (FeedStateTransaction) throws -> Void) async throws {
+        let key = WebhookState.leaseKey(endpoint.name)
+        let holder = self.holder
+        try await ledger.updateFeedState { state in
+            guard try WebhookState.decode(WebhookState.Lease.self, try state.value(key), key: key)?.holder == holder else {
+                throw LeaseLost()
+            }
+            try body(state)
         }
     }
 

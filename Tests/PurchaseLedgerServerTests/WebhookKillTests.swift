@@ -1,0 +1,175 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import PurchaseLedger
+@testable import PurchaseLedgerServer
+import LedgerTestSupport
+import Testing
+
+/// The built `ledger-server`, delivering webhooks to a receiver that verifies each with
+/// Python's `standardwebhooks`, killed with SIGKILL at random moments while clients append:
+/// every change of the feed (derived afterwards from the log by `ledger changes`) is delivered
+/// at least once, each account's first deliveries come in order, a change sent twice is the
+/// same bytes, and the last projection each account received is the feed's last for it.
+/// `tools/test` kills it 3 times; `tools/torture` 30 (`PURCHASE_LEDGER_WEBHOOK_KILLS`).
+@Suite(.serialized)
+struct WebhookKillTests {
+    static var kills: Int {
+        ProcessInfo.processInfo.environment["PURCHASE_LEDGER_WEBHOOK_KILLS"].flatMap { Int($0) } ?? 3
+    }
+
+    /// Starts the server in `directory` with `configuration` (written to a file) and waits for
+    /// its health to answer.
+    static func start(_ configuration: ServerConfiguration, in directory: String) async throws -> Process {
+        try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: directory + "/config.json"))
+        let process = Process()
+        process.executableURL = LedgerServerTests.binary("ledger-server")
+        process.arguments = ["--config", directory + "/config.json", "--log-level", "error"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        for _ in 0..<400 {
+            let probe = TestClient(host: "127.0.0.1", port: configuration.bind.port, configuration: .init(timeout: .seconds(2)))
+            probe.connect()
+            let up = (try? await probe.execute(.init("/v1/health", method: .get, authority: "localhost")))?.status == .ok
+            try? await probe.shutdown()
+            if up { return process }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        kill(process.processIdentifier, SIGKILL)
+        throw TestFailure("ledger-server did not start")
+    }
+
+    static func post(_ lines: [String], port: Int) async -> Bool {
+        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(5)))
+        client.connect()
+        defer { Task { try? await client.shutdown() } }
+        var headers = HTTPFields()
+        headers[.authorization] = "Bearer \(TestKeys.writer)"
+        headers[.contentType] = "application/x-ndjson"
+        let response = try? await client.execute(.init(
+            "/v1/events", method: .post, authority: "localhost", headers: headers, body: ByteBuffer(string: lines.joined(separator: "\n"))))
+        return response?.status == .ok
+    }
+
+    @Test func killedAtRandomWhileDeliveringItLosesNoChange() async throws {
+        guard let python = WebhookTests.python else {
+            try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
+            return
+        }
+        try await withTemporaryDirectory { directory in
+            let record = directory + "/deliveries.jsonl"
+            let rules = directory + "/rules.json"
+            let portFile = directory + "/port"
+            try "{}".write(toFile: rules, atomically: true, encoding: .utf8)
+            let receiver = Process()
+            receiver.executableURL = URL(fileURLWithPath: python)
+            receiver.arguments = [WebhookTests.receiver, WebhookTests.secret, record, rules, portFile]
+            receiver.standardOutput = FileHandle.nullDevice
+            receiver.standardError = FileHandle.nullDevice
+            try receiver.run()
+            defer {
+                kill(receiver.processIdentifier, SIGKILL)
+                receiver.waitUntilExit()
+            }
+            var receiverPort: Int?
+            for _ in 0..<500 where receiverPort == nil {
+                receiverPort = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0) }
+                if receiverPort == nil { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            var configuration = try LedgerServerTests.configuration(in: directory, port: try LedgerServerTests.freePort())
+            configuration.webhooks = [.init(
+                name: "receiver", url: "http://127.0.0.1:\(try #require(receiverPort))/hook", secret: WebhookTests.secret, maxAttempts: 1000)]
+            configuration.webhookFirstRetrySeconds = 0.05
+
+            var random = SeededGenerator(seed: 26)
+            var batch = 0
+            var acknowledgedAppends = 0
+            for _ in 0..<Self.kills {
+                let server = try await Self.start(configuration, in: directory)
+                // Appends keep coming while the server is killed at a random moment.
+                let killAfter = Int.random(in: 20...400, using: &random)
+                let (round, port) = (batch, configuration.bind.port)
+                let appends = Task {
+                    var sent = 0
+                    var acknowledged = 0
+                    while !Task.isCancelled {
+                        sent += 1
+                        if await Self.post([
+                            Lines.added("k\(round)-\(sent)", "acct-\(sent % 7)", payment: "P\(round)-\(sent)", product: "com.example.tenhints"),
+                            Lines.purchased("k\(round)-\(sent)-p", "acct-\(sent % 7)", payment: "P\(round)-\(sent)", transaction: "t\(round)-\(sent)"),
+                        ], port: port) { acknowledged += 1 }
+                    }
+                    return acknowledged
+                }
+                try await Task.sleep(for: .milliseconds(killAfter))
+                kill(server.processIdentifier, SIGKILL)
+                appends.cancel()
+                acknowledgedAppends += await appends.value
+                server.waitUntilExit()
+                batch += 1
+            }
+            // Once more, to the end: until the receiver has the feed's last change.
+            let server = try await Self.start(configuration, in: directory)
+            let client = TestClient(host: "127.0.0.1", port: configuration.bind.port, configuration: .init(timeout: .seconds(30)))
+            client.connect()
+            var cursor = "0"
+            var lastSeen: String?
+            while true {
+                var headers = HTTPFields()
+                headers[.authorization] = "Bearer \(TestKeys.feed)"
+                let response = try await client.execute(.init(
+                    "/v1/changes?after=\(cursor)&limit=1000", method: .get, authority: "localhost", headers: headers))
+                let page = try Answer(status: response.status, headers: response.headers,
+                                      body: response.body.map { String(buffer: $0) } ?? "").object
+                let changes = page["changes"] as? [[String: Any]] ?? []
+                guard let next = page["next"] as? String, !changes.isEmpty else { break }
+                lastSeen = changes.last?["id"] as? String
+                cursor = next
+            }
+            try await client.shutdown()
+            let lastID = try #require(lastSeen, "no change in the feed; \(acknowledgedAppends) appends were acknowledged")
+            for _ in 0..<3000 {
+                if WebhookTests.deliveries(record).contains(where: { $0.id == lastID && $0.status == 204 }) { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            server.terminate()
+            server.waitUntilExit()
+
+            let changes = try runCommand(builtExecutable("ledger"), ["changes", "-j", directory + "/ledger"])
+            #expect(changes.status == 0, "\(changes.error)")
+            let feed = changes.text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let delivered = WebhookTests.deliveries(record)
+            #expect(delivered.allSatisfy { $0.invalid == nil })
+            let ids = Set(delivered.compactMap(\.id))
+            let lost = feed.compactMap { $0["id"] as? String }.filter { !ids.contains($0) }
+            #expect(lost.isEmpty, "lost: \(lost.prefix(10))")
+            // Each account's first deliveries in the feed's order.
+            let order = Dictionary(uniqueKeysWithValues: feed.enumerated().compactMap { index, change in (change["id"] as? String).map { ($0, index) } })
+            var firstSeen: [String: [Int]] = [:]
+            var seen: Set<String> = []
+            for delivery in delivered {
+                guard let id = delivery.id, let account = delivery.account, seen.insert(id).inserted else { continue }
+                firstSeen[account, default: []].append(order[id] ?? -1)
+            }
+            for (account, indices) in firstSeen {
+                #expect(indices == indices.sorted(), "\(account) first received out of order")
+            }
+            // Repeats are the same bytes; the last projection each account got is the feed's last.
+            for (id, attempts) in Dictionary(grouping: delivered.filter { $0.id != nil }, by: { $0.id! }) {
+                #expect(Set(attempts.compactMap(\.body)).count == 1, "\(id)")
+            }
+            var lastByAccount: [String: String] = [:]
+            for change in feed {
+                if let account = change["account"] as? String, let id = change["id"] as? String { lastByAccount[account] = id }
+            }
+            for (account, id) in lastByAccount {
+                let received = delivered.filter { $0.account == account }.compactMap(\.id).max { (order[$0] ?? -1) < (order[$1] ?? -1) }
+                #expect(received == id, "\(account)")
+            }
+            let duplicates = delivered.count - ids.count
+            print("webhook kills: \(Self.kills) kills, \(feed.count) changes, \(delivered.count) deliveries, \(duplicates) repeated, \(lost.count) lost")
+        }
+    }
+}
