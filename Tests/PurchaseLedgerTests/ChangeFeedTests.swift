@@ -109,6 +109,34 @@ struct ChangeFeedTests {
         }
     }
 
+    /// A subscription that expires is an expiry, even when an older transaction of the same
+    /// product was refunded; a refund of the transaction that granted it is a refund.
+    @Test func anExpiryIsNotARefundBecauseAnOlderTransactionWasRefunded() {
+        func report(_ transaction: String, revoked: Bool) -> StorePurchase {
+            StorePurchase(report: StoreTransaction(transaction: transaction, originalTransaction: "T1", product: "pro",
+                                                   revokedAt: revoked ? newYear : nil, revocationType: revoked ? .refundFull : nil),
+                          isRevoked: revoked)
+        }
+        func status(_ status: SubscriptionStatus.Status) -> SubscriptionStatus {
+            SubscriptionStatus(group: "g", originalTransaction: "T1", transaction: "T2", product: "pro", status: status)
+        }
+        var before = AccountProjection(account: "a", entitlements: ["pro"], balances: [:], unfinished: [])
+        before.subscriptions = [status(.active)]
+        before.storeTransactions = [report("T1", revoked: true), report("T2", revoked: false)]
+        var expired = before
+        expired.entitlements = []
+        expired.subscriptions = [status(.expired)]
+        #expect(ChangeDifference.between(before, expired, cause: .time(newYear)) == [
+            .entitlementExpired(product: "pro"), .subscriptionStatus(group: "g", from: .active, to: .expired),
+        ])
+        var refunded = expired
+        refunded.subscriptions = [status(.revoked)]
+        refunded.storeTransactions = [report("T1", revoked: true), report("T2", revoked: true)]
+        #expect(ChangeDifference.between(before, refunded, cause: .time(newYear)) == [
+            .entitlementRevoked(product: "pro", reason: .refund), .subscriptionStatus(group: "g", from: .active, to: .revoked),
+        ])
+    }
+
     @Test func cursorsReadBackAndOrderAsTheFeedDoes() throws {
         let time = Timestamp(seconds: 1_767_225_600, nanoseconds: 5)
         let cursors = [
