@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
@@ -91,6 +92,7 @@ struct WebhookKillTests {
                 // Appends keep coming while the server is killed at a random moment.
                 let killAfter = Int.random(in: 20...400, using: &random)
                 let (round, port) = (batch, configuration.bind.port)
+                let acknowledgedSoFar = SharedCount()
                 let appends = Task {
                     var sent = 0
                     var acknowledged = 0
@@ -99,9 +101,17 @@ struct WebhookKillTests {
                         if await Self.post([
                             Lines.added("k\(round)-\(sent)", "acct-\(sent % 7)", payment: "P\(round)-\(sent)", product: "com.example.tenhints"),
                             Lines.purchased("k\(round)-\(sent)-p", "acct-\(sent % 7)", payment: "P\(round)-\(sent)", transaction: "t\(round)-\(sent)"),
-                        ], port: port) { acknowledged += 1 }
+                        ], port: port) {
+                            acknowledged += 1
+                            acknowledgedSoFar.increment()
+                        }
                     }
                     return acknowledged
+                }
+                // The kill comes at a random moment once appends flow (a loaded machine may
+                // take a while to answer the first).
+                for _ in 0..<1500 where acknowledgedSoFar.value == 0 {
+                    try await Task.sleep(for: .milliseconds(20))
                 }
                 try await Task.sleep(for: .milliseconds(killAfter))
                 kill(server.processIdentifier, SIGKILL)
@@ -172,4 +182,13 @@ struct WebhookKillTests {
             print("webhook kills: \(Self.kills) kills, \(feed.count) changes, \(delivered.count) deliveries, \(duplicates) repeated, \(lost.count) lost")
         }
     }
+}
+
+/// A count shared between a task that appends and the test that kills the server.
+final class SharedCount: Sendable {
+    private let count = Atomic<Int>(0)
+
+    func increment() { count.add(1, ordering: .relaxed) }
+
+    var value: Int { count.load(ordering: .relaxed) }
 }

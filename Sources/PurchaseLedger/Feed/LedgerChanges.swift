@@ -3,8 +3,9 @@ import Synchronization
 /// The change feed as an `AsyncSequence`: the changes after a cursor, derived from storage
 /// (`ChangeDeriver`), catching up from the log and then, when following, the commits as they
 /// come (on PostgreSQL, other processes' too). Memory stays bounded whatever the backlog: it
-/// reads one clock reading's events at a time. A slow consumer never holds the writer up: the
-/// feed reads committed storage, it is never told.
+/// derives a few clock readings at a time (each at most a commit's events, or 4,096 of a
+/// ledger older than the clock), besides the accounts' state a replay keeps. A slow consumer
+/// never holds the writer up: the feed reads committed storage, it is never told.
 ///
 /// Following a `Ledger` open for writing, it also ticks the ledger's clock when the next
 /// instant where some projection changes by time alone has passed, so that an expiry at 12:00
@@ -61,7 +62,7 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 deriver = ChangeDeriver(catalog: catalog, excluding: feed.excluding)
             }
             let last = deriver!.lastReading
-            let readings = try feed.storage.read { try $0.clockReadings(after: last, limit: 64) }
+            let readings = try feed.storage.read { try $0.clockReadings(after: last, limit: 4) }
             guard !readings.isEmpty else {
                 guard feed.follow else { return false }
                 if let tick = feed.tick, let due = deriver!.nextDueInstant(), due <= .now() {
@@ -95,7 +96,7 @@ public struct LedgerChanges: AsyncSequence, Sendable {
 
 /// Wakes the feeds that follow a ledger when it commits: each waiter resumes at the next
 /// commit or after its timeout, whichever comes first.
-public final class CommitSignal: Sendable {
+final class CommitSignal: Sendable {
     private let waiters = Mutex<[UInt64: CheckedContinuation<Void, Never>]>([:])
     private let nextID = Atomic<UInt64>(0)
 
