@@ -390,7 +390,8 @@ extension ReconciliationTests {
                     interval: .milliseconds(50), lookBack: .seconds(3600), logger: Logger(label: "test"))
                 let start = harness.ledger.position
                 let running = Task { try await service.run() }
-                let deadline = ContinuousClock.now + .seconds(20)
+                // A bound for a stalled schedule, not a speed: a loaded CI machine took over 20 s.
+                let deadline = ContinuousClock.now + .seconds(90)
                 while api.requestCount < 9, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
                 running.cancel()
                 _ = try? await running.value
