@@ -122,6 +122,15 @@ struct WebhookKillTests {
             }
             // Once more, to the end: until the receiver has the feed's last change.
             let server = try await Self.start(configuration, in: directory)
+            // SIGKILL, also when an expectation below throws: a child spawned from this process
+            // may start with SIGTERM blocked, and an orphan would keep serving.
+            var serverStopped = false
+            defer {
+                if !serverStopped {
+                    kill(server.processIdentifier, SIGKILL)
+                    server.waitUntilExit()
+                }
+            }
             let client = TestClient(host: "127.0.0.1", port: configuration.bind.port, configuration: .init(timeout: .seconds(30)))
             client.connect()
             var cursor = "0"
@@ -144,8 +153,9 @@ struct WebhookKillTests {
                 if WebhookTests.deliveries(record).contains(where: { $0.id == lastID && $0.status == 204 }) { break }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            server.terminate()
+            kill(server.processIdentifier, SIGKILL)
             server.waitUntilExit()
+            serverStopped = true
 
             let changes = try runCommand(builtExecutable("ledger"), ["changes", "-j", directory + "/ledger"])
             #expect(changes.status == 0, "\(changes.error)")
