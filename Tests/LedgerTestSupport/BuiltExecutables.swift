@@ -20,26 +20,20 @@ public struct CommandRun: Sendable {
 /// Runs `executable` with `arguments` (and `input` on its standard input) to its end, as a
 /// script would.
 public func runCommand(_ executable: URL, _ arguments: [String], input: Data? = nil) throws -> CommandRun {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let output = Pipe()
-    let error = Pipe()
-    process.standardOutput = output
-    process.standardError = error
-    let stdin = Pipe()
-    process.standardInput = stdin
-    try process.run()
-    if let input { stdin.fileHandleForWriting.write(input) }
-    try stdin.fileHandleForWriting.close()
-    // Drain both pipes before waiting, so that a large output cannot block the child.
+    let child = try ChildProcess(executable, arguments, input: .pipe, output: .pipe, error: .pipe)
+    // Feed and drain on other threads, so that neither a large input nor a large output can
+    // block the child.
     let errorData = DataBox()
-    let reading = DispatchGroup()
-    DispatchQueue.global().async(group: reading) { errorData.data = error.fileHandleForReading.readDataToEndOfFile() }
-    let outputData = output.fileHandleForReading.readDataToEndOfFile()
-    reading.wait()
-    process.waitUntilExit()
-    return CommandRun(status: process.terminationStatus, output: outputData, error: String(decoding: errorData.data, as: UTF8.self))
+    let streams = DispatchGroup()
+    DispatchQueue.global().async(group: streams) {
+        if let input { try? child.input?.write(contentsOf: input) }
+        try? child.input?.close()
+    }
+    DispatchQueue.global().async(group: streams) { errorData.data = child.error?.readDataToEndOfFile() ?? Data() }
+    let outputData = child.output?.readDataToEndOfFile() ?? Data()
+    streams.wait()
+    let termination = child.waitUntilExit()
+    return CommandRun(status: termination.status, output: outputData, error: String(decoding: errorData.data, as: UTF8.self))
 }
 
 private final class DataBox: @unchecked Sendable {

@@ -33,21 +33,10 @@ struct InterruptedCopyTests {
         let copy = try tool.makeLedgerLocation(destination, in: directory, name: "copy")
         defer { tool.dropLedgerLocation(copy) }
         // One event a commit, so that the copy is still running when it is killed.
-        let process = Process()
-        process.executableURL = LedgerToolTests.binary("ledger")
-        process.arguments = ["copy", "--batch-size", "1", source, copy]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(LedgerToolTests.binary("ledger"), ["copy", "--batch-size", "1", source, copy])
         try await Task.sleep(for: .milliseconds(1500))
-        kill(process.processIdentifier, SIGKILL)
-        let killed = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                process.waitUntilExit()
-                continuation.resume(returning: process.terminationReason)
-            }
-        }
-        #expect(killed == .uncaughtSignal)
+        process.send(SIGKILL)
+        #expect(await process.exit() == .signalled(SIGKILL))
 
         for command in [["verify"], ["replay", "--json"], ["export"]] {
             let refused = try await awaitCommand(LedgerToolTests.binary("ledger"), command + [copy])

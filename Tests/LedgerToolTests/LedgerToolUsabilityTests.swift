@@ -25,22 +25,14 @@ struct LedgerToolUsabilityTests {
     /// standard error stays on the terminal).
     func onTerminal(_ arguments: [String], redirect: String = "", environment: [String: String] = [:]) throws -> (status: Int32, screen: String) {
         let quoted = ([LedgerToolTests.binary("ledger").path] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", quoted.joined(separator: " ") + " " + redirect, "/dev/null"]
         var variables = ProcessInfo.processInfo.environment
         variables.removeValue(forKey: "NO_COLOR")
         variables["TERM"] = "xterm-256color"
         for (name, value) in environment { variables[name] = value }
-        process.environment = variables
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let screen = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: screen, as: UTF8.self))
+        let terminal = try ChildProcess(
+            "/usr/bin/script", ["-qec", quoted.joined(separator: " ") + " " + redirect, "/dev/null"], environment: variables, output: .pipe)
+        let screen = terminal.output?.readDataToEndOfFile() ?? Data()
+        return (terminal.waitUntilExit().status, String(decoding: screen, as: UTF8.self))
     }
 
     /// A new directory for one test, removed afterwards.
@@ -115,25 +107,18 @@ struct LedgerToolUsabilityTests {
             let url = URL(fileURLWithPath: directory)
             let path = url.appendingPathComponent("ledger").path
             let report = url.appendingPathComponent("report.jsonl")
-            let process = Process()
-            process.executableURL = LedgerToolTests.binary("ledger")
-            process.arguments = ["import", "--batch-size", "10", "--catalog", Self.catalog, "--report", report.path, path, "-"]
-            let input = Pipe()
-            let error = Pipe()
-            process.standardInput = input
-            process.standardError = error
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
+            let process = try ChildProcess(
+                LedgerToolTests.binary("ledger"), ["import", "--batch-size", "10", "--catalog", Self.catalog, "--report", report.path, path, "-"],
+                input: .pipe, error: .pipe)
             // Thirty lines, and the input left open: the import answers them, then waits for more.
-            input.fileHandleForWriting.write(Data(Self.purchases(30).utf8))
+            try process.input?.write(contentsOf: Data(Self.purchases(30).utf8))
             let deadline = Date().addingTimeInterval(30)
             while (try? String(contentsOf: report, encoding: .utf8))?.split(separator: "\n").count ?? 0 < 30, Date() < deadline {
                 Thread.sleep(forTimeInterval: 0.02)
             }
-            kill(process.processIdentifier, SIGINT)
-            let message = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 130)
+            process.send(SIGINT)
+            let message = String(decoding: process.error?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+            #expect(process.waitUntilExit() == .exited(130))
             #expect(message.contains("ledger: interrupted: lines 1–30 of this import are durable in \(path)"), "\(message)")
             #expect(message.contains("run the same import again to continue"), "\(message)")
 

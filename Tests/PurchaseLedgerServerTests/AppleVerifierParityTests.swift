@@ -196,21 +196,13 @@ enum AppleVerifier {
     static let isInstalled: Bool = (try? run(["-c", "import appstoreserverlibrary"]).status) == 0
 
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        if let python = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] {
-            process.executableURL = URL(fileURLWithPath: python)
-            process.arguments = arguments
+        let child = if let python = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] {
+            try ChildProcess(python, arguments, output: .pipe)
         } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3"] + arguments
+            try ChildProcess("/usr/bin/env", ["python3"] + arguments, output: .pipe)
         }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let data = child.output?.readDataToEndOfFile() ?? Data()
+        return (child.waitUntilExit().status, String(decoding: data, as: UTF8.self))
     }
 
     /// Apple's verdict on each case, by name.

@@ -114,21 +114,17 @@ struct ChangeFeedRouteTests {
             """
         return try await withTemporaryDirectory { directory in
             let outputPath = directory + "/events.json"
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", script, lastEventID ?? "", outputPath]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            // It ends by itself within its ten-second socket timeout; SIGKILL if this task is
-            // cancelled first (a child spawned from this process may start with SIGTERM blocked).
+            let reader = try ChildProcess("/usr/bin/env", ["python3", "-c", script, lastEventID ?? "", outputPath])
+            // It ends by itself within its ten-second socket timeout; killed if this task is
+            // cancelled first.
             do {
-                while process.isRunning { try await Task.sleep(for: .milliseconds(20)) }
+                while reader.isRunning { try await Task.sleep(for: .milliseconds(20)) }
             } catch {
-                kill(process.processIdentifier, SIGKILL)
+                reader.kill()
                 throw error
             }
-            guard process.terminationStatus == 0 else { throw TestFailure("the event stream's reader exited \(process.terminationStatus)") }
+            let termination = reader.waitUntilExit()
+            guard termination == .exited(0) else { throw TestFailure("the event stream's reader \(termination)") }
             return try JSONDecoder().decode([StreamedEvent].self, from: Data(contentsOf: URL(fileURLWithPath: outputPath)))
         }
     }

@@ -123,24 +123,19 @@ struct LedgerServerTests {
 
     /// The built `ledger-server` serving a new ledger in `directory` on a free loopback port,
     /// its standard error piped.
-    static func launch(in directory: String, logLevel: String) throws -> (process: Process, port: Int, errors: Pipe) {
+    static func launch(in directory: String, logLevel: String) throws -> (process: ChildProcess, port: Int) {
         let port = try freePort()
         try JSONEncoder().encode(try configuration(in: directory, port: port)).write(to: URL(fileURLWithPath: directory + "/config.json"))
-        let process = Process()
-        process.executableURL = binary("ledger-server")
-        process.arguments = ["--config", directory + "/config.json", "--log-level", logLevel]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        return (process, port, errors)
+        let process = try ChildProcess(binary("ledger-server"), ["--config", directory + "/config.json", "--log-level", logLevel], error: .pipe)
+        return (process, port)
     }
 
     /// Clients append while the server gets SIGTERM: it stops accepting, answers what it took,
     /// commits it, closes LMDB and exits 0; every acknowledged event is in the ledger after.
     @Test func sigtermDrainsInFlightAppendsAndLosesNothingAcknowledged() async throws {
         try await withTemporaryDirectory { directory in
-            let (process, port, errors) = try Self.launch(in: directory, logLevel: "warning")
-            defer { if process.isRunning { process.terminate() } }
+            let (process, port) = try Self.launch(in: directory, logLevel: "warning")
+            defer { process.kill() }
 
             // Up when health answers.
             var up = false
@@ -194,13 +189,13 @@ struct LedgerServerTests {
                     }
                     try await Task.sleep(for: .milliseconds(300))
                     run.signalled.store(true, ordering: .releasing)
-                    kill(process.processIdentifier, SIGTERM)
+                    process.send(SIGTERM)
                 }
                 try await group.waitForAll()
             }
-            process.waitUntilExit()
-            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(stderr)")
+            let stderr = String(decoding: process.error?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+            let termination = await process.exit()
+            #expect(termination == .exited(0), "\(termination): \(stderr)")
 
             let ledger = try Ledger.open(at: directory + "/ledger")
             let answered = run.acknowledged.withLock { $0 }

@@ -49,8 +49,8 @@ struct StopUnderLoadTests {
     @Test(arguments: 0..<3)
     func sigtermWhileHundredsOfConnectionsOpenStopsCleanly(round: Int) async throws {
         try await withTemporaryDirectory { directory in
-            let (process, port, errors) = try LedgerServerTests.launch(in: directory, logLevel: "error")
-            defer { if process.isRunning { process.terminate() } }
+            let (process, port) = try LedgerServerTests.launch(in: directory, logLevel: "error")
+            defer { process.kill() }
             var up = false
             for _ in 0..<200 where !up {
                 let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -67,7 +67,7 @@ struct StopUnderLoadTests {
             try #require(up, "ledger-server did not start")
 
             let clients = try await awaitCommand(URL(fileURLWithPath: "/usr/bin/env"), [
-                "python3", "-c", Self.clients, "\(port)", "\(process.processIdentifier)", "400", "\(0.05 + 0.05 * Double(round))", TestKeys.writer,
+                "python3", "-c", Self.clients, "\(port)", "\(process.pid)", "400", "\(0.05 + 0.05 * Double(round))", TestKeys.writer,
             ])
             #expect(clients.status == 0, "\(clients.error)")
             #expect((Int(clients.text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) > 0, "no connection opened: \(clients.text)")
@@ -79,11 +79,10 @@ struct StopUnderLoadTests {
                 }
             }
             #expect(exited, "ledger-server did not stop within 60 s of SIGTERM")
-            if !exited { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-            let status = (process.terminationReason, process.terminationStatus)
-            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            #expect(status.0 == .exit && status.1 == 0, "\(stderr.suffix(2000))")
+            if !exited { process.send(SIGKILL) }
+            let stderr = String(decoding: process.error?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+            let termination = await process.exit()
+            #expect(termination == .exited(0), "\(termination): \(stderr.suffix(2000))")
             #expect(!stderr.contains("NIOAsyncWriter"))
         }
     }

@@ -83,14 +83,8 @@ struct ReliabilityTests {
     }
 
     private func shell(_ arguments: String...) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        guard let process = try? ChildProcess("/usr/bin/env", arguments) else { return -1 }
+        return process.waitUntilExit().status
     }
 
     // MARK: Corruption
