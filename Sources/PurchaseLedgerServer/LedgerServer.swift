@@ -59,7 +59,7 @@ public enum LedgerServer {
         let changeFeed = ChangeFeedHub(ledger: ledger, logger: logger)
         var services: [any Service] = [LedgerService(ledger: ledger), changeFeed]
         do {
-            if let webhooks = try WebhookService.configured(by: configuration, ledger: ledger, logger: logger) {
+            if let webhooks = try WebhookService.configured(by: configuration, ledger: ledger, metricsFactory: factory, logger: logger) {
                 services.append(webhooks)
             }
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)

@@ -209,6 +209,12 @@ public struct ServerConfiguration: Codable, Sendable {
     /// The first retry of a webhook delivery, in seconds (default 2; later ones double, up to
     /// four hours, with jitter).
     public var webhookFirstRetrySeconds: Double?
+    /// How long an endpoint may take to answer an attempt's head, and then its body, in
+    /// seconds (default 10).
+    public var webhookTimeoutSeconds: Double?
+    /// How long the lease of a server delivering for an endpoint lasts unless renewed (every
+    /// third of it), in seconds (default 30): how soon another server takes over from one that died.
+    public var webhookLeaseSeconds: Int?
 
     /// Events between snapshots unless the file says otherwise.
     public static let defaultSnapshotEvery: UInt64 = 100_000
@@ -216,10 +222,12 @@ public struct ServerConfiguration: Codable, Sendable {
     public init(
         ledger: String, catalog: String? = nil, bind: Bind = .init(), keys: [Key], limits: Limits = .init(),
         snapshotEvery: UInt64 = defaultSnapshotEvery, appStore: AppStore? = nil, webhooks: [Webhook]? = nil,
-        webhookFirstRetrySeconds: Double? = nil
+        webhookFirstRetrySeconds: Double? = nil, webhookTimeoutSeconds: Double? = nil, webhookLeaseSeconds: Int? = nil
     ) {
         self.webhooks = webhooks
         self.webhookFirstRetrySeconds = webhookFirstRetrySeconds
+        self.webhookTimeoutSeconds = webhookTimeoutSeconds
+        self.webhookLeaseSeconds = webhookLeaseSeconds
         self.ledger = ledger
         self.catalog = catalog
         self.bind = bind
@@ -230,7 +238,7 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case ledger, catalog, bind, keys, limits, snapshotEvery, appStore, webhooks, webhookFirstRetrySeconds
+        case ledger, catalog, bind, keys, limits, snapshotEvery, appStore, webhooks, webhookFirstRetrySeconds, webhookTimeoutSeconds, webhookLeaseSeconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -244,6 +252,8 @@ public struct ServerConfiguration: Codable, Sendable {
         appStore = try container.decodeIfPresent(AppStore.self, forKey: .appStore)
         webhooks = try container.decodeIfPresent([Webhook].self, forKey: .webhooks)
         webhookFirstRetrySeconds = try container.decodeIfPresent(Double.self, forKey: .webhookFirstRetrySeconds)
+        webhookTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .webhookTimeoutSeconds)
+        webhookLeaseSeconds = try container.decodeIfPresent(Int.self, forKey: .webhookLeaseSeconds)
     }
 
     /// Reads and checks a configuration file; errors name the file and the field.
@@ -325,6 +335,12 @@ public struct ServerConfiguration: Codable, Sendable {
         }
         if let seconds = webhookFirstRetrySeconds, !(seconds.isFinite && (0.01...600).contains(seconds)) {
             throw ServerConfigurationError("\"webhookFirstRetrySeconds\" must be from 0.01 to 600")
+        }
+        if let seconds = webhookTimeoutSeconds, !(seconds.isFinite && (0.1...60).contains(seconds)) {
+            throw ServerConfigurationError("\"webhookTimeoutSeconds\" must be from 0.1 to 60")
+        }
+        if let seconds = webhookLeaseSeconds, !(3...600).contains(seconds) {
+            throw ServerConfigurationError("\"webhookLeaseSeconds\" must be from 3 to 600")
         }
         var seen: Set<String> = []
         for key in keys {

@@ -186,6 +186,69 @@ struct SharedLedgerServerTests {
         }
     }
 
+    /// Three servers on one ledger deliver an endpoint's webhooks: one at a time (only the
+    /// lease holder ever attempts a delivery, by each server's metrics), and when the holder
+    /// is killed mid-delivery another takes the lease over and every change of the feed is
+    /// acknowledged, each account's first deliveries in order.
+    @Test func threeServersDeliverAWebhookOneAtATimeAndTheHoldersDeathLosesNoChange() async throws {
+        guard let python = WebhookTests.python else {
+            try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
+            return
+        }
+        try await withSharedDatabase { databaseURL, directory in
+            let receiver = try await WebhookReceiver.start(python: python, rules: "{}", in: directory)
+            defer { receiver.stop() }
+            let configure: (inout ServerConfiguration) -> Void = {
+                $0.webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(receiver.port)/hook", secret: WebhookTests.secret, maxAttempts: 1000)]
+                $0.webhookFirstRetrySeconds = 0.05
+                $0.webhookLeaseSeconds = 3
+            }
+            let servers = try await (0..<3).asyncMap {
+                try await ServerProcess.start(databaseURL: databaseURL, directory: directory, index: $0, configure: configure)
+            }
+            defer { for server in servers { server.stop() } }
+            func append(_ round: Int, through server: ServerProcess) async throws {
+                let lines = (0..<6).flatMap { index -> [String] in
+                    let payment = "P\(round)-\(index)"
+                    return [
+                        Lines.added("r\(round)-\(index)a", "acct-\(index)", payment: payment, product: "com.example.tenhints"),
+                        Lines.purchased("r\(round)-\(index)b", "acct-\(index)", payment: payment, transaction: "r\(round)-\(index)"),
+                    ]
+                }
+                _ = try await server.post(lines)
+            }
+            for round in 0..<10 { try await append(round, through: servers[round % 3]) }
+            // Killed while it delivers: once a delivery arrived.
+            for _ in 0..<1500 where receiver.deliveries.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            let before = try await servers.asyncMap { try await $0.webhookAttempts() }
+            #expect(before.filter { $0 > 0 }.count == 1, "attempts by server: \(before)")
+            let holder = try #require(before.firstIndex { $0 > 0 })
+            servers[holder].kill()
+            let survivors = servers.indices.filter { $0 != holder }.map { servers[$0] }
+            for round in 10..<20 { try await append(round, through: survivors[round % 2]) }
+
+            // Every change of the feed acknowledged, once the lease passed to a survivor.
+            let feed = try await survivors[0].changeIDs()
+            #expect(feed.count >= 20 * 12 / 2, "\(feed.count) changes")
+            for _ in 0..<1500 {
+                if Set(receiver.deliveries.filter { $0.status == 204 }.compactMap(\.id)).isSuperset(of: feed) { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let delivered = receiver.deliveries
+            #expect(delivered.allSatisfy { $0.invalid == nil })
+            let lost = Set(feed).subtracting(delivered.filter { $0.status == 204 }.compactMap(\.id))
+            #expect(lost.isEmpty, "not delivered: \(lost.sorted().prefix(10))")
+            let order = Dictionary(uniqueKeysWithValues: feed.enumerated().map { ($1, $0) })
+            var seen: Set<String> = []
+            for (account, deliveries) in Dictionary(grouping: delivered, by: { $0.account ?? "" }) {
+                let firsts = deliveries.compactMap { delivery in delivery.id.flatMap { seen.insert($0).inserted ? order[$0] : nil } }
+                #expect(firsts == firsts.sorted(), "\(account) first received out of order")
+            }
+            let after = try await survivors.asyncMap { try await $0.webhookAttempts() }
+            #expect(after.filter { $0 > 0 }.count == 1, "attempts by the surviving servers: \(after)")
+        }
+    }
+
     /// A new database on the test cluster (made and dropped with psql) and a scratch directory.
     func withSharedDatabase(_ body: (String, String) async throws -> Void) async throws {
         let admin = try #require(testPostgresURL)
@@ -198,12 +261,8 @@ struct SharedLedgerServerTests {
     }
 
     private func psql(_ url: String, _ command: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["psql", url, "-qc", command]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestFailure("psql \(command) failed") }
+        let run = try runCommand(URL(fileURLWithPath: "/usr/bin/env"), ["psql", url, "-qc", command])
+        guard run.status == 0 else { throw TestFailure("psql \(command) failed: \(run.error)") }
     }
 }
 
@@ -224,27 +283,26 @@ private final class SharedRun: Sendable {
 final class ServerProcess: Sendable {
     let index: Int
     let port: Int
-    private let process: Process
+    private let process: ChildProcess
 
-    private init(index: Int, port: Int, process: Process) {
+    private init(index: Int, port: Int, process: ChildProcess) {
         self.index = index
         self.port = port
         self.process = process
     }
 
-    static func start(databaseURL: String, directory: String, index: Int) async throws -> ServerProcess {
+    static func start(
+        databaseURL: String, directory: String, index: Int, configure: (inout ServerConfiguration) -> Void = { _ in }
+    ) async throws -> ServerProcess {
         let port = try LedgerServerTests.freePort()
         try LedgerServerTests.catalogJSON.write(toFile: directory + "/catalog.json", atomically: true, encoding: .utf8)
-        let configuration = ServerConfiguration(
+        var configuration = ServerConfiguration(
             ledger: databaseURL, catalog: directory + "/catalog.json",
             bind: .init(host: "127.0.0.1", port: port), keys: TestKeys.configured)
+        configure(&configuration)
         let path = directory + "/server-\(index).json"
         try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: path))
-        let process = Process()
-        process.executableURL = LedgerServerTests.binary("ledger-server")
-        process.arguments = ["--config", path, "--log-level", "error"]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(LedgerServerTests.binary("ledger-server"), ["--config", path, "--log-level", "error"])
         let server = ServerProcess(index: index, port: port, process: process)
         for _ in 0..<300 {
             if (try? await server.request(.get, "/v1/health"))?.0 == .ok { return server }
@@ -292,15 +350,35 @@ final class ServerProcess: Sendable {
     }
 
     func kill() {
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.kill()
+    }
+
+    /// `ledger_webhook_attempts_total` of this server (0 before its first attempt).
+    func webhookAttempts() async throws -> Int {
+        let (status, text) = try await request(.get, "/metrics", key: TestKeys.metrics)
+        guard status == .ok else { throw TestFailure("GET /metrics answered \(status)") }
+        let line = text.split(separator: "\n").first { $0.hasPrefix("ledger_webhook_attempts_total{") }
+        return line.flatMap { $0.split(separator: " ").last }.flatMap { Int($0) } ?? 0
+    }
+
+    /// The ids of the whole feed, in order (`GET /v1/changes`, page after page).
+    func changeIDs() async throws -> [String] {
+        var ids: [String] = []
+        var cursor = "0"
+        while true {
+            let (status, text) = try await request(.get, "/v1/changes?after=\(cursor)&limit=1000", key: TestKeys.feed)
+            guard status == .ok, let page = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+                throw TestFailure("GET /v1/changes answered \(status): \(text)")
+            }
+            let changes = page["changes"] as? [[String: Any]] ?? []
+            guard let next = page["next"] as? String, !changes.isEmpty else { return ids }
+            ids += changes.compactMap { $0["id"] as? String }
+            cursor = next
+        }
     }
 
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        process.stop()
     }
 }
 

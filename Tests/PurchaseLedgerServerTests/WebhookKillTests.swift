@@ -22,14 +22,9 @@ struct WebhookKillTests {
 
     /// Starts the server in `directory` with `configuration` (written to a file) and waits for
     /// its health to answer.
-    static func start(_ configuration: ServerConfiguration, in directory: String) async throws -> Process {
+    static func start(_ configuration: ServerConfiguration, in directory: String) async throws -> ChildProcess {
         try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: directory + "/config.json"))
-        let process = Process()
-        process.executableURL = LedgerServerTests.binary("ledger-server")
-        process.arguments = ["--config", directory + "/config.json", "--log-level", "error"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(LedgerServerTests.binary("ledger-server"), ["--config", directory + "/config.json", "--log-level", "error"])
         for _ in 0..<400 {
             let probe = TestClient(host: "127.0.0.1", port: configuration.bind.port, configuration: .init(timeout: .seconds(2)))
             probe.connect()
@@ -38,7 +33,7 @@ struct WebhookKillTests {
             if up { return process }
             try await Task.sleep(for: .milliseconds(25))
         }
-        kill(process.processIdentifier, SIGKILL)
+        process.kill()
         throw TestFailure("ledger-server did not start")
     }
 
@@ -60,28 +55,12 @@ struct WebhookKillTests {
             return
         }
         try await withTemporaryDirectory { directory in
-            let record = directory + "/deliveries.jsonl"
-            let rules = directory + "/rules.json"
-            let portFile = directory + "/port"
-            try "{}".write(toFile: rules, atomically: true, encoding: .utf8)
-            let receiver = Process()
-            receiver.executableURL = URL(fileURLWithPath: python)
-            receiver.arguments = [WebhookTests.receiver, WebhookTests.secret, record, rules, portFile]
-            receiver.standardOutput = FileHandle.nullDevice
-            receiver.standardError = FileHandle.nullDevice
-            try receiver.run()
-            defer {
-                kill(receiver.processIdentifier, SIGKILL)
-                receiver.waitUntilExit()
-            }
-            var receiverPort: Int?
-            for _ in 0..<500 where receiverPort == nil {
-                receiverPort = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0) }
-                if receiverPort == nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
+            let receiver = try await WebhookReceiver.start(python: python, rules: "{}", in: directory)
+            defer { receiver.stop() }
+            let record = receiver.record
             var configuration = try LedgerServerTests.configuration(in: directory, port: try LedgerServerTests.freePort())
             configuration.webhooks = [.init(
-                name: "receiver", url: "http://127.0.0.1:\(try #require(receiverPort))/hook", secret: WebhookTests.secret, maxAttempts: 1000)]
+                name: "receiver", url: "http://127.0.0.1:\(receiver.port)/hook", secret: WebhookTests.secret, maxAttempts: 1000)]
             configuration.webhookFirstRetrySeconds = 0.05
 
             var random = SeededGenerator(seed: 26)
@@ -114,23 +93,15 @@ struct WebhookKillTests {
                     try await Task.sleep(for: .milliseconds(20))
                 }
                 try await Task.sleep(for: .milliseconds(killAfter))
-                kill(server.processIdentifier, SIGKILL)
+                server.kill()
                 appends.cancel()
                 acknowledgedAppends += await appends.value
-                server.waitUntilExit()
                 batch += 1
             }
             // Once more, to the end: until the receiver has the feed's last change.
             let server = try await Self.start(configuration, in: directory)
-            // SIGKILL, also when an expectation below throws: a child spawned from this process
-            // may start with SIGTERM blocked, and an orphan would keep serving.
-            var serverStopped = false
-            defer {
-                if !serverStopped {
-                    kill(server.processIdentifier, SIGKILL)
-                    server.waitUntilExit()
-                }
-            }
+            // Killed also when an expectation below throws: an orphan would keep serving.
+            defer { server.kill() }
             let client = TestClient(host: "127.0.0.1", port: configuration.bind.port, configuration: .init(timeout: .seconds(30)))
             client.connect()
             var cursor = "0"
@@ -153,9 +124,7 @@ struct WebhookKillTests {
                 if WebhookTests.deliveries(record).contains(where: { $0.id == lastID && $0.status == 204 }) { break }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            kill(server.processIdentifier, SIGKILL)
-            server.waitUntilExit()
-            serverStopped = true
+            server.kill()
 
             let changes = try runCommand(builtExecutable("ledger"), ["changes", "-j", directory + "/ledger"])
             #expect(changes.status == 0, "\(changes.error)")

@@ -19,13 +19,8 @@ struct WebhookTests {
     /// The Python with `standardwebhooks` (tools/test's virtual environment), when there is one.
     static var python: String? {
         let candidate = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] ?? "/usr/bin/python3"
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: candidate)
-        probe.arguments = ["-c", "import standardwebhooks"]
-        probe.standardError = FileHandle.nullDevice
-        guard (try? probe.run()) != nil else { return nil }
-        probe.waitUntilExit()
-        return probe.terminationStatus == 0 ? candidate : nil
+        guard let probe = try? ChildProcess(candidate, ["-c", "import standardwebhooks"]) else { return nil }
+        return probe.waitUntilExit() == .exited(0) ? candidate : nil
     }
 
     struct Delivery: Decodable {
@@ -37,6 +32,8 @@ struct WebhookTests {
         var status: Int?
         var body: String?
         var invalid: String?
+        /// When the receiver got it (seconds since 1970).
+        var at: Double?
     }
 
     static func deliveries(_ path: String) -> [Delivery] {
@@ -50,30 +47,11 @@ struct WebhookTests {
             return
         }
         try await withTemporaryDirectory { directory in
-            let record = directory + "/deliveries.jsonl"
-            let rules = directory + "/rules.json"
-            let portFile = directory + "/port"
             // Position 5 (doomed's first change) is always refused; fl's changes twice each.
-            try #"{"failPositions": [5], "flakyAccounts": {"fl": 2}}"#.write(toFile: rules, atomically: true, encoding: .utf8)
-            let receiver = Process()
-            receiver.executableURL = URL(fileURLWithPath: python)
-            receiver.arguments = [Self.receiver, Self.secret, record, rules, portFile]
-            // Nothing of the test runner's: a child that outlived the test would otherwise hold
-            // its output open.
-            receiver.standardOutput = FileHandle.nullDevice
-            receiver.standardError = FileHandle.nullDevice
-            try receiver.run()
-            // SIGKILL: a child spawned from this process may start with SIGTERM blocked.
-            defer {
-                kill(receiver.processIdentifier, SIGKILL)
-                receiver.waitUntilExit()
-            }
-            var port: Int?
-            for _ in 0..<500 where port == nil {
-                port = (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0) }
-                if port == nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
-            let receiverPort = try #require(port, "the receiver did not start")
+            let receiver = try await WebhookReceiver.start(
+                python: python, rules: #"{"failPositions": [5], "flakyAccounts": {"fl": 2}}"#, in: directory)
+            defer { receiver.stop() }
+            let (record, receiverPort) = (receiver.record, receiver.port)
 
             var configuration = try LedgerServerTests.configuration(in: directory)
             configuration.webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(receiverPort)/hook", secret: Self.secret, maxAttempts: 3)]
@@ -121,6 +99,17 @@ struct WebhookTests {
                 // Parked after the last of three attempts; the account's later change went on.
                 #expect(delivered.filter { $0.position == 5 }.map(\.status) == [500, 500, 500])
                 #expect(delivered.contains { $0.position == 6 && $0.status == 204 })
+                // The endpoint's metrics are the server's (GET /metrics); the last change is
+                // counted done just after the receiver answered it.
+                var metrics = ""
+                for _ in 0..<250 {
+                    metrics = try await client.send(.get, "/metrics", key: TestKeys.metrics).body
+                    if metrics.contains(#"ledger_webhook_done_total{endpoint="receiver"} 7"#) { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(metrics.contains(#"ledger_webhook_parked_total{endpoint="receiver"} 1"#), "\(metrics)")
+                #expect(metrics.contains(#"ledger_webhook_done_total{endpoint="receiver"} 7"#), "\(metrics)")
+                #expect(metrics.contains(#"ledger_webhook_failures_total{endpoint="receiver"} 7"#), "\(metrics)")
             }
             // What was parked is in the ledger, with its last error; the checkpoint is past it.
             do {
@@ -141,7 +130,7 @@ struct WebhookTests {
             // Sent again once the endpoint accepts it: asked for by the tool, sent by the next server.
             #expect(try runCommand(ledgerTool, ["webhooks", "retry", "--endpoint", "receiver", "--all", directory + "/ledger"]).status == 0)
             #expect(try runCommand(ledgerTool, ["webhooks", "parked", "-j", directory + "/ledger"]).text.isEmpty)
-            try #"{}"#.write(toFile: rules, atomically: true, encoding: .utf8)
+            try receiver.setRules("{}")
             let again = try await LedgerServer.application(configuration: configuration, logger: logger)
             try await again.test(.live) { _ in
                 for _ in 0..<500 {
@@ -153,6 +142,67 @@ struct WebhookTests {
             #expect(retried.map(\.status) == [500, 500, 500, 204])
             // Nothing done before was sent again by the second server.
             #expect(Self.deliveries(record).filter { $0.status == 204 }.count == 7)
+        }
+    }
+    /// The endpoint is down while changes are appended, then hangs without answering, trickles
+    /// a 2xx answer's body, or answers slowly: once it is back every change is acknowledged, in
+    /// order per account; a hung attempt is given up after `webhookTimeoutSeconds` and retried;
+    /// a 2xx head acknowledges however slowly its body comes, and holds up none of the account's
+    /// later changes.
+    @Test func anEndpointDownHangingOrTricklingGetsEveryChangeOnceItIsBack() async throws {
+        guard let python = Self.python else {
+            try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
+            return
+        }
+        try await withTemporaryDirectory { directory in
+            let receiverPort = try LedgerServerTests.freePort()
+            var configuration = try LedgerServerTests.configuration(in: directory)
+            configuration.webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(receiverPort)/hook", secret: Self.secret, maxAttempts: 1000)]
+            configuration.webhookFirstRetrySeconds = 0.05
+            configuration.webhookTimeoutSeconds = 1
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+            try await app.test(.live) { client in
+                // Nothing listens yet: every attempt is refused a connection.
+                _ = try await client.post(events: [
+                    Lines.added("e1", "h", payment: "H1", product: "com.example.tenhints"),
+                    Lines.added("e2", "t", payment: "T1", product: "com.example.tenhints"),
+                    Lines.added("e3", "s", payment: "S1", product: "com.example.tenhints"),
+                    Lines.purchased("e4", "t", payment: "T1", transaction: "t1"),
+                    Lines.purchased("e5", "h", payment: "H1", transaction: "t2"),
+                    Lines.purchased("e6", "s", payment: "S1", transaction: "t3"),
+                ])
+                try await Task.sleep(for: .milliseconds(800))
+                let receiver = try await WebhookReceiver.start(
+                    python: python, rules: #"{"hangAccounts": {"h": 1}, "trickleAccounts": {"t": 1}, "slowAccounts": {"s": 0.3}}"#,
+                    in: directory, port: receiverPort)
+                defer { receiver.stop() }
+                var delivered: [Delivery] = []
+                for _ in 0..<1500 {
+                    delivered = receiver.deliveries
+                    if Set(delivered.filter { [200, 204].contains($0.status) }.compactMap(\.id)).count == 6 { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(delivered.allSatisfy { $0.invalid == nil })
+                let acknowledged = delivered.filter { [200, 204].contains($0.status) }
+                #expect(Set(acknowledged.compactMap(\.position)) == [1, 2, 3, 4, 5, 6], "\(delivered.map { ($0.position, $0.status) })")
+                for (account, attempts) in Dictionary(grouping: delivered, by: { $0.account ?? "" }) {
+                    let firsts = attempts.filter { $0.attempt == 1 }.compactMap(\.position)
+                    #expect(firsts == firsts.sorted(), "\(account): \(firsts)")
+                }
+                // Each of h's changes hung once, then was acknowledged on the next attempt.
+                for position in [1, 5] {
+                    #expect(delivered.filter { $0.position == position }.map(\.status) == [0, 204], "\(position)")
+                }
+                // t's first change was acknowledged by the head of an answer whose body takes
+                // 200 s: sent once, and its next change came within the attempt's timeout.
+                #expect(delivered.filter { $0.position == 2 }.map(\.status) == [200])
+                let trickled = try #require(delivered.first { $0.position == 2 }?.at)
+                let next = try #require(delivered.first { $0.position == 4 }?.at)
+                #expect(next - trickled < 5, "t's next change waited \(next - trickled) s for a trickled body")
+                #expect(delivered.filter { $0.account == "s" }.allSatisfy { $0.status == 204 })
+            }
         }
     }
 }

@@ -18,36 +18,29 @@ extension LedgerCommand {
     }
 }
 
-/// What `ledger webhooks` reads and writes: the parked changes of `ledger-server`'s endpoints,
-/// under `webhooks/<endpoint>/parked/<id>` (and `…/retry/<id>` for those to send again).
+/// A parked change of one of `ledger-server`'s endpoints, as `ledger webhooks` lists and moves
+/// it (`WebhookState`: `webhooks/<endpoint>/parked/<id>`, and `…/retry/<id>` to send again).
 struct ParkedChange {
     var key: String
     var endpoint: String
-    var id: String
-    var account: String
-    var attempts: Int
-    var error: String
-    var parkedAt: String
+    var parked: WebhookState.Parked
+    /// The stored bytes, moved as they are to `…/retry/<id>`.
     var value: [UInt8]
 
-    /// Nil for a value that is not a parked change.
-    init?(key: String, value: [UInt8]) {
-        let parts = key.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
-        guard parts.count == 4, parts[0] == "webhooks", parts[2] == "parked",
-              let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any],
-              let id = object["id"] as? String, let account = object["account"] as? String else { return nil }
+    var id: String { parked.id }
+
+    /// Nil for a key that is not a parked change's; a value that does not decode is damage.
+    init?(key: String, value: [UInt8]) throws {
+        guard let endpoint = WebhookState.parkedEndpoint(ofKey: key),
+              let parked = try WebhookState.decode(WebhookState.Parked.self, value, key: key) else { return nil }
         self.key = key
-        endpoint = String(parts[1])
-        self.id = id
-        self.account = account
-        attempts = object["attempts"] as? Int ?? 0
-        error = object["error"] as? String ?? ""
-        parkedAt = object["parkedAt"] as? String ?? ""
+        self.endpoint = endpoint
+        self.parked = parked
         self.value = value
     }
 
-    static func all(in states: [(key: String, value: [UInt8])], endpoint: String?) -> [ParkedChange] {
-        states.compactMap { ParkedChange(key: $0.key, value: $0.value) }.filter { endpoint == nil || $0.endpoint == endpoint }
+    static func all(in states: [(key: String, value: [UInt8])], endpoint: String?) throws -> [ParkedChange] {
+        try states.compactMap { try ParkedChange(key: $0.key, value: $0.value) }.filter { endpoint == nil || $0.endpoint == endpoint }
     }
 }
 
@@ -78,12 +71,12 @@ struct ParkedSelection: ParsableArguments {
         let ledger = try location.openLedger(configuration: configuration)
         do {
             let endpoint = self.endpoint
-            let chosen = selected(ParkedChange.all(in: try ledger.feedStates(prefix: "webhooks/\(endpoint)/parked/"), endpoint: endpoint))
+            let chosen = selected(try ParkedChange.all(in: try ledger.feedStates(prefix: WebhookState.parkedPrefix(endpoint)), endpoint: endpoint))
             let keys = chosen.map(\.key)
             let count = try await ledger.updateFeedState { state in
                 var done = 0
                 for key in keys {
-                    guard let value = try state.value(key), let parked = ParkedChange(key: key, value: value) else { continue }
+                    guard let value = try state.value(key), let parked = try ParkedChange(key: key, value: value) else { continue }
                     try body(state, parked)
                     done += 1
                 }
@@ -118,17 +111,17 @@ extension LedgerCommand.Webhooks {
             try await runOrFail {
                 let log = try location.openLog()
                 defer { log.close() }
-                let parked = ParkedChange.all(in: try log.feedStates(prefix: "webhooks/"), endpoint: endpoint)
+                let parked = try ParkedChange.all(in: try log.feedStates(prefix: WebhookState.prefix), endpoint: endpoint)
                 if format.json {
                     var writer = JSONWriter(spaced: false)
                     for change in parked {
                         writer.beginObject()
                         writer.member("endpoint", change.endpoint)
                         writer.member("id", change.id)
-                        writer.member("account", change.account)
-                        writer.member("attempts", Int64(change.attempts))
-                        writer.member("error", change.error)
-                        writer.member("parkedAt", change.parkedAt)
+                        writer.member("account", change.parked.account)
+                        writer.member("attempts", Int64(change.parked.attempts))
+                        writer.member("error", change.parked.error)
+                        writer.member("parkedAt", change.parked.parkedAt)
                         writer.endObject()
                         writer.newline()
                     }
@@ -137,7 +130,8 @@ extension LedgerCommand.Webhooks {
                     try Console.output("no parked deliveries\n")
                 } else {
                     for change in parked {
-                        try Console.output("\(change.endpoint)  \(change.id)  \(change.account)  \(change.attempts) attempts  \(change.error)  parked \(change.parkedAt)\n")
+                        let parked = change.parked
+                        try Console.output("\(change.endpoint)  \(change.id)  \(parked.account)  \(parked.attempts) attempts  \(parked.error)  parked \(parked.parkedAt)\n")
                     }
                 }
             }
@@ -160,7 +154,7 @@ extension LedgerCommand.Webhooks {
             try await runOrFail {
                 let endpoint = selection.endpoint
                 let count = try await selection.update(location) { state, parked in
-                    try state.set("webhooks/\(endpoint)/retry/\(parked.id)", parked.value)
+                    try state.set(WebhookState.retryPrefix(endpoint) + parked.id, parked.value)
                     try state.set(parked.key, nil)
                 }
                 try Console.output("\(count) parked \(count == 1 ? "delivery" : "deliveries") to send again\n")

@@ -19,10 +19,19 @@ actor WebhookDispatcher {
     private let logger: Logger
     private let metrics: WebhookMetrics
     private let holder = UUID().uuidString
-    private let firstRetry: Duration
+    private let timing: Timing
     /// Changes read ahead and not done, at most.
     static let window = 1000
-    static let leaseSeconds: Int64 = 30
+
+    /// The configuration's timings (docs/FEEDS.md).
+    struct Timing: Sendable {
+        /// Later retries double it, up to four hours, with jitter.
+        var firstRetry: Duration
+        /// For an attempt's head, and then for its body.
+        var attemptTimeout: TimeAmount
+        /// Renewed every third of it.
+        var leaseSeconds: Int64
+    }
 
     // One delivery session's state.
     private var queues: [String: [LedgerChange]] = [:]
@@ -35,17 +44,20 @@ actor WebhookDispatcher {
     /// session) cannot move the checkpoint, since changes before them may not be read yet.
     private var readThrough = FeedCursor.start
 
-    init(endpoint: ServerConfiguration.Webhook, ledger: Ledger, client: HTTPClient, firstRetry: Duration, logger: Logger) throws {
+    init(
+        endpoint: ServerConfiguration.Webhook, ledger: Ledger, client: HTTPClient, timing: Timing,
+        metricsFactory: any MetricsFactory, logger: Logger
+    ) throws {
         guard let key = endpoint.key else { throw ServerConfigurationError("webhook \"\(endpoint.name)\": bad secret") }
         self.endpoint = endpoint
         self.ledger = ledger
         self.client = client
         self.signature = WebhookSignature(key: key)
-        self.firstRetry = firstRetry
+        self.timing = timing
         var logger = logger
         logger[metadataKey: "webhook"] = "\(endpoint.name)"
         self.logger = logger
-        metrics = WebhookMetrics(endpoint: endpoint.name)
+        metrics = WebhookMetrics(endpoint: endpoint.name, factory: metricsFactory)
     }
 
     /// Delivers while this server holds the endpoint's lease; otherwise waits for it.
@@ -68,7 +80,7 @@ actor WebhookDispatcher {
                     logger.error("webhook delivery failed; it starts again from its checkpoint", metadata: ["error": "\(error)"])
                 }
             }
-            try await Task.sleep(for: .seconds(Self.leaseSeconds / 3))
+            try await Task.sleep(for: .milliseconds(timing.leaseSeconds * 1000 / 3))
         }
     }
 
@@ -79,14 +91,14 @@ actor WebhookDispatcher {
     /// Takes or renews the lease when free, expired, or this server's.
     private func takeLease() async throws -> Bool {
         let key = WebhookState.leaseKey(endpoint.name)
-        let holder = self.holder
+        let (holder, leaseSeconds) = (self.holder, timing.leaseSeconds)
         return try await ledger.updateFeedState { state in
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             if let lease = try WebhookState.decode(WebhookState.Lease.self, try state.value(key), key: key),
                lease.holder != holder, lease.until > now {
                 return false
             }
-            try state.set(key, WebhookState.encode(WebhookState.Lease(holder: holder, until: now + Self.leaseSeconds * 1000)))
+            try state.set(key, WebhookState.encode(WebhookState.Lease(holder: holder, until: now + leaseSeconds * 1000)))
             return true
         }
     }
@@ -111,7 +123,7 @@ actor WebhookDispatcher {
                 group.addTask { try await self.deliver() }
                 group.addTask {
                     while true {
-                        try await Task.sleep(for: .seconds(Self.leaseSeconds / 3))
+                        try await Task.sleep(for: .milliseconds(self.timing.leaseSeconds * 1000 / 3))
                         guard try await self.takeLease() else { throw LeaseLost() }
                     }
                 }
@@ -217,7 +229,8 @@ actor WebhookDispatcher {
 
     /// Exponential, with jitter: the first retry within seconds, later ones up to four hours apart.
     private func backoff(after attempt: Int) -> Duration {
-        let base = Double(firstRetry.components.seconds) + Double(firstRetry.components.attoseconds) / 1e18
+        let first = timing.firstRetry
+        let base = Double(first.components.seconds) + Double(first.components.attoseconds) / 1e18
         let seconds = min(base * pow(2, Double(min(attempt - 1, 30))), 4 * 3600) * Double.random(in: 0.5...1.0)
         return .milliseconds(Int64(seconds * 1000))
     }
@@ -233,12 +246,22 @@ actor WebhookDispatcher {
         }
         request.body = .bytes(body)
         do {
-            let response = try await client.execute(request, timeout: .seconds(10))
-            // Read (and drop) at most 64 KiB of what it answers.
-            _ = try? await response.body.collect(upTo: 65_536)
+            let response = try await client.execute(request, timeout: timing.attemptTimeout)
+            // The status decides; the body (at most 64 KiB, read and dropped) may take no longer
+            // than the head may, so a receiver trickling or never ending it holds nothing up.
+            await Self.drain(response.body, within: timing.attemptTimeout)
             return (200..<300).contains(response.status.code) ? nil : "HTTP \(response.status.code)"
         } catch {
             return "\(error)"
+        }
+    }
+
+    private static func drain(_ body: HTTPClientResponse.Body, within timeout: TimeAmount) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { _ = try? await body.collect(upTo: 65_536) }
+            group.addTask { try? await Task.sleep(for: .nanoseconds(timeout.nanoseconds)) }
+            await group.next()
+            group.cancelAll()
         }
     }
 
@@ -312,13 +335,13 @@ struct WebhookMetrics {
     let backlog: Gauge
     let lagSeconds: Gauge
 
-    init(endpoint: String) {
+    init(endpoint: String, factory: any MetricsFactory) {
         let dimensions = [("endpoint", endpoint)]
-        attempts = Counter(label: "ledger_webhook_attempts_total", dimensions: dimensions)
-        failures = Counter(label: "ledger_webhook_failures_total", dimensions: dimensions)
-        delivered = Counter(label: "ledger_webhook_done_total", dimensions: dimensions)
-        parked = Counter(label: "ledger_webhook_parked_total", dimensions: dimensions)
-        backlog = Gauge(label: "ledger_webhook_backlog_changes", dimensions: dimensions)
-        lagSeconds = Gauge(label: "ledger_webhook_lag_seconds", dimensions: dimensions)
+        attempts = Counter(label: "ledger_webhook_attempts_total", dimensions: dimensions, factory: factory)
+        failures = Counter(label: "ledger_webhook_failures_total", dimensions: dimensions, factory: factory)
+        delivered = Counter(label: "ledger_webhook_done_total", dimensions: dimensions, factory: factory)
+        parked = Counter(label: "ledger_webhook_parked_total", dimensions: dimensions, factory: factory)
+        backlog = Gauge(label: "ledger_webhook_backlog_changes", dimensions: dimensions, factory: factory)
+        lagSeconds = Gauge(label: "ledger_webhook_lag_seconds", dimensions: dimensions, factory: factory)
     }
 }

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import CoreMetrics
 import Logging
 import NIOCore
 import PurchaseLedger
@@ -12,18 +13,25 @@ public struct WebhookService: Service {
     let client: HTTPClient
     let logger: Logger
 
-    /// Nil without webhooks in the configuration.
-    public static func configured(by configuration: ServerConfiguration, ledger: Ledger, logger: Logger) throws -> WebhookService? {
+    /// Nil without webhooks in the configuration. Each endpoint's metrics go to `metricsFactory`
+    /// (the one `GET /metrics` renders).
+    public static func configured(
+        by configuration: ServerConfiguration, ledger: Ledger, metricsFactory: any MetricsFactory, logger: Logger
+    ) throws -> WebhookService? {
         guard let endpoints = configuration.webhooks, !endpoints.isEmpty else { return nil }
+        let timing = WebhookDispatcher.Timing(
+            firstRetry: .milliseconds(Int64((configuration.webhookFirstRetrySeconds ?? 2) * 1000)),
+            attemptTimeout: .milliseconds(Int64((configuration.webhookTimeoutSeconds ?? 10) * 1000)),
+            leaseSeconds: Int64(configuration.webhookLeaseSeconds ?? 30))
         var clientConfiguration = HTTPClient.Configuration()
         // A redirect is not followed: the endpoint configured is the one that gets the data.
         clientConfiguration.redirectConfiguration = .disallow
-        clientConfiguration.timeout = .init(connect: .seconds(5), read: .seconds(10))
+        clientConfiguration.timeout = .init(connect: .seconds(5), read: timing.attemptTimeout)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
-        let firstRetry = Duration.milliseconds(Int64((configuration.webhookFirstRetrySeconds ?? 2) * 1000))
         do {
             let dispatchers = try endpoints.map {
-                try WebhookDispatcher(endpoint: $0, ledger: ledger, client: client, firstRetry: firstRetry, logger: logger)
+                try WebhookDispatcher(
+                    endpoint: $0, ledger: ledger, client: client, timing: timing, metricsFactory: metricsFactory, logger: logger)
             }
             return WebhookService(dispatchers: dispatchers, client: client, logger: logger)
         } catch {

@@ -3,12 +3,17 @@
 request, in RECORD. RULES (JSON, read at each request) says which deliveries to refuse:
 {"failPositions": [5]} answers 500 to every attempt at the changes of those positions, and
 {"flakyAccounts": {"fl": 2}} to the first two attempts at each change of account fl.
+Misbehaving on purpose, for the first N attempts at each change of an account:
+{"hangAccounts": {"h": N}} reads the request and never answers (for a minute);
+{"trickleAccounts": {"t": N}} answers 200 with a body of 1,000 bytes sent a byte every
+200 ms; {"slowAccounts": {"s": SECONDS}} answers 204 after SECONDS (every attempt).
 
-usage: webhook_receiver.py SECRET RECORD RULES PORT_FILE
+usage: webhook_receiver.py SECRET RECORD RULES PORT_FILE [PORT]
 """
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook
@@ -39,12 +44,28 @@ class Handler(BaseHTTPRequestHandler):
             attempts[payload["id"]] = attempt
         with open(rules_path) as file:
             rules = json.load(file)
+        account = payload["account"]
         refuse = (payload["position"] in rules.get("failPositions", [])
-                  or attempt <= rules.get("flakyAccounts", {}).get(payload["account"], 0))
-        status = 500 if refuse else 204
-        record({"id": payload["id"], "webhookId": headers["webhook-id"], "account": payload["account"],
+                  or attempt <= rules.get("flakyAccounts", {}).get(account, 0))
+        hang = attempt <= rules.get("hangAccounts", {}).get(account, 0)
+        trickle = attempt <= rules.get("trickleAccounts", {}).get(account, 0)
+        status = 500 if refuse else 0 if hang else 200 if trickle else 204
+        record({"id": payload["id"], "webhookId": headers["webhook-id"], "account": account,
                 "position": payload["position"], "attempt": attempt, "status": status,
-                "body": body.decode("utf-8")})
+                "body": body.decode("utf-8"), "at": time.time()})
+        if hang:
+            time.sleep(60)
+            return
+        if trickle:
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            for _ in range(1000):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.2)
+            return
+        time.sleep(rules.get("slowAccounts", {}).get(account, 0))
         self.answer(status)
 
     def answer(self, status):
@@ -56,7 +77,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+ThreadingHTTPServer.allow_reuse_address = True
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[5]) if len(sys.argv) > 5 else 0), Handler)
 with open(port_path + ".tmp", "w") as file:
     file.write(str(server.server_address[1]))
 import os  # noqa: E402
