@@ -6,7 +6,7 @@ import PurchaseLedger
 /// The events of a `POST /v1/events` body, by its Content-Type:
 ///
 /// - `application/json` (or none): one event object, or an array of them;
-/// - `application/x-ndjson`, `application/jsonl`, `application/x-jsonlines`: one event per
+/// - `application/x-ndjson`, `application/jsonl`, `application/x-jsonlines`, `application/json-lines`: one event per
 ///   line, as `ledger import` reads files (an empty line is a line, and rejected).
 ///
 /// One result per event, in order: an event that does not decode is rejected alone

@@ -182,7 +182,13 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         let after = try cursorParameter(request, header: nil)
         let limit = Int(try integerParameter(request, "limit", default: 100, range: 1...1000))
         let wait = try integerParameter(request, "wait", default: 0, range: 0...UInt64(ServerConfiguration.Limits.longestChangeWaitSeconds))
-        let (changes, next) = try await hub.changes(after: after, limit: limit, wait: .seconds(Int64(wait)))
+        let changes: [LedgerChange]
+        let next: FeedCursor
+        do {
+            (changes, next) = try await hub.changes(after: after, limit: limit, wait: .seconds(Int64(wait)))
+        } catch {
+            throw Self.httpError(storage: error, logger: context.logger)
+        }
         var writer = JSONWriter(spaced: false, capacity: 1024 + changes.count * 1024)
         writer.beginObject()
         writer.key("changes")
@@ -231,7 +237,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     private func cursorParameter(_ request: Request, header: String?) throws -> FeedCursor {
         guard let text = header ?? request.uri.queryParameters["after"].map(String.init) else { return .start }
         guard let cursor = FeedCursor(text) else {
-            throw LedgerHTTPError.badRequest("after must be a change's id or a log position, not \"\(LogSafe.metadata(String(text.prefix(64))))\"")
+            let name = header == nil ? "after" : "Last-Event-ID"
+            throw LedgerHTTPError.badRequest("\(name) must be a change's id or a log position, not \"\(LogSafe.metadata(String(text.prefix(64))))\"")
         }
         return cursor
     }
@@ -364,7 +371,12 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     /// A storage failure as an answer: 503 when the ledger is closing (retry elsewhere or
     /// later), 507 when it is full, else 500; nothing of the request was written in any case.
     static func httpError(storage error: any Error, logger: Logger) -> any Error {
-        if error is LedgerHTTPError || error is CancellationError { return error }
+        if error is LedgerHTTPError { return error }
+        if error is CancellationError {
+            // The server is stopping; an append may still commit, and a retry is then answered
+            // duplicate.
+            return LedgerHTTPError.unavailable("the server is stopping; retry")
+        }
         guard let storage = error as? StorageError else {
             logger.error("request failed", metadata: ["error": LogSafe.metadata("\(error)", limit: 500)])
             return LedgerHTTPError.internal("the ledger failed; nothing of this request was written")

@@ -1,0 +1,76 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Logging
+import PurchaseLedger
+import PurchaseLedgerLocation
+@testable import PurchaseLedgerServer
+import LedgerTestSupport
+import Testing
+
+/// `docs/openapi.yaml` against the running server: schemathesis (PyPI; not this project's code)
+/// reads the document and fuzzes every operation with what it generates from it, valid and
+/// invalid, with a key of every scope. Every answer must be one the document lists for the
+/// operation, with its content type, headers and body schema; none is a 5xx; and the ledger is
+/// unchanged by all of it (the document's own examples are events the ledger already holds,
+/// answered `duplicate`, and nothing else it sends is a valid event).
+struct OpenAPITests {
+    static let document = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/openapi.yaml").path
+    static let scripts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts").path
+    static let everyScope = "fuzz-key-0123456789abcdef0123456789abcd"
+
+    /// The Python with schemathesis (tools/test's virtual environment), when there is one.
+    static var python: String? {
+        let candidate = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] ?? "/usr/bin/python3"
+        guard let probe = try? ChildProcess(candidate, ["-c", "import schemathesis"]) else { return nil }
+        return probe.waitUntilExit() == .exited(0) ? candidate : nil
+    }
+
+    @Test func everyAnswerIsOneTheDocumentDescribesAndNothingRefusedChangesTheLedger() async throws {
+        guard let python = Self.python else {
+            try #require(!AppleVerifier.isRequired, "schemathesis is not installed (tools/test installs it)")
+            return
+        }
+        try await withTemporaryDirectory { directory in
+            var configuration = try LedgerServerTests.configuration(in: directory)
+            configuration.keys.append(.init(name: "fuzz", key: Self.everyScope, scopes: Scope.allCases))
+            // The App Store routes mounted, verifying with a root of the test fixtures.
+            configuration.appStore = .init(
+                bundleId: "com.example", appAppleId: 1234, environment: .sandbox,
+                trustedRoots: [Self.scripts + "/../Fixtures/certs/testCA.der"],
+                unattributedNotifications: directory + "/unattributed.jsonl")
+            var logger = Logger(label: "test")
+            logger.logLevel = .critical
+            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+            try await app.test(.live) { client in
+                // The events of the document's examples, so that sending them changes nothing.
+                let seeded = [
+                    #"{"id":"e1","type":"paymentAdded","account":"ana","at":"2026-03-14T08:00:00Z","payment":"A1","product":"com.example.tenhints"}"#,
+                    #"{"id":"e2","type":"transactionUpdated","account":"ana","at":"2026-03-14T08:00:01Z","payment":"A1","state":"purchased","transaction":"t1"}"#,
+                ]
+                let outcomes = try await client.post(events: seeded)
+                #expect(outcomes.map { $0["position"] as? Int } == [1, 2])
+                let port = try #require(client.port)
+                let fuzz = try ChildProcess(
+                    python, [Self.scripts + "/openapi_fuzz.py", Self.document, "http://127.0.0.1:\(port)", Self.everyScope, directory],
+                    output: .file(directory + "/schemathesis.txt"), error: .file(directory + "/schemathesis.err"))
+                let termination = await fuzz.exit()
+                let output = (try? String(contentsOfFile: directory + "/schemathesis.txt", encoding: .utf8)) ?? ""
+                let errors = (try? String(contentsOfFile: directory + "/schemathesis.err", encoding: .utf8)) ?? ""
+                #expect(termination == .exited(0), "schemathesis \(termination):\n\(output.suffix(12000))\n\(errors.suffix(2000))")
+
+                // Nothing it sent was appended.
+                // (A connection of its own: the test client's was idle for longer than the
+                // server keeps one open.)
+                let probe = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(10)))
+                probe.connect()
+                defer { Task { try? await probe.shutdown() } }
+                let health = try await probe.execute(.init("/v1/health", method: .get, authority: "localhost"))
+                let text = health.body.map { String(buffer: $0) } ?? ""
+                #expect(text.contains("\"position\": 2}"), "\(text)")
+            }
+        }
+    }
+}
