@@ -45,4 +45,4 @@ sys.exit(subprocess.call([
     "--exclude-path", "/v1/changes/stream",
     "--max-examples", "25", "--seed", "26", "--workers", "1", "--request-timeout", "10",
     "--report-dir", os.path.join(work, "report"),
-], env=environment))
+], env=environment, cwd=work))  # its cache goes in the work directory, not the checkout
