@@ -296,7 +296,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             guard let feeds = tables.feeds else { return [] }
             var states: [(key: String, value: [UInt8])] = []
             let start = Array(prefix.utf8)
-            try txn.scan(feeds, from: prefix) { key, value in
+            // LMDB has no empty key to seek to: every key starts with the empty prefix.
+            try txn.scan(feeds, from: prefix.isEmpty ? nil : prefix) { key, value in
                 guard key.starts(with: start) else { return false }
                 guard let name = String(validating: key, as: UTF8.self) else {
                     throw StorageError(.damaged, "the feeds table holds a key that is not UTF-8")

@@ -187,6 +187,10 @@ struct LedgerToolTests {
                     #expect(try ledger("export", to).output == ledger("export", from).output)
                     let replayed = try ledger("replay", "--json", "--as-of", Self.asOf, to)
                     #expect(try json(replayed.output) == json(ledger("replay", "--json", "--as-of", Self.asOf, from).output))
+                    // The same change feed, byte for byte: the copy took the source's clock.
+                    let feed = try ledger("changes", "-j", from)
+                    #expect(feed.status == 0 && !feed.output.isEmpty)
+                    #expect(try ledger("changes", "-j", to).output == feed.output)
                     let again = try ledger("copy", from, to)
                     #expect(again.status == 2)
                     #expect(again.error.contains("already holds a ledger"))

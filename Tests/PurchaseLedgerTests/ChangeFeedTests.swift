@@ -109,6 +109,45 @@ struct ChangeFeedTests {
         }
     }
 
+    /// `ledger copy`'s feed copy, from every backend to every other: the copy's feed is the
+    /// source's, change for change and byte for byte (its commits were made later, at other
+    /// instants, but it takes the source's clock), and the feed consumers' state comes along,
+    /// so that a webhook endpoint goes on where it was.
+    @Test(arguments: Backend.available, Backend.available)
+    func aCopyHasTheSourcesFeedAndItsConsumersState(from source: Backend, to destination: Backend) async throws {
+        try await withLedger(on: source) { ledger, sourceLocation in
+            for event in Self.deviceEvents() { try await ledger.appendAll([event]) }
+            try await ledger.recordClock()
+            let parked = WebhookState.Parked(id: "5.YmVu", account: "ben", attempts: 3, error: "HTTP 500", parkedAt: "2026-11-26T12:00:00Z", body: "{}")
+            try await ledger.updateFeedState { state in
+                try state.set(WebhookState.parkedPrefix("hook") + parked.id, WebhookState.encode(parked))
+            }
+            await ledger.close()
+            let log = try LedgerLog.open(location: sourceLocation)
+            defer { log.close() }
+            let sourceFeed = try await Self.collect(log.changes()) { _ in false }
+            try await withLocation(on: destination) { location in
+                var configuration = Ledger.Configuration.testing
+                configuration.copying = true
+                let copy = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: configuration)
+                // Later, one commit: other instants than the source's.
+                try await Task.sleep(for: .milliseconds(20))
+                _ = try await copy.appendAll(Self.deviceEvents())
+                try await copy.copyFeed(from: log, through: try log.lastPosition())
+                try copy.markCopyComplete()
+                await copy.close()
+
+                let copied = try LedgerLog.open(location: location)
+                defer { copied.close() }
+                let copyFeed = try await Self.collect(copied.changes()) { _ in false }
+                #expect(copyFeed.map(\.json) == sourceFeed.map(\.json))
+                let states = try copied.feedStates(prefix: WebhookState.prefix)
+                #expect(states.map(\.key) == ["webhooks/hook/parked/5.YmVu"])
+                #expect(try WebhookState.decode(WebhookState.Parked.self, states.first?.value, key: "parked") == parked)
+            }
+        }
+    }
+
     /// A subscription that expires is an expiry, even when an older transaction of the same
     /// product was refunded; a refund of the transaction that granted it is a refund.
     @Test func anExpiryIsNotARefundBecauseAnOlderTransactionWasRefunded() {

@@ -74,6 +74,7 @@ extension LedgerCommand {
                 }
                 let copier = LedgerCopier(source: sourceLog, destination: to, batchSize: batchSize)
                 let copied = try await copier.copy(resuming: resuming) { progress.update($0, of: last) }
+                try await copier.copyFeed(through: copied)
                 progress.clear()
                 if !format.json { Console.error("copied \(grouped(copied)) events from \(from.display) to \(to.display); verifying the copy") }
                 let copy = try to.location.openLog(logger: Logger(label: "ledger.copy"), options: LedgerLocation.processOptions, copying: true)
@@ -167,6 +168,19 @@ struct LedgerCopier {
         return configuration
     }
 
+    /// The source's clock readings through `last` and its feed consumers' state: the copy's
+    /// change feed is then the source's, and its webhook endpoints go on where they were.
+    func copyFeed(through last: UInt64) async throws {
+        let ledger = try destination.openLedger(catalog: nil, configuration: Self.configuration)
+        do {
+            try await ledger.copyFeed(from: source, through: last)
+        } catch {
+            await ledger.close()
+            throw error
+        }
+        await ledger.close()
+    }
+
     /// Marks the copy complete: from now on it opens as any ledger does.
     func markComplete() async throws {
         let ledger = try destination.openLedger(catalog: nil, configuration: Self.configuration)
@@ -240,6 +254,20 @@ struct LedgerCopier {
         }
         guard try copy.state(useSnapshots: false, progress: { progress(2 * (last / 3) + $0 / 3) }) == source.state(at: last) else {
             throw CommandFailure(message: "the copy's projections differ from the source's")
+        }
+        // The same feed: the copy's clock readings are the source's (a source still in use may
+        // have ticked since, at `last`). The consumers' state is as it was when copied.
+        var readings: [ClockReading] = []
+        try source.forEachClockReading(through: last) { readings.append($0) }
+        var index = 0
+        try copy.forEachClockReading(through: last) { reading in
+            guard index < readings.count, readings[index] == reading else {
+                throw CommandFailure(message: "the copy's clock reading at position \(reading.position) differs from the source's")
+            }
+            index += 1
+        }
+        guard readings.dropFirst(index).allSatisfy({ $0.position == last }) else {
+            throw CommandFailure(message: "the copy has \(index) clock readings, the source \(readings.count)")
         }
     }
 }

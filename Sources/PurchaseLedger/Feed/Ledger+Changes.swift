@@ -58,3 +58,43 @@ extension LedgerLog {
             storage: storage, after: cursor, follow: follow, excluding: environments, tick: nil, commits: nil, pollInterval: pollInterval)
     }
 }
+
+extension Ledger {
+    /// `ledger copy`: the source's clock readings through `last` (after the copy's newest, so
+    /// that an interrupted copy resumes) and its feed consumers' state, so that the copy's feed
+    /// is the source's (the same changes, ids and order) and its webhook endpoints go on where
+    /// they were instead of sending the whole history again. Call it on a ledger opened with
+    /// `Configuration.copying`, once its events are copied through `last`.
+    package func copyFeed(from source: LedgerLog, through last: UInt64) async throws {
+        guard let writer else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
+        var newest = try storage.read { try $0.lastClockReading() }
+        while true {
+            let page = try source.storage.read { try $0.clockReadings(after: newest, limit: 4096) }
+            let readings = page.filter { $0.position <= last }
+            if !readings.isEmpty {
+                _ = try await writer.write { storage in
+                    for reading in readings { try storage.recordClock(reading) }
+                }
+                newest = readings.last
+            }
+            guard readings.count == page.count, page.count == 4096 else { break }
+        }
+        let states = try source.feedStates(prefix: "")
+        try await updateFeedState { state in
+            for (key, value) in states { try state.set(key, value) }
+        }
+    }
+}
+
+extension LedgerLog {
+    /// Every clock reading at or before `last`, in order, a page at a time.
+    package func forEachClockReading(through last: UInt64, _ body: (ClockReading) throws -> Void) throws {
+        var newest: ClockReading?
+        while true {
+            let page = try storage.read { try $0.clockReadings(after: newest, limit: 4096) }
+            for reading in page where reading.position <= last { try body(reading) }
+            guard page.count == 4096, let end = page.last, end.position <= last else { return }
+            newest = end
+        }
+    }
+}

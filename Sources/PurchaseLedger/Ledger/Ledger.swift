@@ -98,7 +98,7 @@ public final class Ledger: Sendable {
             (catalog, catalogVersion) = try Self.establishCatalog(newCatalog, storage: storage, location: location, copying: configuration.copying, logger: logger)
             let opening = try Opening.projections(storage: storage, catalog: catalog, configuration: configuration)
             live = opening.live
-            if !configuration.readOnly { try Self.startClock(storage) }
+            if !configuration.readOnly, !configuration.copying { try Self.startClock(storage) }
             logger.info("opened ledger", metadata: [
                 "location": "\(location)", "events": "\(live.position)", "from": "\(opening.source)",
                 "took": "\(clock.now - started)", "readOnly": "\(configuration.readOnly)",

@@ -20,6 +20,9 @@ final class LedgerWriter: Sendable {
     private let logger: Logger
     private let onCommit: (@Sendable (CommitReport) -> Void)?
     private let committed: CommitSignal
+    /// False while `ledger copy` fills a copy: the copy gets the source's readings instead
+    /// (`Ledger.copyFeed`), so that its feed is the source's.
+    private let recordsClock: Bool
 
     init(
         storage: any LedgerStorage, live: LiveProjections, changes: DispatchQueue, follower: OtherProcessesFollower?,
@@ -34,6 +37,7 @@ final class LedgerWriter: Sendable {
         snapshots = SnapshotPolicy(configuration)
         logger = configuration.logger
         onCommit = configuration.onCommit
+        recordsClock = !configuration.copying
     }
 
     /// Queues work behind everything submitted before (see `WriteQueue.submit`).
@@ -156,7 +160,7 @@ final class LedgerWriter: Sendable {
             // Nothing to store: abort, so that not even LMDB's meta page changes.
             if session.appendedCount == 0 {
                 writer.discard()
-            } else {
+            } else if recordsClock {
                 // When the log reached this position, in the same commit: the feed's clock,
                 // which never goes back (another process's, or a wall clock stepped back).
                 try writer.recordClock(ClockReading(position: session.position, time: try Self.clockTime(writer)))
