@@ -9,8 +9,9 @@ import PurchaseLedger
 /// Delivers one endpoint's feed (docs/FEEDS.md): each change POSTed with Standard Webhooks'
 /// headers, at least once, in order per account; accounts do not wait for each other. A change
 /// not acknowledged (2xx) is retried with exponential backoff and jitter; after `maxAttempts` it
-/// is parked and the account's later changes go on. Progress is stored in the ledger after each
-/// change, and one server at a time delivers (a lease in the ledger's storage).
+/// is parked and the account's later changes go on. Progress is stored in the ledger every
+/// `progressInterval` while it moves, and one server at a time delivers (a lease in the
+/// ledger's storage).
 actor WebhookDispatcher {
     let endpoint: ServerConfiguration.Webhook
     private let ledger: Ledger
@@ -22,6 +23,10 @@ actor WebhookDispatcher {
     private let timing: Timing
     /// Changes read ahead and not done, at most.
     static let window = 1000
+    /// How often moved progress is stored: one write for every change done in between, instead
+    /// of one each (the ledger's one writer commits appends too). A server killed loses at most
+    /// this much progress, and sends those changes again.
+    static let progressInterval = Duration.milliseconds(100)
 
     /// The configuration's timings (docs/FEEDS.md).
     struct Timing: Sendable {
@@ -43,6 +48,8 @@ actor WebhookDispatcher {
     /// The greatest cursor this session read: `done` entries beyond it (done in an earlier
     /// session) cannot move the checkpoint, since changes before them may not be read yet.
     private var readThrough = FeedCursor.start
+    /// The checkpoint or the done changes moved since progress was last stored.
+    private var progressMoved = false
 
     init(
         endpoint: ServerConfiguration.Webhook, ledger: Ledger, client: HTTPClient, timing: Timing,
@@ -131,6 +138,9 @@ actor WebhookDispatcher {
                 group.cancelAll()
             }
         } catch {
+            // What was done since the last store, kept for the next holder (fenced: not once
+            // the lease is lost); in a task of its own, which a shutdown has not cancelled.
+            await Task { try? await self.storeProgress() }.value
             await releaseLease()
             throw error
         }
@@ -158,6 +168,12 @@ actor WebhookDispatcher {
                 while true {
                     try await self.deliverRetries()
                     try await Task.sleep(for: .seconds(1))
+                }
+            }
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: Self.progressInterval)
+                    try await self.storeProgress()
                 }
             }
             for try await change in ledger.changes(after: start, excluding: endpoint.excluded, pollInterval: .milliseconds(100)) {
@@ -278,7 +294,7 @@ actor WebhookDispatcher {
     }
 
     /// Records the change done (acknowledged or parked) and moves the checkpoint past every
-    /// change done before the oldest outstanding one; stored before the next is sent.
+    /// change done before the oldest outstanding one (stored within `progressInterval`).
     private func markDone(_ change: LedgerChange) async throws {
         if let index = outstanding.firstIndex(of: change.cursor) { outstanding.remove(at: index) }
         let insertAt = done.firstIndex { $0 > change.cursor } ?? done.count
@@ -301,9 +317,21 @@ actor WebhookDispatcher {
         } else {
             metrics.lagSeconds.record(0)
         }
+        progressMoved = true
+    }
+
+    /// Stores the checkpoint and the done changes after it, when they moved.
+    private func storeProgress() async throws {
+        guard progressMoved else { return }
+        progressMoved = false
         let progress = WebhookState.Progress(checkpoint: checkpoint.description, done: done.map(\.description))
         let key = WebhookState.progressKey(endpoint.name)
-        try await fencedUpdate { state in try state.set(key, WebhookState.encode(progress)) }
+        do {
+            try await fencedUpdate { state in try state.set(key, WebhookState.encode(progress)) }
+        } catch {
+            progressMoved = true
+            throw error
+        }
     }
 
     /// A write of this endpoint's state, made only while this server holds the lease (checked
