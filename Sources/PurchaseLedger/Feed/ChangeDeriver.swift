@@ -21,6 +21,10 @@ struct ChangeDeriver {
     private var due = DueInstants()
     /// The environments whose reports the projections leave out (a feed scoped to some).
     private let excluded: Set<StoreEnvironment>
+    /// Each account's projection after its last event in this reading, as of the reading's
+    /// time: the next event's "before" (a commit's events share that time), instead of building
+    /// it again. Emptied at every reading, so it holds only the accounts of one commit.
+    private var projectionsAsOfReading: [UTF8Key: AccountProjection?] = [:]
 
     init(catalog: Catalog, excluding excluded: Set<StoreEnvironment> = []) {
         self.catalog = catalog
@@ -32,6 +36,7 @@ struct ChangeDeriver {
     mutating func advance(to reading: ClockReading, log: LogReader, emit: (LedgerChange) throws -> Void) throws {
         let time = max(clock, reading.time)
         let position = state.position
+        projectionsAsOfReading.removeAll(keepingCapacity: true)
         while let (instant, account) = due.first(notAfter: time) {
             due.remove(account)
             if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
@@ -61,7 +66,7 @@ struct ChangeDeriver {
             if key != accounts[0] { accounts.append(key) }
         }
         accounts.sort()
-        let before = accounts.map { state.projection(of: $0, asOf: time, excluding: excluded) }
+        let before = accounts.map { projectionsAsOfReading[$0] ?? state.projection(of: $0, asOf: time, excluding: excluded) }
         do {
             try state.apply(event, at: record.position, catalog: catalog)
         } catch {
@@ -74,7 +79,9 @@ struct ChangeDeriver {
         for (account, before) in zip(accounts, before) {
             // Rescheduled even when nothing shows yet: a purchase dated later starts later.
             schedule(account, after: time)
-            guard let after = state.projection(of: account, asOf: time, excluding: excluded), after != before else { continue }
+            let after = state.projection(of: account, asOf: time, excluding: excluded)
+            projectionsAsOfReading[account] = .some(after)
+            guard let after, after != before else { continue }
             try emit(LedgerChange(
                 cursor: FeedCursor(position: record.position, account: account.string), account: account.string,
                 position: record.position, cause: cause, asOf: time,
