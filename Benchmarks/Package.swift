@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
     ],
     targets: [
         // The workloads, shared by the benchmarks: event generation, ledger fixtures, the raw
@@ -52,6 +53,22 @@ let package = Package(
             name: "command-line-bench",
             dependencies: ["Workloads", .product(name: "PurchaseLedger", package: ledgerPackage)],
             path: "Sources/CommandLineBench"
+        ),
+        // The change feed and webhooks: commit to a receiver's 2xx, the feed against a replay,
+        // group commit with endpoints delivering; writes a Markdown section for RESULTS.md.
+        .executableTarget(
+            name: "feed-bench",
+            dependencies: [
+                "Workloads",
+                .product(name: "PurchaseLedger", package: ledgerPackage),
+                .product(name: "PurchaseLedgerServer", package: ledgerPackage),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Sources/FeedBench"
         ),
         // Turns the benchmark results (JMH JSON) into RESULTS.md and the concurrency chart.
         .executableTarget(
