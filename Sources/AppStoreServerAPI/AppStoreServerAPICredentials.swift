@@ -26,10 +26,12 @@ public enum AppStoreServerAPIEnvironment: Sendable, Hashable {
     case sandbox
     case custom(baseURL: String)
 
+    /// The domains Apple recommends since its server update of 2026-05-05 (the `itunes` ones
+    /// it used before still answer).
     public var baseURL: String {
         switch self {
-        case .production: "https://api.storekit.itunes.apple.com"
-        case .sandbox: "https://api.storekit-sandbox.itunes.apple.com"
+        case .production: "https://api.storekit.apple.com"
+        case .sandbox: "https://api.storekit-sandbox.apple.com"
         case .custom(let baseURL): baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         }
     }

@@ -131,7 +131,7 @@ struct WebhookKillTests {
             }
             server.kill()
 
-            let changes = try runCommand(builtExecutable("ledger"), ["changes", "-j", directory + "/ledger"])
+            let changes = try await awaitCommand(builtExecutable("ledger"), ["changes", "-j", directory + "/ledger"])
             #expect(changes.status == 0, "\(changes.error)")
             let feed = changes.text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             let delivered = WebhookTests.deliveries(record)

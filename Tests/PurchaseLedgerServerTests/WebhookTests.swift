@@ -120,7 +120,7 @@ struct WebhookTests {
                 #expect(checkpoint?["checkpoint"] as? String == "7.Zmw")
             }
             let ledgerTool = builtExecutable("ledger")
-            let listed = try runCommand(ledgerTool, ["webhooks", "parked", "-j", directory + "/ledger"])
+            let listed = try await awaitCommand(ledgerTool, ["webhooks", "parked", "-j", directory + "/ledger"])
             #expect(listed.status == 0, "\(listed.error)")
             let parked = listed.text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             #expect(parked.map { $0["id"] as? String } == ["5.ZG9vbWVk"])
@@ -128,8 +128,8 @@ struct WebhookTests {
             #expect(parked.first?["error"] as? String == "HTTP 500")
 
             // Sent again once the endpoint accepts it: asked for by the tool, sent by the next server.
-            #expect(try runCommand(ledgerTool, ["webhooks", "retry", "--endpoint", "receiver", "--all", directory + "/ledger"]).status == 0)
-            #expect(try runCommand(ledgerTool, ["webhooks", "parked", "-j", directory + "/ledger"]).text.isEmpty)
+            #expect(try await awaitCommand(ledgerTool, ["webhooks", "retry", "--endpoint", "receiver", "--all", directory + "/ledger"]).status == 0)
+            #expect(try await awaitCommand(ledgerTool, ["webhooks", "parked", "-j", directory + "/ledger"]).text.isEmpty)
             try receiver.setRules("{}")
             let again = try await LedgerServer.application(configuration: configuration, logger: logger)
             try await again.test(.live) { _ in
@@ -179,7 +179,7 @@ struct WebhookTests {
                     in: directory, port: receiverPort)
                 defer { receiver.stop() }
                 var delivered: [Delivery] = []
-                for _ in 0..<1500 {
+                for _ in 0..<3000 {
                     delivered = receiver.deliveries
                     if Set(delivered.filter { [200, 204].contains($0.status) }.compactMap(\.id)).count == 6 { break }
                     try await Task.sleep(for: .milliseconds(20))
@@ -196,11 +196,12 @@ struct WebhookTests {
                     #expect(delivered.filter { $0.position == position }.map(\.status) == [0, 204], "\(position)")
                 }
                 // t's first change was acknowledged by the head of an answer whose body takes
-                // 200 s: sent once, and its next change came within the attempt's timeout.
+                // 200 s: sent once, and its next change came soon after the attempt's timeout (1 s;
+                // a loaded machine may take seconds more), long before the body could end.
                 #expect(delivered.filter { $0.position == 2 }.map(\.status) == [200])
                 let trickled = try #require(delivered.first { $0.position == 2 }?.at)
                 let next = try #require(delivered.first { $0.position == 4 }?.at)
-                #expect(next - trickled < 5, "t's next change waited \(next - trickled) s for a trickled body")
+                #expect(next - trickled < 10, "t's next change waited \(next - trickled) s for a trickled body")
                 #expect(delivered.filter { $0.account == "s" }.allSatisfy { $0.status == 204 })
             }
         }
