@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
-import Logging
 import PurchaseLedger
 import PurchaseLedgerLocation
 @testable import PurchaseLedgerServer
@@ -34,43 +33,40 @@ struct OpenAPITests {
             return
         }
         try await withTemporaryDirectory { directory in
-            var configuration = try LedgerServerTests.configuration(in: directory)
+            var configuration = try LedgerServerTests.configuration(in: directory, port: try LedgerServerTests.freePort())
             configuration.keys.append(.init(name: "fuzz", key: Self.everyScope, scopes: Scope.allCases))
             // The App Store routes mounted, verifying with a root of the test fixtures.
             configuration.appStore = .init(
                 bundleId: "com.example", appAppleId: 1234, environment: .sandbox,
                 trustedRoots: [Self.scripts + "/../Fixtures/certs/testCA.der"],
                 unattributedNotifications: directory + "/unattributed.jsonl")
-            var logger = Logger(label: "test")
-            logger.logLevel = .critical
-            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
-            try await app.test(.live) { client in
-                // The events of the document's examples, so that sending them changes nothing.
-                let seeded = [
-                    #"{"id":"e1","type":"paymentAdded","account":"ana","at":"2026-03-14T08:00:00Z","payment":"A1","product":"com.example.tenhints"}"#,
-                    #"{"id":"e2","type":"transactionUpdated","account":"ana","at":"2026-03-14T08:00:01Z","payment":"A1","state":"purchased","transaction":"t1"}"#,
-                ]
-                let outcomes = try await client.post(events: seeded)
-                #expect(outcomes.map { $0["position"] as? Int } == [1, 2])
-                let port = try #require(client.port)
-                let fuzz = try ChildProcess(
-                    python, [Self.scripts + "/openapi_fuzz.py", Self.document, "http://127.0.0.1:\(port)", Self.everyScope, directory],
-                    output: .file(directory + "/schemathesis.txt"), error: .file(directory + "/schemathesis.err"))
-                let termination = await fuzz.exit()
-                let output = (try? String(contentsOfFile: directory + "/schemathesis.txt", encoding: .utf8)) ?? ""
-                let errors = (try? String(contentsOfFile: directory + "/schemathesis.err", encoding: .utf8)) ?? ""
-                #expect(termination == .exited(0), "schemathesis \(termination):\n\(output.suffix(12000))\n\(errors.suffix(2000))")
+            // The built server in a process of its own: answers are timed, and in this process
+            // other suites' tests may hold Swift concurrency's threads for seconds.
+            let server = try await BuiltServer.start(configuration, in: directory)
+            defer { server.kill() }
+            let port = configuration.bind.port
+            // The events of the document's examples, so that sending them changes nothing.
+            let seeded = await BuiltServer.post([
+                #"{"id":"e1","type":"paymentAdded","account":"ana","at":"2026-03-14T08:00:00Z","payment":"A1","product":"com.example.tenhints"}"#,
+                #"{"id":"e2","type":"transactionUpdated","account":"ana","at":"2026-03-14T08:00:01Z","payment":"A1","state":"purchased","transaction":"t1"}"#,
+            ], port: port)
+            try #require(seeded)
 
-                // Nothing it sent was appended.
-                // (A connection of its own: the test client's was idle for longer than the
-                // server keeps one open.)
-                let probe = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(10)))
-                probe.connect()
-                defer { Task { try? await probe.shutdown() } }
-                let health = try await probe.execute(.init("/v1/health", method: .get, authority: "localhost"))
-                let text = health.body.map { String(buffer: $0) } ?? ""
-                #expect(text.contains("\"position\": 2}"), "\(text)")
-            }
+            let fuzz = try ChildProcess(
+                python, [Self.scripts + "/openapi_fuzz.py", Self.document, "http://127.0.0.1:\(port)", Self.everyScope, directory],
+                output: .file(directory + "/schemathesis.txt"), error: .file(directory + "/schemathesis.err"))
+            let termination = await fuzz.exit()
+            let output = (try? String(contentsOfFile: directory + "/schemathesis.txt", encoding: .utf8)) ?? ""
+            let errors = (try? String(contentsOfFile: directory + "/schemathesis.err", encoding: .utf8)) ?? ""
+            #expect(termination == .exited(0), "schemathesis \(termination):\n\(output.suffix(12000))\n\(errors.suffix(2000))")
+
+            // Nothing it sent was appended.
+            let probe = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(10)))
+            probe.connect()
+            defer { Task { try? await probe.shutdown() } }
+            let health = try await probe.execute(.init("/v1/health", method: .get, authority: "localhost"))
+            let text = health.body.map { String(buffer: $0) } ?? ""
+            #expect(text.contains("\"position\": 2}"), "\(text)")
         }
     }
 }

@@ -20,35 +20,6 @@ struct WebhookKillTests {
         ProcessInfo.processInfo.environment["PURCHASE_LEDGER_WEBHOOK_KILLS"].flatMap { Int($0) } ?? 3
     }
 
-    /// Starts the server in `directory` with `configuration` (written to a file) and waits for
-    /// its health to answer.
-    static func start(_ configuration: ServerConfiguration, in directory: String) async throws -> ChildProcess {
-        try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: directory + "/config.json"))
-        let process = try ChildProcess(LedgerServerTests.binary("ledger-server"), ["--config", directory + "/config.json", "--log-level", "error"])
-        for _ in 0..<400 {
-            let probe = TestClient(host: "127.0.0.1", port: configuration.bind.port, configuration: .init(timeout: .seconds(2)))
-            probe.connect()
-            let up = (try? await probe.execute(.init("/v1/health", method: .get, authority: "localhost")))?.status == .ok
-            try? await probe.shutdown()
-            if up { return process }
-            try await Task.sleep(for: .milliseconds(25))
-        }
-        process.kill()
-        throw TestFailure("ledger-server did not start")
-    }
-
-    static func post(_ lines: [String], port: Int) async -> Bool {
-        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(5)))
-        client.connect()
-        defer { Task { try? await client.shutdown() } }
-        var headers = HTTPFields()
-        headers[.authorization] = "Bearer \(TestKeys.writer)"
-        headers[.contentType] = "application/x-ndjson"
-        let response = try? await client.execute(.init(
-            "/v1/events", method: .post, authority: "localhost", headers: headers, body: ByteBuffer(string: lines.joined(separator: "\n"))))
-        return response?.status == .ok
-    }
-
     @Test func killedAtRandomWhileDeliveringItLosesNoChange() async throws {
         guard let python = WebhookTests.python else {
             try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
@@ -69,7 +40,7 @@ struct WebhookKillTests {
             var batch = 0
             var acknowledgedAppends = 0
             for _ in 0..<Self.kills {
-                let server = try await Self.start(configuration, in: directory)
+                let server = try await BuiltServer.start(configuration, in: directory)
                 // Appends keep coming while the server is killed at a random moment.
                 let killAfter = Int.random(in: 20...400, using: &random)
                 let (round, port) = (batch, configuration.bind.port)
@@ -79,7 +50,7 @@ struct WebhookKillTests {
                     var acknowledged = 0
                     while !Task.isCancelled {
                         sent += 1
-                        if await Self.post([
+                        if await BuiltServer.post([
                             Lines.added("k\(round)-\(sent)", "acct-\(sent % 7)", payment: "P\(round)-\(sent)", product: "com.example.tenhints"),
                             Lines.purchased("k\(round)-\(sent)-p", "acct-\(sent % 7)", payment: "P\(round)-\(sent)", transaction: "t\(round)-\(sent)"),
                         ], port: port) {
@@ -101,7 +72,7 @@ struct WebhookKillTests {
                 batch += 1
             }
             // Once more, to the end: until the receiver has every change of the feed.
-            let server = try await Self.start(configuration, in: directory)
+            let server = try await BuiltServer.start(configuration, in: directory)
             // Killed also when an expectation below throws: an orphan would keep serving.
             defer { server.kill() }
             let client = TestClient(host: "127.0.0.1", port: configuration.bind.port, configuration: .init(timeout: .seconds(30)))
