@@ -40,7 +40,7 @@ struct ChangeDeriver {
         while let (instant, account) = due.first(notAfter: time) {
             due.remove(account)
             if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
-            schedule(account, after: instant)
+            schedule(account, view: view(of: account), after: instant)
         }
         if reading.position > position {
             try log.forEachRecord(from: position + 1, through: reading.position) { record in
@@ -77,9 +77,11 @@ struct ChangeDeriver {
         }
         let cause = LedgerChange.Cause.event(id: event.id, type: event.type)
         for (account, before) in zip(accounts, before) {
+            // One view of the account for both its next instant and its projection.
+            let view = self.view(of: account)
             // Rescheduled even when nothing shows yet: a purchase dated later starts later.
-            schedule(account, after: time)
-            let after = state.projection(of: account, asOf: time, excluding: excluded)
+            schedule(account, view: view, after: time)
+            let after = view.map { AccountProjection(view: $0, asOf: time) }
             projectionsAsOfReading[account] = .some(after)
             guard let after, after != before else { continue }
             try emit(LedgerChange(
@@ -99,9 +101,14 @@ struct ChangeDeriver {
             differences: ChangeDifference.between(before, after, cause: cause), projection: after)
     }
 
-    private mutating func schedule(_ account: UTF8Key, after time: Timestamp) {
-        guard let accountState = state.accounts[account] else { return }
-        let view = AccountView(account: account.string, state: accountState, excluding: excluded) { state.revocations[$0] != nil }
+    /// The account's state in the feed's view of environments; nil for an account with none.
+    private func view(of account: UTF8Key) -> AccountView? {
+        guard let accountState = state.accounts[account] else { return nil }
+        return AccountView(account: account.string, state: accountState, excluding: excluded) { state.revocations[$0] != nil }
+    }
+
+    private mutating func schedule(_ account: UTF8Key, view: AccountView?, after time: Timestamp) {
+        guard let view else { return }
         if let next = view.instants.first(where: { $0 > time }) {
             due.schedule(account, at: next)
         } else {
