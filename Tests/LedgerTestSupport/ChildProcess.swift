@@ -158,10 +158,12 @@ public final class ChildProcess: @unchecked Sendable {
     /// Waits for the child to end, blocking the calling thread.
     @discardableResult
     public func waitUntilExit() -> Termination {
+        if let ended = termination.withLock({ $0 }) { return ended }
         // Wait without reaping, then reap under the lock: `isRunning` may be asked meanwhile.
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0, errno == EINTR {}
-        return reap(blocking: true) ?? .signalled(0)
+        // Nil only when something else reaped it (ECHILD): no status then, and never a success.
+        return reap(blocking: true) ?? .signalled(-1)
     }
 
     /// Waits for the child to end on a Dispatch thread, never on one of Swift concurrency's.

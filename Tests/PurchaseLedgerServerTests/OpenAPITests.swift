@@ -21,14 +21,14 @@ struct OpenAPITests {
     static let everyScope = "fuzz-key-0123456789abcdef0123456789abcd"
 
     /// The Python with schemathesis (tools/test's virtual environment), when there is one.
-    static var python: String? {
+    static func python() async -> String? {
         let candidate = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] ?? "/usr/bin/python3"
         guard let probe = try? ChildProcess(candidate, ["-c", "import schemathesis"]) else { return nil }
-        return probe.waitUntilExit() == .exited(0) ? candidate : nil
+        return await probe.exit() == .exited(0) ? candidate : nil
     }
 
     @Test func everyAnswerIsOneTheDocumentDescribesAndNothingRefusedChangesTheLedger() async throws {
-        guard let python = Self.python else {
+        guard let python = await Self.python() else {
             try #require(!AppleVerifier.isRequired, "schemathesis is not installed (tools/test installs it)")
             return
         }

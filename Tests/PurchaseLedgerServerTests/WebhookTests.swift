@@ -17,10 +17,10 @@ struct WebhookTests {
     static let receiver = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Scripts/webhook_receiver.py").path
 
     /// The Python with `standardwebhooks` (tools/test's virtual environment), when there is one.
-    static var python: String? {
+    static func python() async -> String? {
         let candidate = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] ?? "/usr/bin/python3"
         guard let probe = try? ChildProcess(candidate, ["-c", "import standardwebhooks"]) else { return nil }
-        return probe.waitUntilExit() == .exited(0) ? candidate : nil
+        return await probe.exit() == .exited(0) ? candidate : nil
     }
 
     struct Delivery: Decodable {
@@ -42,7 +42,7 @@ struct WebhookTests {
     }
 
     @Test func everyChangeReachesAVerifyingReceiverInOrderAndOneAlwaysRefusedIsParked() async throws {
-        guard let python = Self.python else {
+        guard let python = await Self.python() else {
             try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
             return
         }
@@ -150,7 +150,7 @@ struct WebhookTests {
     /// a 2xx head acknowledges however slowly its body comes, and holds up none of the account's
     /// later changes.
     @Test func anEndpointDownHangingOrTricklingGetsEveryChangeOnceItIsBack() async throws {
-        guard let python = Self.python else {
+        guard let python = await Self.python() else {
             try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
             return
         }

@@ -72,9 +72,13 @@ extension LedgerCommand {
                         : "every event was copied to \(destinationName), but the copy was not yet checked against the source: "
                             + "run the same ledger copy again to check it and mark it complete"
                 }
+                // The feed consumers' state, read before the copy reads the source's last
+                // position: no cursor in it can then be past the copy's last event, even while
+                // the source's servers deliver.
+                let feedStates = try sourceLog.feedStates(prefix: "").filter { !WebhookState.isLeaseKey($0.key) }
                 let copier = LedgerCopier(source: sourceLog, destination: to, batchSize: batchSize)
                 let copied = try await copier.copy(resuming: resuming) { progress.update($0, of: last) }
-                try await copier.copyFeed(through: copied)
+                try await copier.copyFeed(through: copied, states: feedStates)
                 progress.clear()
                 if !format.json { Console.error("copied \(grouped(copied)) events from \(from.display) to \(to.display); verifying the copy") }
                 let copy = try to.location.openLog(logger: Logger(label: "ledger.copy"), options: LedgerLocation.processOptions, copying: true)
@@ -168,12 +172,13 @@ struct LedgerCopier {
         return configuration
     }
 
-    /// The source's clock readings through `last` and its feed consumers' state: the copy's
-    /// change feed is then the source's, and its webhook endpoints go on where they were.
-    func copyFeed(through last: UInt64) async throws {
+    /// The source's clock readings through `last` and its feed consumers' `states` (read before
+    /// `last` was): the copy's change feed is then the source's, and its webhook endpoints go
+    /// on where they were.
+    func copyFeed(through last: UInt64, states: [(key: String, value: [UInt8])]) async throws {
         let ledger = try destination.openLedger(catalog: nil, configuration: Self.configuration)
         do {
-            try await ledger.copyFeed(from: source, through: last)
+            try await ledger.copyFeed(from: source, through: last, states: states)
         } catch {
             await ledger.close()
             throw error

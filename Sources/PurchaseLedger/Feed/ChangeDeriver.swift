@@ -75,6 +75,9 @@ struct ChangeDeriver {
             catalog = newest
             try state.apply(event, at: record.position, catalog: catalog)
         }
+        // A revocation counts in every account that names the transaction, not only those
+        // listed: their projections computed earlier in this reading may no longer hold.
+        if case .revoked = event.payload { projectionsAsOfReading.removeAll(keepingCapacity: true) }
         let cause = LedgerChange.Cause.event(id: event.id, type: event.type)
         for (account, before) in zip(accounts, before) {
             // One view of the account for both its next instant and its projection.

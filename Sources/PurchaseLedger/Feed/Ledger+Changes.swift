@@ -61,11 +61,12 @@ extension LedgerLog {
 
 extension Ledger {
     /// `ledger copy`: the source's clock readings through `last` (after the copy's newest, so
-    /// that an interrupted copy resumes) and its feed consumers' state, so that the copy's feed
-    /// is the source's (the same changes, ids and order) and its webhook endpoints go on where
-    /// they were instead of sending the whole history again. Call it on a ledger opened with
-    /// `Configuration.copying`, once its events are copied through `last`.
-    package func copyFeed(from source: LedgerLog, through last: UInt64) async throws {
+    /// that an interrupted copy resumes) and its feed consumers' `states`, so that the copy's
+    /// feed is the source's (the same changes, ids and order) and its webhook endpoints go on
+    /// where they were instead of sending the whole history again. Call it on a ledger opened
+    /// with `Configuration.copying`, once its events are copied through `last`; `states` must
+    /// have been read before `last` was, so that no cursor in them is past the copy's events.
+    package func copyFeed(from source: LedgerLog, through last: UInt64, states: [(key: String, value: [UInt8])]) async throws {
         guard let writer else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
         var newest = try storage.read { try $0.lastClockReading() }
         while true {
@@ -79,7 +80,6 @@ extension Ledger {
             }
             guard readings.count == page.count, page.count == 4096 else { break }
         }
-        let states = try source.feedStates(prefix: "")
         try await updateFeedState { state in
             for (key, value) in states { try state.set(key, value) }
         }

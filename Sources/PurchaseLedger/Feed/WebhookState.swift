@@ -10,6 +10,12 @@ package enum WebhookState {
     /// Parked changes asked to be sent again (`ledger webhooks retry`), in the parked form.
     package static func retryPrefix(_ endpoint: String) -> String { "webhooks/\(endpoint)/retry/" }
 
+    /// Whether `key` is an endpoint's lease: the server holding it is the source's, so a copy
+    /// of the ledger leaves it out.
+    package static func isLeaseKey(_ key: String) -> Bool {
+        key.hasPrefix(prefix) && key.hasSuffix("/lease")
+    }
+
     /// The endpoint of a parked change's key, nil for any other key.
     package static func parkedEndpoint(ofKey key: String) -> String? {
         let parts = key.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)

@@ -221,6 +221,9 @@ actor WebhookDispatcher {
             attempt += 1
             metrics.attempts.increment()
             guard let failure = await post(id: id, body: body) else { return (attempt, nil) }
+            // An attempt cut short by a shutdown or a lost lease is no refusal: the change is
+            // sent again by whoever delivers next, never parked for it.
+            try Task.checkCancellation()
             metrics.failures.increment()
             logger.debug("webhook delivery failed", metadata: ["change": "\(id)", "attempt": "\(attempt)", "error": "\(failure)"])
             guard attempt < maximum else { return (attempt, failure) }
