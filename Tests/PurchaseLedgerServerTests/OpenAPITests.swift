@@ -22,9 +22,7 @@ struct OpenAPITests {
 
     /// The Python with schemathesis (tools/test's virtual environment), when there is one.
     static func python() async -> String? {
-        let candidate = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] ?? "/usr/bin/python3"
-        guard let probe = try? ChildProcess(candidate, ["-c", "import schemathesis"]) else { return nil }
-        return await probe.exit() == .exited(0) ? candidate : nil
+        await PurchaseLedgerServerTests.python(importing: "schemathesis")
     }
 
     @Test func everyAnswerIsOneTheDocumentDescribesAndNothingRefusedChangesTheLedger() async throws {

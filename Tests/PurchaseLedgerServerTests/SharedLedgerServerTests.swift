@@ -199,8 +199,7 @@ struct SharedLedgerServerTests {
             let receiver = try await WebhookReceiver.start(python: python, rules: "{}", in: directory)
             defer { receiver.stop() }
             let configure: (inout ServerConfiguration) -> Void = {
-                $0.webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(receiver.port)/hook", secret: WebhookTests.secret, maxAttempts: 1000)]
-                $0.webhookFirstRetrySeconds = 0.05
+                $0.deliverWebhooks(toPort: receiver.port, maxAttempts: 1000)
                 $0.webhookLeaseSeconds = 3
             }
             let servers = try await (0..<3).asyncMap {
@@ -310,16 +309,8 @@ final class ServerProcess: Sendable {
             ledger: databaseURL, catalog: directory + "/catalog.json",
             bind: .init(host: "127.0.0.1", port: port), keys: TestKeys.configured)
         configure(&configuration)
-        let path = directory + "/server-\(index).json"
-        try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: path))
-        let process = try ChildProcess(LedgerServerTests.binary("ledger-server"), ["--config", path, "--log-level", "error"])
-        let server = ServerProcess(index: index, port: port, process: process)
-        for _ in 0..<300 {
-            if (try? await server.request(.get, "/v1/health"))?.0 == .ok { return server }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        server.stop()
-        throw TestFailure("ledger-server \(index) did not start")
+        let process = try await BuiltServer.start(configuration, in: directory, name: "server-\(index).json")
+        return ServerProcess(index: index, port: port, process: process)
     }
 
     func request(_ method: HTTPRequest.Method, _ path: String, key: String? = nil, body: String? = nil) async throws -> (HTTPResponse.Status, String) {

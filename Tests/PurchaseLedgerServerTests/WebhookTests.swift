@@ -18,9 +18,7 @@ struct WebhookTests {
 
     /// The Python with `standardwebhooks` (tools/test's virtual environment), when there is one.
     static func python() async -> String? {
-        let candidate = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] ?? "/usr/bin/python3"
-        guard let probe = try? ChildProcess(candidate, ["-c", "import standardwebhooks"]) else { return nil }
-        return await probe.exit() == .exited(0) ? candidate : nil
+        await PurchaseLedgerServerTests.python(importing: "standardwebhooks")
     }
 
     struct Delivery: Decodable {
@@ -54,8 +52,7 @@ struct WebhookTests {
             let (record, receiverPort) = (receiver.record, receiver.port)
 
             var configuration = try LedgerServerTests.configuration(in: directory)
-            configuration.webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(receiverPort)/hook", secret: Self.secret, maxAttempts: 3)]
-            configuration.webhookFirstRetrySeconds = 0.05
+            configuration.deliverWebhooks(toPort: receiverPort, maxAttempts: 3)
             var logger = Logger(label: "test")
             logger.logLevel = .error
             let app = try await LedgerServer.application(configuration: configuration, logger: logger)
@@ -157,8 +154,7 @@ struct WebhookTests {
         try await withTemporaryDirectory { directory in
             let receiverPort = try LedgerServerTests.freePort()
             var configuration = try LedgerServerTests.configuration(in: directory)
-            configuration.webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(receiverPort)/hook", secret: Self.secret, maxAttempts: 1000)]
-            configuration.webhookFirstRetrySeconds = 0.05
+            configuration.deliverWebhooks(toPort: receiverPort, maxAttempts: 1000)
             configuration.webhookTimeoutSeconds = 1
             var logger = Logger(label: "test")
             logger.logLevel = .error

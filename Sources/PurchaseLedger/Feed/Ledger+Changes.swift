@@ -69,16 +69,11 @@ extension Ledger {
     package func copyFeed(from source: LedgerLog, through last: UInt64, states: [(key: String, value: [UInt8])]) async throws {
         guard let writer else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
         var newest = try storage.read { try $0.lastClockReading() }
-        while true {
-            let page = try source.storage.read { try $0.clockReadings(after: newest, limit: 4096) }
-            let readings = page.filter { $0.position <= last }
-            if !readings.isEmpty {
-                _ = try await writer.write { storage in
-                    for reading in readings { try storage.recordClock(reading) }
-                }
-                newest = readings.last
+        while case let readings = try source.clockReadings(after: newest, through: last), !readings.isEmpty {
+            _ = try await writer.write { storage in
+                for reading in readings { try storage.recordClock(reading) }
             }
-            guard readings.count == page.count, page.count == 4096 else { break }
+            newest = readings.last
         }
         try await updateFeedState { state in
             for (key, value) in states { try state.set(key, value) }
@@ -87,14 +82,18 @@ extension Ledger {
 }
 
 extension LedgerLog {
+    /// The next page of clock readings after `newest` (from the first when nil) and at or
+    /// before `last`; empty once there is none.
+    package func clockReadings(after newest: ClockReading?, through last: UInt64) throws -> [ClockReading] {
+        try storage.read { try $0.clockReadings(after: newest, limit: 4096) }.filter { $0.position <= last }
+    }
+
     /// Every clock reading at or before `last`, in order, a page at a time.
     package func forEachClockReading(through last: UInt64, _ body: (ClockReading) throws -> Void) throws {
         var newest: ClockReading?
-        while true {
-            let page = try storage.read { try $0.clockReadings(after: newest, limit: 4096) }
-            for reading in page where reading.position <= last { try body(reading) }
-            guard page.count == 4096, let end = page.last, end.position <= last else { return }
-            newest = end
+        while case let page = try clockReadings(after: newest, through: last), !page.isEmpty {
+            for reading in page { try body(reading) }
+            newest = page.last
         }
     }
 }

@@ -7,11 +7,12 @@ import LedgerTestSupport
 
 /// The built `ledger-server`, in a process of its own on a loopback port.
 enum BuiltServer {
-    /// Starts the server in `directory` with `configuration` (written to a file) and waits for
-    /// its health to answer.
-    static func start(_ configuration: ServerConfiguration, in directory: String) async throws -> ChildProcess {
-        try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: directory + "/config.json"))
-        let process = try ChildProcess(LedgerServerTests.binary("ledger-server"), ["--config", directory + "/config.json", "--log-level", "error"])
+    /// Starts the server in `directory` with `configuration` (written to the file `name` there)
+    /// and waits for its health to answer.
+    static func start(_ configuration: ServerConfiguration, in directory: String, name: String = "config.json") async throws -> ChildProcess {
+        let path = directory + "/" + name
+        try JSONEncoder().encode(configuration).write(to: URL(fileURLWithPath: path))
+        let process = try ChildProcess(LedgerServerTests.binary("ledger-server"), ["--config", path, "--log-level", "error"])
         for _ in 0..<400 {
             let probe = TestClient(host: "127.0.0.1", port: configuration.bind.port, configuration: .init(timeout: .seconds(2)))
             probe.connect()

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerTestSupport
+@testable import PurchaseLedgerServer
 
 /// `Scripts/webhook_receiver.py` on a loopback port: it verifies every delivery with Python's
 /// `standardwebhooks` and records each request as a JSON line in `record`; `rules` (JSON, read
@@ -46,4 +47,13 @@ final class WebhookReceiver: Sendable {
     }
 
     func stop() { child.kill() }
+}
+
+extension ServerConfiguration {
+    /// Webhooks to the test receiver on `port` (the endpoint "receiver"), the first retry after
+    /// 50 ms.
+    mutating func deliverWebhooks(toPort port: Int, maxAttempts: Int) {
+        webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(port)/hook", secret: WebhookTests.secret, maxAttempts: maxAttempts)]
+        webhookFirstRetrySeconds = 0.05
+    }
 }
