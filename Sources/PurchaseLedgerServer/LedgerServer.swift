@@ -56,10 +56,11 @@ public enum LedgerServer {
         let ledger = try LedgerLocation(configuration.ledger).openLedger(catalog: catalog, configuration: ledgerConfiguration)
 
         var notifications: AppStoreNotificationHandler?
-        let changeFeed = ChangeFeedHub(ledger: ledger, logger: logger)
+        let changeFeed = ChangeFeedHub(ledger: ledger, priority: configuration.feedPriority ?? .background, logger: logger)
         var services: [any Service] = [LedgerService(ledger: ledger), changeFeed]
         do {
-            if let webhooks = try WebhookService.configured(by: configuration, ledger: ledger, metricsFactory: factory, logger: logger) {
+            if let webhooks = try WebhookService.configured(
+                by: configuration, ledger: ledger, changeFeed: changeFeed, metricsFactory: factory, logger: logger) {
                 services.append(webhooks)
             }
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)

@@ -215,6 +215,9 @@ public struct ServerConfiguration: Codable, Sendable {
     /// How long the lease of a server delivering for an endpoint lasts unless renewed (every
     /// third of it), in seconds (default 30): how soon another server takes over from one that died.
     public var webhookLeaseSeconds: Int?
+    /// The scheduling of the change feed's derivation and webhook delivery (default
+    /// `background`: below the appends, docs/FEEDS.md).
+    public var feedPriority: FeedPriority?
 
     /// Events between snapshots unless the file says otherwise.
     public static let defaultSnapshotEvery: UInt64 = 100_000
@@ -222,8 +225,10 @@ public struct ServerConfiguration: Codable, Sendable {
     public init(
         ledger: String, catalog: String? = nil, bind: Bind = .init(), keys: [Key], limits: Limits = .init(),
         snapshotEvery: UInt64 = defaultSnapshotEvery, appStore: AppStore? = nil, webhooks: [Webhook]? = nil,
-        webhookFirstRetrySeconds: Double? = nil, webhookTimeoutSeconds: Double? = nil, webhookLeaseSeconds: Int? = nil
+        webhookFirstRetrySeconds: Double? = nil, webhookTimeoutSeconds: Double? = nil, webhookLeaseSeconds: Int? = nil,
+        feedPriority: FeedPriority? = nil
     ) {
+        self.feedPriority = feedPriority
         self.webhooks = webhooks
         self.webhookFirstRetrySeconds = webhookFirstRetrySeconds
         self.webhookTimeoutSeconds = webhookTimeoutSeconds
@@ -238,7 +243,8 @@ public struct ServerConfiguration: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case ledger, catalog, bind, keys, limits, snapshotEvery, appStore, webhooks, webhookFirstRetrySeconds, webhookTimeoutSeconds, webhookLeaseSeconds
+        case ledger, catalog, bind, keys, limits, snapshotEvery, appStore, webhooks, webhookFirstRetrySeconds, webhookTimeoutSeconds, webhookLeaseSeconds,
+            feedPriority
     }
 
     public init(from decoder: any Decoder) throws {
@@ -254,6 +260,7 @@ public struct ServerConfiguration: Codable, Sendable {
         webhookFirstRetrySeconds = try container.decodeIfPresent(Double.self, forKey: .webhookFirstRetrySeconds)
         webhookTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .webhookTimeoutSeconds)
         webhookLeaseSeconds = try container.decodeIfPresent(Int.self, forKey: .webhookLeaseSeconds)
+        feedPriority = try container.decodeIfPresent(FeedPriority.self, forKey: .feedPriority)
     }
 
     /// Reads and checks a configuration file; errors name the file and the field.

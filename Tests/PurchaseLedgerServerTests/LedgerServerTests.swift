@@ -66,6 +66,7 @@ struct LedgerServerTests {
         (#"{"ledger": "l", "appStore": {"bundleId": "com.example", "environment": "Sandbox", "trustedRoots": []}}"#, "trustedRoots"),
         (#"{"ledger": "l", "appStore": {"bundleId": "com.example", "environment": "Staging", "trustedRoots": ["r"]}}"#, "appStore.environment"),
         (#"{"ledger": "l", "bind": {"host": "0.0.0.0"}, "appStore": {"bundleId": "com.example", "environment": "Xcode", "trustedRoots": []}}"#, "unsigned"),
+        (#"{"ledger": "l", "feedPriority": "urgent"}"#, "feedPriority"),
         ("not json", "config.json"),
     ])
     func aBadConfigurationSaysWhatToFix(_ text: String, _ expected: String) async throws {

@@ -39,7 +39,9 @@ struct WebhookTests {
         return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(Delivery.self, from: Data($0.utf8)) }
     }
 
-    @Test func everyChangeReachesAVerifyingReceiverInOrderAndOneAlwaysRefusedIsParked() async throws {
+    /// At either `feedPriority`: on the idle class's threads (the default) and on the server's own.
+    @Test(arguments: [FeedPriority.background, .normal])
+    func everyChangeReachesAVerifyingReceiverInOrderAndOneAlwaysRefusedIsParked(at priority: FeedPriority) async throws {
         guard let python = await Self.python() else {
             try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
             return
@@ -53,6 +55,7 @@ struct WebhookTests {
 
             var configuration = try LedgerServerTests.configuration(in: directory)
             configuration.deliverWebhooks(toPort: receiverPort, maxAttempts: 3)
+            configuration.feedPriority = priority
             var logger = Logger(label: "test")
             logger.logLevel = .error
             let app = try await LedgerServer.application(configuration: configuration, logger: logger)

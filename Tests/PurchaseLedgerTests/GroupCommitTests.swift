@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import Testing
 @testable import PurchaseLedger
@@ -86,6 +87,66 @@ struct GroupCommitTests {
             }
             // Appends cancelled while the writer was busy were withdrawn.
             #expect(outcomes.contains { !$0.1 }, "\(outcomes.count { $0.1 }) of \(outcomes.count) appended")
+        }
+    }
+
+    /// A feed consumer's state written while appends wait joins their commit (one flush for
+    /// all); one that throws writes nothing and takes nothing from the appends it was queued with.
+    @Test(arguments: Backend.available)
+    func feedStateWritesJoinTheAppendsCommitAndOneThatThrowsWritesNothing(on backend: Backend) async throws {
+        struct Refused: Error {}
+        let reports = Mutex<[CommitReport]>([])
+        var configuration = Self.configuration(queue: 100_000)
+        configuration.onCommit = { report in reports.withLock { $0.append(report) } }
+        try await withLedger(on: backend, configuration: configuration) { ledger, _ in
+            var filled = 0
+            for round in 0..<2 {
+                // The writer busy with a large append (alone in its commit: it is over a batch's
+                // 64 events), so that what follows waits in its queue together.
+                let filler = (0..<2000).map {
+                    Event.paymentAdded(id: "fill-\(round)-\($0)", account: "f", at: newYear, payment: "f-\(round)-\($0)", product: "com.example.gem")
+                }
+                let busy = try await ledger.submit(contentsOf: filler)
+                filled += filler.count
+                let refuse = round == 1
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for index in 0..<6 {
+                        group.addTask {
+                            let event = Event.paymentAdded(
+                                id: "e\(round)-\(index)", account: "u", at: newYear, payment: "p\(round)-\(index)", product: "com.example.gem")
+                            let outcome = try await ledger.append(event)
+                            guard case .appended = outcome else {
+                                Issue.record("\(event.id): \(outcome)")
+                                return
+                            }
+                        }
+                        group.addTask {
+                            do {
+                                try await ledger.updateFeedState { state in
+                                    try state.set("test/\(round)/\(index)", [UInt8(index)])
+                                    if refuse && index == 3 { throw Refused() }
+                                }
+                                #expect(!(refuse && index == 3))
+                            } catch is Refused {
+                                #expect(refuse && index == 3)
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                _ = try await busy.results()
+                let states = try ledger.feedStates(prefix: "test/\(round)/")
+                let written: [UInt8] = refuse ? [0, 1, 2, 4, 5] : [0, 1, 2, 3, 4, 5]
+                let keys: [String] = written.map { "test/\(round)/\($0)" }
+                let values: [[UInt8]] = written.map { [$0] }
+                #expect(states.map(\.key) == keys)
+                #expect(states.map(\.value) == values)
+                #expect(try ledger.history(account: "u").count == (round + 1) * 6)
+                #expect(ledger.position == UInt64(filled + (round + 1) * 6))
+            }
+            // Writes went into commits of appends: a commit held more requests than events.
+            let committed = reports.withLock { $0 }.filter { $0.failure == nil }
+            #expect(committed.contains { $0.requests > $0.events }, "\(committed.map { ($0.requests, $0.events) })")
         }
     }
 

@@ -1,6 +1,6 @@
 /// What the consumers of the change feed keep in the ledger's own storage (a webhook
 /// endpoint's cursor, what it parked, who delivers for it): small values under string keys,
-/// written by the ledger's one writer in transactions of their own, durable as events are.
+/// written by the ledger's one writer with the appends, durable as events are.
 extension Ledger {
     /// The value stored under `key`, nil when none is.
     public func feedState(_ key: String) throws -> [UInt8]? {
@@ -14,9 +14,12 @@ extension Ledger {
 
     /// Reads and writes feed state in one atomic transaction (a compare-and-set, such as taking
     /// a lease), on the writer's thread; durable when this returns. Throwing writes nothing.
+    /// It joins the next group commit of appends: a consumer storing its progress costs the
+    /// writer no disk flush of its own while appends flow. As an append, it is withdrawn
+    /// (`CancellationError`, nothing written) when the task is cancelled before the writer took it.
     public func updateFeedState<R: Sendable>(_ body: @escaping @Sendable (FeedStateTransaction) throws -> R) async throws -> R {
         guard let writer else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
-        return try await writer.write { storage in try body(FeedStateTransaction(writer: storage)) }
+        return try await writer.writeWithAppends { storage in try body(FeedStateTransaction(writer: storage)) }
     }
 }
 

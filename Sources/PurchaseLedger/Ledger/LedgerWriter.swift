@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import Synchronization
 
 /// The single writer. One serial dispatch queue takes whatever waits in the `WriteQueue`,
 /// commits it in one write transaction (group commit), completes each submission with its own
@@ -85,6 +86,22 @@ final class LedgerWriter: Sendable {
         }
     }
 
+    /// Runs `body` in the next group commit, with the appends queued with it (one disk flush
+    /// for all); durable when this returns. If `body` throws, nothing of it is written, and
+    /// the appends it was grouped with are committed without it.
+    func writeWithAppends<R: Sendable>(_ body: @escaping @Sendable (any LedgerStorageWriter) throws -> R) async throws -> R {
+        let result = Mutex<R?>(nil)
+        let pending = try await submit(.write { writer in
+            let value = try body(writer)
+            result.withLock { $0 = value }
+        })
+        _ = try await pending.results()
+        guard let value = result.withLock({ $0 }) else {
+            throw StorageError(.io, "a write committed without its result")
+        }
+        return value
+    }
+
     /// Events queued and not yet taken by the writer (for tests and metrics).
     var queuedEventCount: Int {
         queue.queuedEventCount
@@ -128,7 +145,10 @@ final class LedgerWriter: Sendable {
         let started = ContinuousClock.now
         do {
             let results = try commitTogether(requests)
-            onCommit?(CommitReport(requests: requests.count, results: results, duration: .now - started))
+            // Writes besides appends are no commit of events.
+            if requests.contains(where: { !$0.events.isEmpty }) {
+                onCommit?(CommitReport(requests: requests.count, results: results, duration: .now - started))
+            }
             for (request, result) in zip(requests, results) {
                 request.pending.complete(.success(result))
             }
@@ -138,10 +158,13 @@ final class LedgerWriter: Sendable {
             for request in requests { commit([request]) }
         } catch {
             let failure = StorageErrors.map(error)
-            onCommit?(CommitReport(failedRequests: [requests[0].events.count], failure: failure, duration: .now - started))
-            logger.error("append failed; nothing of it was written", metadata: [
-                "events": "\(requests[0].events.count)", "error": "\(failure)",
-            ])
+            // A write besides appends that throws is its caller's answer (a lease lost, say).
+            if !requests[0].events.isEmpty {
+                onCommit?(CommitReport(failedRequests: [requests[0].events.count], failure: failure, duration: .now - started))
+                logger.error("append failed; nothing of it was written", metadata: [
+                    "events": "\(requests[0].events.count)", "error": "\(failure)",
+                ])
+            }
             requests[0].pending.complete(.failure(failure))
         }
     }
@@ -154,11 +177,16 @@ final class LedgerWriter: Sendable {
             var results: [[AppendResult]] = []
             results.reserveCapacity(requests.count)
             let latest = Event.latestAcceptedTime()
+            var wroteBesides = false
             for request in requests {
+                if case .write(let body) = request.work {
+                    try body(writer)
+                    wroteBesides = true
+                }
                 results.append(try request.events.map { try session.append($0, notAfter: latest, writer: writer) })
             }
             // Nothing to store: abort, so that not even LMDB's meta page changes.
-            if session.appendedCount == 0 {
+            if session.appendedCount == 0 && !wroteBesides {
                 writer.discard()
             } else if recordsClock {
                 // When the log reached this position, in the same commit: the feed's clock,

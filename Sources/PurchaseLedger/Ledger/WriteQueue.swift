@@ -12,6 +12,9 @@ final class WriteQueue: Sendable {
             case append([Event])
             /// A snapshot of the projections, written between commits.
             case snapshot
+            /// A write besides appends (a feed consumer's state), committed in the same
+            /// transaction as the appends queued with it.
+            case write(@Sendable (any LedgerStorageWriter) throws -> Void)
         }
 
         let id: UInt64

@@ -15,6 +15,8 @@ import PurchaseLedger
 actor WebhookDispatcher {
     let endpoint: ServerConfiguration.Webhook
     private let ledger: Ledger
+    /// The derivation of the feed in the endpoint's scope, shared with the scope's other readers.
+    private let hub: ChangeFeedHub
     private let client: HTTPClient
     private let signature: WebhookSignature
     private let logger: Logger
@@ -52,12 +54,13 @@ actor WebhookDispatcher {
     private var progressMoved = false
 
     init(
-        endpoint: ServerConfiguration.Webhook, ledger: Ledger, client: HTTPClient, timing: Timing,
+        endpoint: ServerConfiguration.Webhook, ledger: Ledger, hub: ChangeFeedHub, client: HTTPClient, timing: Timing,
         metricsFactory: any MetricsFactory, logger: Logger
     ) throws {
         guard let key = endpoint.key else { throw ServerConfigurationError("webhook \"\(endpoint.name)\": bad secret") }
         self.endpoint = endpoint
         self.ledger = ledger
+        self.hub = hub
         self.client = client
         self.signature = WebhookSignature(key: key)
         self.timing = timing
@@ -139,9 +142,12 @@ actor WebhookDispatcher {
             }
         } catch {
             // What was done since the last store, kept for the next holder (fenced: not once
-            // the lease is lost); in a task of its own, which a shutdown has not cancelled.
-            await Task { try? await self.storeProgress() }.value
-            await releaseLease()
+            // the lease is lost), and the lease given up; in a task of its own, which a
+            // shutdown has not cancelled (a cancelled task's write is withdrawn).
+            await Task {
+                try? await self.storeProgress()
+                await self.releaseLease()
+            }.value
             throw error
         }
     }
@@ -176,7 +182,7 @@ actor WebhookDispatcher {
                     try await self.storeProgress()
                 }
             }
-            for try await change in ledger.changes(after: start, excluding: endpoint.excluded, pollInterval: .milliseconds(100)) {
+            for try await change in hub.changes(following: start) {
                 readThrough = change.cursor
                 if done.contains(change.cursor) || parked.contains(parkedPrefix + change.id) {
                     try await foldIntoCheckpoint()
