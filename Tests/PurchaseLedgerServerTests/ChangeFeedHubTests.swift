@@ -1,0 +1,78 @@
+import Logging
+import PurchaseLedger
+import PurchaseLedgerLMDB
+@testable import PurchaseLedgerServer
+import LedgerTestSupport
+import Testing
+
+/// The server's one derivation of the feed per scope (`ChangeFeedHub`): a reader following it
+/// from any cursor, behind what it keeps or not, gets exactly the feed derived from storage,
+/// live commits included.
+struct ChangeFeedHubTests {
+    static func purchases(_ range: Range<Int>) -> [Event] {
+        range.flatMap { index -> [Event] in
+            let account = "player-\(index % 7)"
+            return [
+                .paymentAdded(id: "a\(index)", account: account, at: .now(), payment: "p\(index)", product: "com.example.tenhints"),
+                .transactionUpdated(id: "b\(index)", account: account, at: .now(), TransactionUpdated(
+                    payment: "p\(index)", state: .purchased, transaction: "t\(index)")),
+            ]
+        }
+    }
+
+    static func collect(_ following: ChangeFeedHub.Following, count: Int) async throws -> [LedgerChange] {
+        var seen: [LedgerChange] = []
+        for try await change in following {
+            seen.append(change)
+            if seen.count == count { break }
+        }
+        return seen
+    }
+
+    @Test(arguments: [FeedPriority.background, .normal])
+    func aReaderBehindWhatTheHubKeepsCatchesUpAndFollowsIt(at priority: FeedPriority) async throws {
+        try await withTemporaryDirectory { directory in
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: serverTestCatalog)
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            // Keeps 5 to 10 changes: most of the history is out of its window.
+            let hub = ChangeFeedHub(ledger: ledger, priority: priority, capacity: 5, logger: logger)
+            let following = Task { try await hub.follow() }
+            for batch in 0..<6 {
+                _ = try await ledger.append(contentsOf: Self.purchases(batch * 5..<(batch + 1) * 5))
+            }
+            let derived = try await ChangeFeedTestsSupport.all(ledger.changes(follow: false))
+            #expect(derived.count == 60)
+            // Until the hub has passed the start out of its window.
+            try await withTimeout(.seconds(60)) {
+                while await hub.kept(after: .start, limit: 1, wait: .zero) != nil { try await Task.sleep(for: .milliseconds(10)) }
+            }
+
+            // From the start, from the middle (both behind the window), and from near the end.
+            for start in [0, 25, 57] {
+                let cursor = start == 0 ? FeedCursor.start : derived[start - 1].cursor
+                let caughtUp = try await withTimeout(.seconds(60)) {
+                    try await Self.collect(hub.changes(following: cursor), count: 60 - start)
+                }
+                #expect(caughtUp.map(\.json) == derived[start...].map(\.json), "from \(start)")
+            }
+            // Following: the next commits come through the hub, in order.
+            let reader = Task { try await Self.collect(hub.changes(following: derived[59].cursor), count: 8) }
+            _ = try await ledger.append(contentsOf: Self.purchases(30..<34))
+            let live = try await withTimeout(.seconds(60), onTimeout: { reader.cancel() }) { try await reader.value }
+            let all = try await ChangeFeedTestsSupport.all(ledger.changes(follow: false))
+            #expect(live.map(\.json) == all[60...].map(\.json))
+            following.cancel()
+            _ = await following.result
+            await ledger.close()
+        }
+    }
+}
+
+enum ChangeFeedTestsSupport {
+    static func all(_ changes: LedgerChanges) async throws -> [LedgerChange] {
+        var seen: [LedgerChange] = []
+        for try await change in changes { seen.append(change) }
+        return seen
+    }
+}
