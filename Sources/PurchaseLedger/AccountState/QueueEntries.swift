@@ -16,6 +16,15 @@ struct QueueEntries: Sendable {
 
     var count: Int { values.count }
 
+    /// The entries in the order they were opened: `values` itself when its order is that one
+    /// (entries come in the order they open, unless read back from a snapshot), with no copy.
+    var inOrderOpened: [QueueEntry] {
+        for index in values.indices.dropFirst() where values[index].openedAt < values[index - 1].openedAt {
+            return values.sorted { $0.openedAt < $1.openedAt }
+        }
+        return values
+    }
+
     /// The payments, in the entries' order.
     var keys: some Collection<UTF8Key> { values.lazy.map { UTF8Key($0.payment) } }
 

@@ -21,10 +21,14 @@ struct ChangeDeriver {
     private var due = DueInstants()
     /// The environments whose reports the projections leave out (a feed scoped to some).
     private let excluded: Set<StoreEnvironment>
-    /// Each account's projection after its last event in this reading, as of the reading's
-    /// time: the next event's "before" (a commit's events share that time), instead of building
-    /// it again. Emptied at every reading, so it holds only the accounts of one commit.
-    private var projectionsAsOfReading: [UTF8Key: AccountProjection?] = [:]
+    /// Each account's projection as the feed last judged it (after its last event, or at the
+    /// last instant where time changed it): the next event's "before", instead of building it
+    /// again. It stays right until the account's next event or next instant, both of which
+    /// replace it (an instant up to a reading's time is judged before the reading's events), or
+    /// a revocation, which may change any account that names the transaction and empties it.
+    /// At most `cachedProjections` accounts; emptied when full.
+    private var projections: [UTF8Key: AccountProjection?] = [:]
+    static let cachedProjections = 65_536
 
     init(catalog: Catalog, excluding excluded: Set<StoreEnvironment> = []) {
         self.catalog = catalog
@@ -36,7 +40,6 @@ struct ChangeDeriver {
     mutating func advance(to reading: ClockReading, log: LogReader, emit: (LedgerChange) throws -> Void) throws {
         let time = max(clock, reading.time)
         let position = state.position
-        projectionsAsOfReading.removeAll(keepingCapacity: true)
         while let (instant, account) = due.first(notAfter: time) {
             due.remove(account)
             if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
@@ -66,7 +69,7 @@ struct ChangeDeriver {
             if key != accounts[0] { accounts.append(key) }
         }
         accounts.sort()
-        let before = accounts.map { projectionsAsOfReading[$0] ?? state.projection(of: $0, asOf: time, excluding: excluded) }
+        let before = accounts.map { projections[$0] ?? state.projection(of: $0, asOf: time, excluding: excluded) }
         do {
             try state.apply(event, at: record.position, catalog: catalog)
         } catch {
@@ -77,7 +80,7 @@ struct ChangeDeriver {
         }
         // A revocation counts in every account that names the transaction, not only those
         // listed: their projections computed earlier in this reading may no longer hold.
-        if case .revoked = event.payload { projectionsAsOfReading.removeAll(keepingCapacity: true) }
+        if case .revoked = event.payload { projections.removeAll(keepingCapacity: true) }
         let cause = LedgerChange.Cause.event(id: event.id, type: event.type)
         for (account, before) in zip(accounts, before) {
             // One view of the account for both its next instant and its projection.
@@ -85,7 +88,7 @@ struct ChangeDeriver {
             // Rescheduled even when nothing shows yet: a purchase dated later starts later.
             schedule(account, view: view, after: time)
             let after = view.map { AccountProjection(view: $0, asOf: time) }
-            projectionsAsOfReading[account] = .some(after)
+            remember(after, of: account)
             guard let after, after != before else { continue }
             try emit(LedgerChange(
                 cursor: FeedCursor(position: record.position, account: account.string), account: account.string,
@@ -94,9 +97,19 @@ struct ChangeDeriver {
         }
     }
 
-    private func timeChange(of account: UTF8Key, at instant: Timestamp, position: UInt64) -> LedgerChange? {
-        guard let after = state.projection(of: account, asOf: instant, excluding: excluded),
-              let before = state.projection(of: account, asOf: instant.justBefore, excluding: excluded), after != before else { return nil }
+    private mutating func remember(_ projection: AccountProjection?, of account: UTF8Key) {
+        if projections.count >= Self.cachedProjections, projections[account] == nil {
+            projections.removeAll(keepingCapacity: true)
+        }
+        projections[account] = .some(projection)
+    }
+
+    private mutating func timeChange(of account: UTF8Key, at instant: Timestamp, position: UInt64) -> LedgerChange? {
+        let remembered = projections[account]
+        let after = state.projection(of: account, asOf: instant, excluding: excluded)
+        remember(after, of: account)
+        guard let after, let before = remembered ?? state.projection(of: account, asOf: instant.justBefore, excluding: excluded),
+              after != before else { return nil }
         let cause = LedgerChange.Cause.time(instant)
         return LedgerChange(
             cursor: FeedCursor(position: position, instant: instant, account: account.string), account: account.string,
@@ -107,12 +120,16 @@ struct ChangeDeriver {
     /// The account's state in the feed's view of environments; nil for an account with none.
     private func view(of account: UTF8Key) -> AccountView? {
         guard let accountState = state.accounts[account] else { return nil }
+        // No lookup (and no hashing) per transaction while nothing was revoked.
+        if state.revocations.isEmpty {
+            return AccountView(account: account.string, state: accountState, excluding: excluded) { _ in false }
+        }
         return AccountView(account: account.string, state: accountState, excluding: excluded) { state.revocations[$0] != nil }
     }
 
     private mutating func schedule(_ account: UTF8Key, view: AccountView?, after time: Timestamp) {
         guard let view else { return }
-        if let next = view.instants.first(where: { $0 > time }) {
+        if let next = view.firstInstant(after: time) {
             due.schedule(account, at: next)
         } else {
             due.remove(account)

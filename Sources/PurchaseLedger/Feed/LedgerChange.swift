@@ -54,29 +54,43 @@ extension ChangeDifference {
     /// telling a revocation's kind where the reports do not.
     static func between(_ before: AccountProjection?, _ after: AccountProjection, cause: LedgerChange.Cause) -> [ChangeDifference] {
         var differences: [ChangeDifference] = []
-        let had = Set((before?.entitlements ?? []).map { UTF8Key($0) })
-        let has = Set(after.entitlements.map { UTF8Key($0) })
-        for product in has.subtracting(had).sorted() {
-            differences.append(.entitlementGranted(product: product.string))
-        }
-        for product in had.subtracting(has).sorted() {
-            if let reason = revocation(of: product.string, before: before, after: after, cause: cause) {
-                differences.append(.entitlementRevoked(product: product.string, reason: reason))
-            } else {
-                differences.append(.entitlementExpired(product: product.string))
+        // Each part compared whole first: most changes leave most parts as they were.
+        let entitled = before?.entitlements ?? []
+        // Ids compare by bytes, as everywhere in the ledger (not by Unicode equivalence).
+        if !entitled.elementsEqual(after.entitlements, by: sameBytes) {
+            let had = Set(entitled.map { UTF8Key($0) })
+            let has = Set(after.entitlements.map { UTF8Key($0) })
+            for product in has.subtracting(had).sorted() {
+                differences.append(.entitlementGranted(product: product.string))
+            }
+            for product in had.subtracting(has).sorted() {
+                if let reason = revocation(of: product.string, before: before, after: after, cause: cause) {
+                    differences.append(.entitlementRevoked(product: product.string, reason: reason))
+                } else {
+                    differences.append(.entitlementExpired(product: product.string))
+                }
             }
         }
-        var statuses: [String: (from: SubscriptionStatus.Status?, to: SubscriptionStatus.Status?)] = [:]
-        for subscription in before?.subscriptions ?? [] { statuses[subscription.group, default: (nil, nil)].from = subscription.status }
-        for subscription in after.subscriptions { statuses[subscription.group, default: (nil, nil)].to = subscription.status }
-        for group in statuses.keys.sorted(by: utf8Order) where statuses[group]!.from != statuses[group]!.to {
-            differences.append(.subscriptionStatus(group: group, from: statuses[group]!.from, to: statuses[group]!.to))
+        let subscriptions = before?.subscriptions ?? []
+        let sameStatuses = subscriptions.elementsEqual(after.subscriptions) { $0.status == $1.status && sameBytes($0.group, $1.group) }
+        if !sameStatuses {
+            var statuses: [String: (from: SubscriptionStatus.Status?, to: SubscriptionStatus.Status?)] = [:]
+            for subscription in subscriptions { statuses[subscription.group, default: (nil, nil)].from = subscription.status }
+            for subscription in after.subscriptions { statuses[subscription.group, default: (nil, nil)].to = subscription.status }
+            for group in statuses.keys.sorted(by: utf8Order) where statuses[group]!.from != statuses[group]!.to {
+                differences.append(.subscriptionStatus(group: group, from: statuses[group]!.from, to: statuses[group]!.to))
+            }
         }
         let balances = before?.balances ?? [:]
-        for item in Set(balances.keys).union(after.balances.keys).sorted(by: utf8Order) {
-            let delta = (after.balances[item] ?? 0) &- (balances[item] ?? 0)
-            if delta != 0 { differences.append(.balance(item: item, delta: delta)) }
+        if balances != after.balances {
+            for item in Set(balances.keys).union(after.balances.keys).sorted(by: utf8Order) {
+                let delta = (after.balances[item] ?? 0) &- (balances[item] ?? 0)
+                if delta != 0 { differences.append(.balance(item: item, delta: delta)) }
+            }
         }
+        let terminal = (before?.unfinished ?? []).lazy.filter { $0.state.isTerminal }.map(\.payment)
+        let stillTerminal = after.unfinished.lazy.filter { $0.state.isTerminal }.map(\.payment)
+        if terminal.elementsEqual(stillTerminal, by: sameBytes) { return differences }
         let wasUnfinished = Set((before?.unfinished ?? []).filter { $0.state.isTerminal }.map { UTF8Key($0.payment) })
         let isUnfinished = Set(after.unfinished.filter { $0.state.isTerminal }.map { UTF8Key($0.payment) })
         let stillOpen = Set(after.unfinished.map { UTF8Key($0.payment) })

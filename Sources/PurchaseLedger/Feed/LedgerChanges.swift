@@ -32,21 +32,19 @@ public struct LedgerChanges: AsyncSequence, Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         let feed: LedgerChanges
         private var deriver: ChangeDeriver?
+        /// The changes derived and not yet handed out, the next one last: each is moved out,
+        /// not copied.
         private var buffer: [LedgerChange] = []
-        private var index = 0
 
         init(feed: LedgerChanges) {
             self.feed = feed
         }
 
         public mutating func next() async throws -> LedgerChange? {
-            while index == buffer.count {
-                buffer.removeAll(keepingCapacity: true)
-                index = 0
+            while buffer.isEmpty {
                 guard try await fill() else { return nil }
             }
-            defer { index += 1 }
-            return buffer[index]
+            return buffer.popLast()
         }
 
         /// Derives the next readings' changes into the buffer; false at the end when not following.
@@ -79,7 +77,7 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                     if change.cursor > after { changes.append(change) }
                 }
             }
-            buffer = changes
+            buffer = changes.reversed()
             return true
         }
 

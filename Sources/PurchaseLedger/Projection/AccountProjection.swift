@@ -78,13 +78,14 @@ extension AccountProjection {
     init(view: AccountView, asOf time: Timestamp) {
         let state = view.unscoped
         account = view.account
-        entitlements = view.grants(at: time).keys.sorted().map(\.string)
+        entitlements = view.grantedProducts(at: time).map(\.string)
         // Balance items are catalog grant items, which the catalog keeps distinct as strings too.
         balances = Dictionary(state.balances.map { ($0.key.string, $0.value) }, uniquingKeysWith: { first, _ in first })
-        unfinished = state.entries.values.filter { !$0.isFinished }.sorted { $0.openedAt < $1.openedAt }.map { entry in
-            UnfinishedTransaction(
+        unfinished = state.entries.inOrderOpened.compactMap { entry in
+            guard !entry.isFinished else { return nil }
+            return UnfinishedTransaction(
                 payment: entry.payment, product: entry.product, state: entry.state, transaction: entry.transaction,
-                downloads: entry.downloads.map { DownloadStatus(id: $0.id, state: $0.state, progress: $0.progress) },
+                downloads: entry.downloads.isEmpty ? [] : entry.downloads.map { DownloadStatus(id: $0.id, state: $0.state, progress: $0.progress) },
                 environment: view.environment(of: entry))
         }
         subscriptions = view.subscriptions(at: time)

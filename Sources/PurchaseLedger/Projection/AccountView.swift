@@ -84,10 +84,11 @@ struct AccountView {
     /// product, else the first-opened entry of the device's queue that entitles.
     func grants(at time: Timestamp) -> [UTF8Key: Grant] {
         var grants: [UTF8Key: Grant] = [:]
-        for entry in unscoped.entries.values.sorted(by: { $0.openedAt < $1.openedAt }) {
+        for entry in unscoped.entries.inOrderOpened {
             // Where the store reported on the entry's transaction (in any environment), its
             // report decides, in the view of its environment.
-            if let transaction = entry.transaction, unscoped.storeTransactions[UTF8Key(transaction)] != nil { continue }
+            if !unscoped.storeTransactions.isEmpty, let transaction = entry.transaction,
+               unscoped.storeTransactions[UTF8Key(transaction)] != nil { continue }
             let product = UTF8Key(entry.product)
             if grants[product] == nil, entry.entitles(at: time, isRevoked: isRevokedByEvent) {
                 grants[product] = Grant(transaction: entry.transaction, entryExpiresAt: entry.expiresAt)
@@ -114,6 +115,33 @@ struct AccountView {
                 gracePeriodEndsAt: status == .gracePeriod ? renewal?.gracePeriodEndsAt : nil)
         }
         return grants
+    }
+
+    /// The products granted at `time`, in byte order: the keys of `grants(at:)`, found without
+    /// building what grants them (a projection needs no more, and the change feed builds one
+    /// after every event).
+    func grantedProducts(at time: Timestamp) -> [UTF8Key] {
+        var products: [UTF8Key] = []
+        func grant(_ product: String) {
+            let key = UTF8Key(product)
+            if !products.contains(key) { products.append(key) }
+        }
+        let reportedOn = unscoped.storeTransactions
+        for entry in unscoped.entries.values {
+            if !reportedOn.isEmpty, let transaction = entry.transaction, reportedOn[UTF8Key(transaction)] != nil { continue }
+            if entry.entitles(at: time, isRevoked: isRevokedByEvent) { grant(entry.product) }
+        }
+        for record in state.storeTransactions.values where record.productType == .nonConsumable || record.productType == .nonRenewing {
+            if record.hasStarted(by: time), !record.hasExpired(by: time), !isRevoked(record, at: time) { grant(record.fact.product) }
+        }
+        for group in groups {
+            guard let index = group.inForce(at: time) else { continue }
+            let record = group.records[index]
+            if group.status(of: index, at: time, revoked: isRevoked(record, at: time), renewal: renewal(of: record)).grantsAccess {
+                grant(record.fact.product)
+            }
+        }
+        return products.count > 1 ? products.sorted() : products
     }
 
     private static func startsLater(_ record: StoreTransactionRecord, than other: StoreTransactionRecord) -> Bool {
@@ -158,20 +186,34 @@ struct AccountView {
     /// them, every answer is the same.
     var instants: [Timestamp] {
         var instants: Set<Timestamp> = []
+        forEachInstant { instants.insert($0) }
+        return instants.sorted()
+    }
+
+    /// The first of `instants` after `time`, without building them all (the change feed asks
+    /// it after every event).
+    func firstInstant(after time: Timestamp) -> Timestamp? {
+        var first: Timestamp?
+        forEachInstant { instant in
+            if instant > time, first.map({ instant < $0 }) ?? true { first = instant }
+        }
+        return first
+    }
+
+    private func forEachInstant(_ body: (Timestamp) -> Void) {
         for entry in unscoped.entries.values {
-            if let expiresAt = entry.expiresAt { instants.insert(expiresAt) }
+            if let expiresAt = entry.expiresAt { body(expiresAt) }
         }
         for record in state.storeTransactions.values {
-            instants.insert(record.startsAt)
-            if let expiresAt = record.fact.expiresAt { instants.insert(expiresAt) }
-            if let revokedAt = record.fact.revokedAt { instants.insert(revokedAt) }
+            body(record.startsAt)
+            if let expiresAt = record.fact.expiresAt { body(expiresAt) }
+            if let revokedAt = record.fact.revokedAt { body(revokedAt) }
         }
         for group in groups {
-            for case let upgradedAt? in group.upgradedAt { instants.insert(upgradedAt) }
+            for case let upgradedAt? in group.upgradedAt { body(upgradedAt) }
         }
         for record in state.renewals.values {
-            if let end = record.info.gracePeriodEndsAt { instants.insert(end) }
+            if let end = record.info.gracePeriodEndsAt { body(end) }
         }
-        return instants.sorted()
     }
 }
