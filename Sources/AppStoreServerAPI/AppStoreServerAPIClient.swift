@@ -155,6 +155,38 @@ public struct AppStoreServerAPIClient: Sendable {
         try await get("/inApps/v1/lookup/" + Self.pathComponent(orderID), query: [])
     }
 
+    /// Set App Account Token (API 1.16): `PUT /inApps/v1/transactions/{originalTransactionId}/appAccountToken`,
+    /// so that the App Store's later notifications and answers about that purchase carry
+    /// `token` (a purchase made outside the app, or attributed late). Returns Apple's HTTP
+    /// status (200); a refusal throws with Apple's error code (a transaction id that is not an
+    /// original one, a Family Sharing transaction, a token that is not a UUID).
+    @discardableResult
+    public func setAppAccountToken(_ token: UUID, originalTransactionID: String) async throws(AppStoreServerAPIError) -> Int {
+        let body: Data
+        do {
+            body = try JSONEncoder().encode(AppAccountTokenRequest(appAccountToken: token.uuidString.lowercased()))
+        } catch {
+            throw AppStoreServerAPIError(.badRequest, "cannot encode the request: \(error)")
+        }
+        let path = "/inApps/v1/transactions/" + Self.pathComponent(originalTransactionID) + "/appAccountToken"
+        return try await exchange(.PUT, path, query: [], body: body).status
+    }
+
+    /// Get App Transaction Info (API 1.17): `GET /inApps/v1/transactions/appTransactions/{transactionId}`,
+    /// the customer's app transaction (the app's original purchase, its version), signed, for
+    /// any transaction, original transaction or app transaction id of that customer.
+    public func appTransactionInfo(of transactionID: String) async throws(AppStoreServerAPIError) -> AppTransactionInfoResponse {
+        try await get("/inApps/v1/transactions/appTransactions/" + Self.pathComponent(transactionID), query: [])
+    }
+
+    /// Finish Transaction (API 1.20): `POST /inApps/v1/transactions/{transactionId}/finish`, telling
+    /// the App Store that the server delivered what the transaction bought. Returns Apple's HTTP
+    /// status; a refusal throws with Apple's error code.
+    @discardableResult
+    public func finishTransaction(_ transactionID: String) async throws(AppStoreServerAPIError) -> Int {
+        try await exchange(.POST, "/inApps/v1/transactions/" + Self.pathComponent(transactionID) + "/finish", query: [], body: nil).status
+    }
+
     // MARK: Requests
 
     private func get<Answer: Decodable>(_ path: String, query: [(String, String)]) async throws(AppStoreServerAPIError) -> Answer {

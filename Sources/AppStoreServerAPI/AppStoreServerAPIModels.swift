@@ -128,3 +128,15 @@ public struct ConsumptionInformation: Codable, Sendable, Hashable {
         return try encoder.encode(self)
     }
 }
+
+/// Get App Transaction Info's answer: the customer's app transaction, signed (verify it as any
+/// signed data of Apple's before use).
+public struct AppTransactionInfoResponse: Decodable, Sendable, Hashable {
+    public var signedAppTransactionInfo: String?
+}
+
+/// Set App Account Token's body.
+struct AppAccountTokenRequest: Encodable {
+    /// A UUID, in its lowercase text form.
+    var appAccountToken: String
+}

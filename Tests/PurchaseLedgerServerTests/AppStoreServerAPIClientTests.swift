@@ -62,6 +62,58 @@ struct AppStoreServerAPIClientTests {
         }
     }
 
+    /// Set App Account Token (API 1.16): set on an original transaction, with Apple's typed
+    /// refusals (from Apple's error models) of a transaction that is not original and of a
+    /// Family Sharing one; a 500 is retried.
+    @Test func anAppAccountTokenIsSetAtAppleAndItsRefusalsAreTyped() async throws {
+        let store = FakeAppStore()
+        store.setOriginal("2000", of: "2001")
+        store.shareInFamily("3000")
+        store.queue([.init(status: 500)])
+        let token = try #require(UUID(uuidString: "7E3FB20B-4CDB-47CC-936D-99D65F608138"))
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            #expect(try await client.setAppAccountToken(token, originalTransactionID: "2000") == 200)
+            #expect(store.appAccountTokens == ["2000": "7e3fb20b-4cdb-47cc-936d-99d65f608138"])
+            #expect(client.requestCount == 2)
+            for (transaction, code) in [("2001", 4_000_187), ("3000", 4_000_185)] as [(String, Int64)] {
+                let error = await #expect(throws: AppStoreServerAPIError.self) {
+                    try await client.setAppAccountToken(token, originalTransactionID: transaction)
+                }
+                #expect(error?.code == .badRequest)
+                #expect(error?.apiErrorCode == code, "\(transaction)")
+            }
+            #expect(store.appAccountTokens.count == 1)
+        }
+    }
+
+    /// Get App Transaction Info (API 1.17): Apple's model answered; a customer with no app
+    /// transaction is Apple's typed 404.
+    @Test func theAppTransactionIsReadAndAMissingOneIsTyped() async throws {
+        let store = FakeAppStore()
+        store.knowAppTransactions(of: ["1000"])
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            #expect(try await client.appTransactionInfo(of: "1000").signedAppTransactionInfo == "signed_app_transaction_info_value")
+            let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.appTransactionInfo(of: "9999") }
+            #expect(error?.code == .notFound)
+            #expect(error?.apiErrorCode == 4_040_019)
+        }
+    }
+
+    /// Finish Transaction (API 1.20): a POST with no body; an unknown transaction is 404.
+    @Test func aTransactionIsFinishedAtAppleAndAnUnknownOneIsTyped() async throws {
+        let store = FakeAppStore()
+        store.knowTransactions(["1000"])
+        try await store.run { base in
+            let client = try await Self.client(store, base)
+            #expect(try await client.finishTransaction("1000") == 200)
+            let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.finishTransaction("9999") }
+            #expect(error?.code == .notFound)
+            #expect(store.finished == ["1000"])
+        }
+    }
+
     @Test func rateLimitsAndServerErrorsAreRetried() async throws {
         let store = FakeAppStore()
         store.setHistory(["a"], of: "1000")

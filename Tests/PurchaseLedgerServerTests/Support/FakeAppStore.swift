@@ -58,6 +58,16 @@ final class FakeAppStore: Sendable {
         var orders: [String: [String]] = [:]
         var requests = 0
         var refusedTokens = 0
+        /// App Account Tokens set, by original transaction id (Set App Account Token).
+        var appAccountTokens: [String: String] = [:]
+        /// Per transaction id, its original one; and the Family Sharing ones (Set App Account
+        /// Token refuses those). Transactions not listed are original, not shared.
+        var originals: [String: String] = [:]
+        var familyShared: Set<String> = []
+        /// Transaction ids whose customer has an app transaction (Get App Transaction Info).
+        var appTransactions: Set<String> = []
+        /// Transactions finished (Finish Transaction), in order.
+        var finished: [String] = []
     }
 
     init(pageSize: Int = 2) {
@@ -99,6 +109,23 @@ final class FakeAppStore: Sendable {
         state.withLock { $0.knownTransactions = known }
     }
 
+    /// Set App Account Token refuses `transaction` as not original (its original is `original`).
+    func setOriginal(_ original: String, of transaction: String) {
+        state.withLock { $0.originals[transaction] = original }
+    }
+
+    func shareInFamily(_ transaction: String) {
+        state.withLock { _ = $0.familyShared.insert(transaction) }
+    }
+
+    /// Get App Transaction Info answers Apple's model for these ids, 404 for others.
+    func knowAppTransactions(of transactions: Set<String>) {
+        state.withLock { $0.appTransactions = transactions }
+    }
+
+    var appAccountTokens: [String: String] { state.withLock { $0.appAccountTokens } }
+    var finished: [String] { state.withLock { $0.finished } }
+
     var requests: Int { state.withLock { $0.requests } }
     var refusedTokens: Int { state.withLock { $0.refusedTokens } }
 
@@ -126,6 +153,15 @@ final class FakeAppStore: Sendable {
         }
         router.put("/inApps/v2/transactions/consumption/:id") { request, context in
             try await self.consumption(request, context: context, keys: keys)
+        }
+        router.put("/inApps/v1/transactions/:id/appAccountToken") { request, context in
+            try await self.setAppAccountToken(request, context: context, keys: keys)
+        }
+        router.get("/inApps/v1/transactions/appTransactions/:id") { request, context in
+            try await self.appTransactionInfo(request, context: context, keys: keys)
+        }
+        router.post("/inApps/v1/transactions/:id/finish") { request, context in
+            try await self.finish(request, context: context, keys: keys)
         }
         var logger = Logger(label: "fake-app-store")
         logger.logLevel = .error
@@ -275,6 +311,55 @@ final class FakeAppStore: Sendable {
         }
         state.withLock { $0.consumptionAnswers.append((id, body)) }
         return Response(status: .accepted)
+    }
+
+    /// Set App Account Token, checked as Apple documents it: a JSON body whose `appAccountToken`
+    /// is a UUID (else 4000183), an original transaction id (else 4000187), not a Family Sharing
+    /// transaction (else 4000185); 200 with no body when set. Faults queued first.
+    private func setAppAccountToken(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
+        if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
+        let id = context.parameters.get("id") ?? ""
+        guard request.headers[.contentType] == "application/json" else { return Self.json(400, Self.badRequest) }
+        let bytes = try await request.body.collect(upTo: 1 << 16)
+        let fields = try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any]
+        guard let token = fields?["appAccountToken"] as? String, UUID(uuidString: token) != nil else {
+            return Self.json(400, Self.model("invalidAppAccountTokenUUIDError"))
+        }
+        let (original, shared) = state.withLock { ($0.originals[id], $0.familyShared.contains(id)) }
+        if original != nil { return Self.json(400, Self.model("transactionIdNotOriginalTransactionId")) }
+        if shared { return Self.json(400, Self.model("familyTransactionNotSupportedError")) }
+        state.withLock { $0.appAccountTokens[id] = token }
+        return Response(status: .ok)
+    }
+
+    /// Get App Transaction Info: Apple's model for a known customer, 404 4040019 otherwise.
+    private func appTransactionInfo(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
+        if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
+        let id = context.parameters.get("id") ?? ""
+        guard state.withLock({ $0.appTransactions.contains(id) }) else { return Self.json(404, Self.model("appTransactionDoesNotExistError")) }
+        return Self.json(200, Self.model("appTransactionInfoResponse"))
+    }
+
+    /// Finish Transaction: no body; a transaction Apple knows (`knowTransactions`) is finished,
+    /// 404 4040010 otherwise. Faults queued first.
+    private func finish(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
+        if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
+        let id = context.parameters.get("id") ?? ""
+        if let known = state.withLock({ $0.knownTransactions }), !known.contains(id) {
+            return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
+        }
+        guard try await request.body.collect(upTo: 1 << 16).readableBytes == 0 else { return Self.json(400, Self.badRequest) }
+        state.withLock { $0.finished.append(id) }
+        return Response(status: .ok)
+    }
+
+    static let badRequest = #"{"errorCode": 4000000, "errorMessage": "Bad request."}"#
+
+    /// One of Apple's model files (Fixtures/models); a missing one fails the test that reads it.
+    static func model(_ name: String) -> String {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/models/\(name).json")
+        return (try? String(contentsOf: url, encoding: .utf8)) ?? "missing fixture \(name)"
     }
 
     /// What an endpoint answers before looking at the request, if anything: it counts the
