@@ -52,14 +52,14 @@ extension TortureCommand {
             for run in 1...kills {
                 let ledger = base + "/ledger-\((run - 1) / killsPerLedger)"
                 let journal = base + "/journal-\(run)"
-                let child = try spawnChild(ledger: ledger, run: run, journal: journal)
+                var child = try spawnChild(ledger: ledger, run: run, journal: journal)
                 let wait = Int(random.next() % UInt64(maximumMilliseconds - minimumMilliseconds + 1)) + minimumMilliseconds
                 try await Task.sleep(for: .milliseconds(wait))
                 if !child.isRunning {
-                    throw TortureFailure("run \(run): the child stopped by itself (status \(child.terminationStatus)); see \(journal)")
+                    throw TortureFailure("run \(run): the child stopped by itself (wait status \(child.exitStatus())); see \(journal)")
                 }
-                kill(child.processIdentifier, SIGKILL)
-                child.waitUntilExit()
+                child.kill()
+                _ = child.exitStatus()
                 let checked = try await check(ledger: ledger, journal: journal, run: run)
                 totals.add(checked)
                 print("kill \(run)/\(kills): after \(wait) ms; \(checked.acknowledged) acknowledged events checked, "
@@ -73,12 +73,9 @@ extension TortureCommand {
             if directory == nil { try? FileManager.default.removeItem(atPath: base) }
         }
 
-        private func spawnChild(ledger: String, run: Int, journal: String) throws -> Process {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            process.arguments = ["child", "--directory", ledger, "--run", String(run), "--seed", String(seed), "--journal", journal]
-            try process.run()
-            return process
+        private func spawnChild(ledger: String, run: Int, journal: String) throws -> SpawnedChild {
+            let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+            return try SpawnedChild(executable, ["child", "--directory", ledger, "--run", String(run), "--seed", String(seed), "--journal", journal])
         }
 
         struct Checked {

@@ -172,7 +172,8 @@ extension ChangeFeedHub {
                         }
                         own = nil
                     }
-                    if let kept = await hub.kept(after: cursor, limit: 1000, wait: .seconds(1)) {
+                    // A short wait: a cancelled reader (a shutdown, a lease lost) ends within it.
+                    if let kept = await hub.kept(after: cursor, limit: 1000, wait: .milliseconds(250)) {
                         buffer = kept
                         index = 0
                     } else {
