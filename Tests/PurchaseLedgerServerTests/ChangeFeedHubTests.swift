@@ -69,6 +69,43 @@ struct ChangeFeedHubTests {
     }
 }
 
+extension ChangeFeedHubTests {
+    /// `GET /v1/changes` from behind what the hub keeps, page after page: the pages are the feed
+    /// derived from storage, and the reader's derivation goes on from page to page (one started
+    /// in all) instead of starting from the log's start for each.
+    @Test func pagesReadFromBehindTheHubContinueOneDerivation() async throws {
+        try await withTemporaryDirectory { directory in
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: serverTestCatalog)
+            var logger = Logger(label: "test")
+            logger.logLevel = .error
+            let hub = ChangeFeedHub(ledger: ledger, capacity: 5, logger: logger)
+            let following = Task { try await hub.follow() }
+            for batch in 0..<6 {
+                _ = try await ledger.append(contentsOf: Self.purchases(batch * 5..<(batch + 1) * 5))
+            }
+            let derived = try await ChangeFeedTestsSupport.all(ledger.changes(follow: false))
+            // Until the hub has derived the last change (and so passed the start out of its window).
+            let beforeLast = derived[derived.count - 2].cursor
+            try await withTimeout(.seconds(60)) {
+                while await hub.kept(after: beforeLast, limit: 1, wait: .zero)?.isEmpty != false { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(await hub.kept(after: .start, limit: 1, wait: .zero) == nil)
+            var cursor = FeedCursor.start
+            var pages: [LedgerChange] = []
+            for _ in 0..<8 {
+                let (page, next) = try await hub.changes(after: cursor, limit: 7, wait: .zero)
+                pages += page
+                cursor = next
+            }
+            #expect(pages.map(\.json) == derived.prefix(56).map(\.json))
+            #expect(await hub.catchUpsStarted == 1)
+            following.cancel()
+            _ = await following.result
+            await ledger.close()
+        }
+    }
+}
+
 enum ChangeFeedTestsSupport {
     static func all(_ changes: LedgerChanges) async throws -> [LedgerChange] {
         var seen: [LedgerChange] = []

@@ -29,7 +29,7 @@ public struct LedgerChanges: AsyncSequence, Sendable {
         Iterator(feed: self)
     }
 
-    public struct Iterator: AsyncIteratorProtocol {
+    public struct Iterator: AsyncIteratorProtocol, Sendable {
         let feed: LedgerChanges
         private var deriver: ChangeDeriver?
         /// The changes derived and not yet handed out, the next one last: each is moved out,

@@ -20,6 +20,14 @@ public actor ChangeFeedHub: Service {
     private var retainedAfter = FeedCursor.start
     private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
     private var nextWaiter = 0
+    /// Derivations of readers behind what is kept, parked between their pages by the cursor
+    /// they stopped at: the next page continues there instead of deriving from the log's start
+    /// again (which made a reader paging through a long history quadratic). At most
+    /// `parkedCatchUpLimit`, each holding a replay's state; the oldest goes first.
+    private var parkedCatchUps: [FeedCursor: (changes: LedgerChanges.Iterator, parkedAt: ContinuousClock.Instant)] = [:]
+    static let parkedCatchUpLimit = 4
+    /// Derivations started for readers behind what is kept (for tests).
+    private(set) var catchUpsStarted = 0
 
     public init(
         ledger: Ledger, excluding excluded: Set<StoreEnvironment> = [], priority: FeedPriority = .background, capacity: Int = 10_000,
@@ -76,14 +84,30 @@ public actor ChangeFeedHub: Service {
     /// for one. `next` is where to read from next time.
     public func changes(after cursor: FeedCursor, limit: Int, wait: Duration) async throws -> (changes: [LedgerChange], next: FeedCursor) {
         guard let found = await kept(after: cursor, limit: limit, wait: wait) else {
-            var changes: [LedgerChange] = []
-            for try await change in ledger.changes(after: cursor, follow: false, excluding: excluded) {
-                changes.append(change)
-                if changes.count == limit { break }
+            var catchUp: LedgerChanges.Iterator
+            if let parked = parkedCatchUps.removeValue(forKey: cursor) {
+                catchUp = parked.changes
+            } else {
+                catchUpsStarted += 1
+                catchUp = ledger.changes(after: cursor, follow: false, excluding: excluded).makeAsyncIterator()
             }
+            var changes: [LedgerChange] = []
+            while changes.count < limit, let change = try await catchUp.next() {
+                changes.append(change)
+            }
+            // A full page: the reader will ask from its last change next.
+            if changes.count == limit, let last = changes.last { park(catchUp, at: last.cursor) }
             return (changes, changes.last?.cursor ?? cursor)
         }
         return (found, found.last?.cursor ?? cursor)
+    }
+
+    private func park(_ catchUp: LedgerChanges.Iterator, at cursor: FeedCursor) {
+        if parkedCatchUps.count >= Self.parkedCatchUpLimit,
+           let oldest = parkedCatchUps.min(by: { $0.value.parkedAt < $1.value.parkedAt })?.key {
+            parkedCatchUps[oldest] = nil
+        }
+        parkedCatchUps[cursor] = (catchUp, .now)
     }
 
     /// The kept changes after `cursor`, at most `limit`, waiting up to `wait` when there is none
