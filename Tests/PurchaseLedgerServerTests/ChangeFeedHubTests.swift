@@ -29,25 +29,44 @@ struct ChangeFeedHubTests {
         return seen
     }
 
-    @Test(arguments: [FeedPriority.background, .normal])
-    func aReaderBehindWhatTheHubKeepsCatchesUpAndFollowsIt(at priority: FeedPriority) async throws {
+    /// A ledger with 60 changes (30 purchases of 7 accounts) and a hub following it that keeps 5
+    /// to 10 changes, so that most of the history is out of its window: `body` runs once the hub
+    /// has derived the last change, with the feed derived from storage.
+    static func withFollowingHub(
+        at priority: FeedPriority = .background, _ body: (Ledger, ChangeFeedHub, [LedgerChange]) async throws -> Void
+    ) async throws {
         try await withTemporaryDirectory { directory in
             let ledger = try Ledger.open(at: directory + "/ledger", catalog: serverTestCatalog)
             var logger = Logger(label: "test")
             logger.logLevel = .error
-            // Keeps 5 to 10 changes: most of the history is out of its window.
             let hub = ChangeFeedHub(ledger: ledger, priority: priority, capacity: 5, logger: logger)
             let following = Task { try await hub.follow() }
             for batch in 0..<6 {
                 _ = try await ledger.append(contentsOf: Self.purchases(batch * 5..<(batch + 1) * 5))
             }
             let derived = try await ChangeFeedTestsSupport.all(ledger.changes(follow: false))
-            #expect(derived.count == 60)
-            // Until the hub has passed the start out of its window.
+            let beforeLast = derived[derived.count - 2].cursor
             try await withTimeout(.seconds(60)) {
-                while await hub.kept(after: .start, limit: 1, wait: .zero) != nil { try await Task.sleep(for: .milliseconds(10)) }
+                while await hub.kept(after: beforeLast, limit: 1, wait: .zero)?.isEmpty != false { try await Task.sleep(for: .milliseconds(10)) }
             }
+            do {
+                try await body(ledger, hub, derived)
+            } catch {
+                following.cancel()
+                _ = await following.result
+                await ledger.close()
+                throw error
+            }
+            following.cancel()
+            _ = await following.result
+            await ledger.close()
+        }
+    }
 
+    @Test(arguments: [FeedPriority.background, .normal])
+    func aReaderBehindWhatTheHubKeepsCatchesUpAndFollowsIt(at priority: FeedPriority) async throws {
+        try await Self.withFollowingHub(at: priority) { ledger, hub, derived in
+            #expect(derived.count == 60)
             // From the start, from the middle (both behind the window), and from near the end.
             for start in [0, 25, 57] {
                 let cursor = start == 0 ? FeedCursor.start : derived[start - 1].cursor
@@ -62,33 +81,14 @@ struct ChangeFeedHubTests {
             let live = try await withTimeout(.seconds(60), onTimeout: { reader.cancel() }) { try await reader.value }
             let all = try await ChangeFeedTestsSupport.all(ledger.changes(follow: false))
             #expect(live.map(\.json) == all[60...].map(\.json))
-            following.cancel()
-            _ = await following.result
-            await ledger.close()
         }
     }
-}
 
-extension ChangeFeedHubTests {
     /// `GET /v1/changes` from behind what the hub keeps, page after page: the pages are the feed
     /// derived from storage, and the reader's derivation goes on from page to page (one started
     /// in all) instead of starting from the log's start for each.
     @Test func pagesReadFromBehindTheHubContinueOneDerivation() async throws {
-        try await withTemporaryDirectory { directory in
-            let ledger = try Ledger.open(at: directory + "/ledger", catalog: serverTestCatalog)
-            var logger = Logger(label: "test")
-            logger.logLevel = .error
-            let hub = ChangeFeedHub(ledger: ledger, capacity: 5, logger: logger)
-            let following = Task { try await hub.follow() }
-            for batch in 0..<6 {
-                _ = try await ledger.append(contentsOf: Self.purchases(batch * 5..<(batch + 1) * 5))
-            }
-            let derived = try await ChangeFeedTestsSupport.all(ledger.changes(follow: false))
-            // Until the hub has derived the last change (and so passed the start out of its window).
-            let beforeLast = derived[derived.count - 2].cursor
-            try await withTimeout(.seconds(60)) {
-                while await hub.kept(after: beforeLast, limit: 1, wait: .zero)?.isEmpty != false { try await Task.sleep(for: .milliseconds(10)) }
-            }
+        try await Self.withFollowingHub { _, hub, derived in
             #expect(await hub.kept(after: .start, limit: 1, wait: .zero) == nil)
             var cursor = FeedCursor.start
             var pages: [LedgerChange] = []
@@ -99,9 +99,6 @@ extension ChangeFeedHubTests {
             }
             #expect(pages.map(\.json) == derived.prefix(56).map(\.json))
             #expect(await hub.catchUpsStarted == 1)
-            following.cancel()
-            _ = await following.result
-            await ledger.close()
         }
     }
 }

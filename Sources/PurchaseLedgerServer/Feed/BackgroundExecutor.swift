@@ -6,32 +6,6 @@ import NIOPosix
 import Glibc
 #endif
 
-/// How the server schedules its change feed's derivation and webhook delivery
-/// (`feedPriority` in its configuration).
-public enum FeedPriority: String, Codable, Sendable {
-    /// On threads of their own in Linux's idle class (`BackgroundExecutor`): a busy server
-    /// lags its feed rather than its appends.
-    case background
-    /// On the threads that serve requests and appends.
-    case normal
-
-    /// Where its tasks run: nil, the global executor.
-    var executor: (any TaskExecutor)? {
-        switch self {
-        case .background: BackgroundExecutor.shared
-        case .normal: nil
-        }
-    }
-
-    /// Where the webhook client's connections run.
-    var eventLoopGroup: MultiThreadedEventLoopGroup {
-        switch self {
-        case .background: BackgroundExecutor.eventLoopGroup
-        case .normal: .singleton
-        }
-    }
-}
-
 /// Threads of their own in Linux's idle scheduling class, for the server's work that must never
 /// slow its appends: deriving the change feed and delivering webhooks. On a machine with a core
 /// to spare they run as fast as on any thread; on a saturated one they get what the appends

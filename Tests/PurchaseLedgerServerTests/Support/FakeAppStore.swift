@@ -178,9 +178,7 @@ final class FakeAppStore: Sendable {
         if let misbehaviour = state.withLock({ $0.misbehaviour }) {
             return try Self.misbehaving(misbehaviour, request: request, signed: state.withLock { $0.histories[id] } ?? [])
         }
-        guard let signed = state.withLock({ $0.histories[id] }) else {
-            return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
-        }
+        guard let signed = state.withLock({ $0.histories[id] }) else { return Self.json(404, Self.transactionNotFound) }
         let start = request.uri.queryParameters["revision"].flatMap { Int($0.dropFirst("page-".count)) } ?? 0
         let page = Array(signed.dropFirst(start).prefix(pageSize))
         let hasMore = start + page.count < signed.count
@@ -285,17 +283,8 @@ final class FakeAppStore: Sendable {
     private func consumption(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
         if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
         let id = context.parameters.get("id") ?? ""
-        if let known = state.withLock({ $0.knownTransactions }), !known.contains(id) {
-            return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
-        }
-        guard request.headers[.contentType] == "application/json" else {
-            return Self.json(400, #"{"errorCode": 4000000, "errorMessage": "Bad request."}"#)
-        }
-        let bytes = try await request.body.collect(upTo: 1 << 16)
-        let body = String(buffer: bytes)
-        guard let fields = try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any] else {
-            return Self.json(400, #"{"errorCode": 4000000, "errorMessage": "Bad request."}"#)
-        }
+        if let unknown = unknownTransaction(id) { return unknown }
+        guard let (fields, body) = try await jsonBody(of: request) else { return Self.json(400, Self.badRequest) }
         guard fields["customerConsented"] as? Bool == true else {
             return Self.json(400, #"{"errorCode": 4000035, "errorMessage": "Invalid request. The customer consented field is invalid or doesn't indicate that the customer consented."}"#)
         }
@@ -307,7 +296,7 @@ final class FakeAppStore: Sendable {
         let preferences = ConsumptionInformation.RefundPreference.allCases.map(\.rawValue)
         let preferenceValid = fields["refundPreference"].map { ($0 as? String).map(preferences.contains) ?? false } ?? true
         guard fields["sampleContentProvided"] is Bool, percentageValid, preferenceValid else {
-            return Self.json(400, #"{"errorCode": 4000000, "errorMessage": "Bad request."}"#)
+            return Self.json(400, Self.badRequest)
         }
         state.withLock { $0.consumptionAnswers.append((id, body)) }
         return Response(status: .accepted)
@@ -319,10 +308,8 @@ final class FakeAppStore: Sendable {
     private func setAppAccountToken(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
         if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
         let id = context.parameters.get("id") ?? ""
-        guard request.headers[.contentType] == "application/json" else { return Self.json(400, Self.badRequest) }
-        let bytes = try await request.body.collect(upTo: 1 << 16)
-        let fields = try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any]
-        guard let token = fields?["appAccountToken"] as? String, UUID(uuidString: token) != nil else {
+        guard let (fields, _) = try await jsonBody(of: request) else { return Self.json(400, Self.badRequest) }
+        guard let token = fields["appAccountToken"] as? String, UUID(uuidString: token) != nil else {
             return Self.json(400, Self.model("invalidAppAccountTokenUUIDError"))
         }
         let (original, shared) = state.withLock { ($0.originals[id], $0.familyShared.contains(id)) }
@@ -345,15 +332,28 @@ final class FakeAppStore: Sendable {
     private func finish(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
         if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
         let id = context.parameters.get("id") ?? ""
-        if let known = state.withLock({ $0.knownTransactions }), !known.contains(id) {
-            return Self.json(404, #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#)
-        }
+        if let unknown = unknownTransaction(id) { return unknown }
         guard try await request.body.collect(upTo: 1 << 16).readableBytes == 0 else { return Self.json(400, Self.badRequest) }
         state.withLock { $0.finished.append(id) }
         return Response(status: .ok)
     }
 
     static let badRequest = #"{"errorCode": 4000000, "errorMessage": "Bad request."}"#
+    static let transactionNotFound = #"{"errorCode": 4040010, "errorMessage": "Transaction id not found."}"#
+
+    /// Apple's 404 for a transaction it does not know (`knowTransactions`); nil for one it knows.
+    private func unknownTransaction(_ id: String) -> Response? {
+        guard let known = state.withLock({ $0.knownTransactions }), !known.contains(id) else { return nil }
+        return Self.json(404, Self.transactionNotFound)
+    }
+
+    /// A request's body as a JSON object and as sent; nil unless it is sent as JSON and is an object.
+    private func jsonBody(of request: Request) async throws -> (fields: [String: Any], text: String)? {
+        guard request.headers[.contentType] == "application/json" else { return nil }
+        let bytes = try await request.body.collect(upTo: 1 << 16)
+        guard let fields = try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any] else { return nil }
+        return (fields, String(buffer: bytes))
+    }
 
     /// One of Apple's model files (Fixtures/models); a missing one fails the test that reads it.
     static func model(_ name: String) -> String {
