@@ -120,7 +120,19 @@ struct SlowClientTests {
                 let slow = try await Self.connectSlowClients(60, port: port)
                 let open = await Self.waitUntilClosed(slow, within: .seconds(40))
                 #expect(open == 0, "\(open) slow connections were still open 40 s later")
-                #expect(try await Self.get("/v1/health", port: port).hasPrefix("HTTP/1.1 200"))
+                // The server still answers. On a machine so loaded that more than the 2 s idle
+                // timeout passes between connecting and writing, it rightly cuts that connection
+                // first ("I/O on closed channel"): asked again, on a new one.
+                var answer = ""
+                for attempt in 1...3 {
+                    do {
+                        answer = try await Self.get("/v1/health", port: port)
+                        break
+                    } catch where attempt < 3 {
+                        continue
+                    }
+                }
+                #expect(answer.hasPrefix("HTTP/1.1 200"))
             }
         }
     }
