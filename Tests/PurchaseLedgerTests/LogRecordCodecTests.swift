@@ -15,6 +15,7 @@ struct LogRecordCodecTests {
             let record = LogRecordCodec.record(event, position: position)
             let decoded = record.withUnsafeBytes { try? LogRecordCodec.decode($0, expectedPosition: position) }
             #expect(decoded == event)
+            #expect((try? Event(jsonLine: event.jsonLine)) == event)
         }
     }
 

@@ -89,7 +89,7 @@ extension Event {
                 transaction: try reader.string("transaction"),
                 reason: try reader.optionalString("reason")))
         case .storeTransaction:
-            payload = .storeTransaction(StoreTransaction(
+            var fact = StoreTransaction(
                 transaction: try reader.string("transaction"),
                 originalTransaction: try reader.optionalString("originalTransaction"),
                 product: try reader.string("product"),
@@ -108,9 +108,11 @@ extension Event {
                 revocationPercentage: try reader.optionalInt("revocationPercentage"),
                 upgraded: try reader.optionalBool("upgraded"),
                 source: try reader.optionalString("source"),
-                signed: try reader.optionalString("signed")))
+                signed: try reader.optionalString("signed"))
+            try fact.readSaleDetails(from: reader)
+            payload = .storeTransaction(fact)
         case .renewalInfo:
-            payload = .renewalInfo(RenewalInfo(
+            var info = RenewalInfo(
                 originalTransaction: try reader.string("originalTransaction"),
                 product: try reader.optionalString("product"),
                 renewsTo: try reader.optionalString("renewsTo"),
@@ -120,7 +122,9 @@ extension Event {
                 expirationIntent: try reader.optionalInt("expirationIntent"),
                 environment: try reader.optionalEnumeration("environment"),
                 source: try reader.optionalString("source"),
-                signed: try reader.optionalString("signed")))
+                signed: try reader.optionalString("signed"))
+            try info.readRenewalDetails(from: reader)
+            payload = .renewalInfo(info)
         case .consumptionConsent:
             guard let consented = try reader.optionalBool("consented") else {
                 throw .invalid("missing required field `consented`")
@@ -205,6 +209,7 @@ extension Event {
             writer.member("gracePeriodEndsAt", ifPresent: info.gracePeriodEndsAt)
             writer.member("expirationIntent", ifPresent: info.expirationIntent)
             writer.member("environment", ifPresent: info.environment?.rawValue)
+            info.writeRenewalDetails(to: &writer)
             writer.member("source", ifPresent: info.source)
             writer.member("signed", ifPresent: info.signed)
         case .consumptionConsent(let consent):
@@ -252,6 +257,22 @@ struct FieldReader {
             throw .invalid("`\(name)` must be true or false, not \(value.typeName)")
         }
         return flag
+    }
+
+    /// An array of strings.
+    func optionalStrings(_ name: String) throws(LedgerError) -> [String]? {
+        guard let value = fields[UTF8Key(name)] else { return nil }
+        guard case .array(let elements) = value else {
+            throw .invalid("`\(name)` must be an array of strings, not \(value.typeName)")
+        }
+        var strings: [String] = []
+        for element in elements {
+            guard case .string(let text) = element else {
+                throw .invalid("`\(name)` must be an array of strings, not of \(element.typeName)")
+            }
+            strings.append(text)
+        }
+        return strings
     }
 
     /// A string naming one of `Value`'s cases.
@@ -327,5 +348,89 @@ extension StoreTransaction {
         writer.member("revocationType", ifPresent: revocationType?.rawValue)
         writer.member("revocationPercentage", ifPresent: revocationPercentage)
         writer.member("upgraded", ifPresent: upgraded)
+        writer.member("originalPurchasedAt", ifPresent: originalPurchasedAt)
+        writer.member("webOrderLineItem", ifPresent: webOrderLineItem)
+        writer.member("storefrontId", ifPresent: storefrontId)
+        writer.member("transactionReason", ifPresent: transactionReason)
+        writer.member("offerType", ifPresent: offerType)
+        writer.member("offerIdentifier", ifPresent: offerIdentifier)
+        writer.member("offerDiscountType", ifPresent: offerDiscountType)
+        writer.member("offerPeriod", ifPresent: offerPeriod)
+        writer.member("appTransaction", ifPresent: appTransaction)
+        writer.member("appAccountToken", ifPresent: appAccountToken)
+        writer.member("billingPlanType", ifPresent: billingPlanType)
+        writer.member("commitmentBillingPeriod", ifPresent: commitmentBillingPeriod)
+        writer.member("commitmentBillingPeriods", ifPresent: commitmentBillingPeriods)
+        writer.member("commitmentExpiresAt", ifPresent: commitmentExpiresAt)
+        writer.member("commitmentPrice", ifPresent: commitmentPrice)
+    }
+
+    /// The fields Apple added in API 1.15–1.21, all optional.
+    mutating func readSaleDetails(from reader: FieldReader) throws(LedgerError) {
+        originalPurchasedAt = try reader.optionalTimestamp("originalPurchasedAt")
+        webOrderLineItem = try reader.optionalString("webOrderLineItem")
+        storefrontId = try reader.optionalString("storefrontId")
+        transactionReason = try reader.optionalString("transactionReason")
+        offerType = try reader.optionalInt("offerType")
+        offerIdentifier = try reader.optionalString("offerIdentifier")
+        offerDiscountType = try reader.optionalString("offerDiscountType")
+        offerPeriod = try reader.optionalString("offerPeriod")
+        appTransaction = try reader.optionalString("appTransaction")
+        appAccountToken = try reader.optionalString("appAccountToken")
+        billingPlanType = try reader.optionalString("billingPlanType")
+        commitmentBillingPeriod = try reader.optionalInt("commitmentBillingPeriod")
+        commitmentBillingPeriods = try reader.optionalInt("commitmentBillingPeriods")
+        commitmentExpiresAt = try reader.optionalTimestamp("commitmentExpiresAt")
+        commitmentPrice = try reader.optionalInt64("commitmentPrice")
+    }
+}
+
+extension RenewalInfo {
+    /// The fields Apple added in API 1.15–1.21, in the format's order.
+    func writeRenewalDetails(to writer: inout JSONWriter) {
+        writer.member("renewalPrice", ifPresent: renewalPrice)
+        writer.member("currency", ifPresent: currency)
+        writer.member("renewsAt", ifPresent: renewsAt)
+        writer.member("recentSubscriptionStartedAt", ifPresent: recentSubscriptionStartedAt)
+        writer.member("priceIncreaseStatus", ifPresent: priceIncreaseStatus)
+        writer.member("offerType", ifPresent: offerType)
+        writer.member("offerIdentifier", ifPresent: offerIdentifier)
+        writer.member("offerDiscountType", ifPresent: offerDiscountType)
+        writer.member("offerPeriod", ifPresent: offerPeriod)
+        if let eligibleWinBackOffers {
+            writer.key("eligibleWinBackOffers")
+            writer.beginArray()
+            for offer in eligibleWinBackOffers { writer.string(offer) }
+            writer.endArray()
+        }
+        writer.member("appTransaction", ifPresent: appTransaction)
+        writer.member("appAccountToken", ifPresent: appAccountToken)
+        writer.member("billingPlanType", ifPresent: billingPlanType)
+        writer.member("commitmentRenewsTo", ifPresent: commitmentRenewsTo)
+        writer.member("commitmentWillRenew", ifPresent: commitmentWillRenew)
+        writer.member("commitmentBillingPlanType", ifPresent: commitmentBillingPlanType)
+        writer.member("commitmentRenewsAt", ifPresent: commitmentRenewsAt)
+        writer.member("commitmentRenewalPrice", ifPresent: commitmentRenewalPrice)
+    }
+
+    mutating func readRenewalDetails(from reader: FieldReader) throws(LedgerError) {
+        renewalPrice = try reader.optionalInt64("renewalPrice")
+        currency = try reader.optionalString("currency")
+        renewsAt = try reader.optionalTimestamp("renewsAt")
+        recentSubscriptionStartedAt = try reader.optionalTimestamp("recentSubscriptionStartedAt")
+        priceIncreaseStatus = try reader.optionalInt("priceIncreaseStatus")
+        offerType = try reader.optionalInt("offerType")
+        offerIdentifier = try reader.optionalString("offerIdentifier")
+        offerDiscountType = try reader.optionalString("offerDiscountType")
+        offerPeriod = try reader.optionalString("offerPeriod")
+        eligibleWinBackOffers = try reader.optionalStrings("eligibleWinBackOffers")
+        appTransaction = try reader.optionalString("appTransaction")
+        appAccountToken = try reader.optionalString("appAccountToken")
+        billingPlanType = try reader.optionalString("billingPlanType")
+        commitmentRenewsTo = try reader.optionalString("commitmentRenewsTo")
+        commitmentWillRenew = try reader.optionalBool("commitmentWillRenew")
+        commitmentBillingPlanType = try reader.optionalString("commitmentBillingPlanType")
+        commitmentRenewsAt = try reader.optionalTimestamp("commitmentRenewsAt")
+        commitmentRenewalPrice = try reader.optionalInt64("commitmentRenewalPrice")
     }
 }

@@ -28,6 +28,13 @@ public enum StoreLimits {
     /// Apple's JWS kept as proof (`signed`): a chain of three certificates and the payload fit
     /// in well under this.
     public static let signedBytes = 1...16_384
+    /// Apple's `offerType` (1–4 today) and `priceIncreaseStatus` (0–1).
+    public static let offerType: ClosedRange<Int64> = 1...99
+    public static let priceIncreaseStatus: ClosedRange<Int64> = 0...99
+    /// A commitment's billing periods: Apple's longest is 12 monthly periods.
+    public static let billingPeriods: ClosedRange<Int64> = 1...1_000
+    /// How many win-back offers a renewal info may name.
+    public static let eligibleWinBackOffers = 0...100
 }
 
 extension Event {
@@ -96,6 +103,7 @@ extension Event {
             try Self.checkRange(fact.revocationPercentage.map(Int64.init), StoreLimits.revocationPercentage, "revocationPercentage")
             try Self.checkText(fact.source, "source")
             try Self.checkSigned(fact.signed)
+            try Self.checkSaleDetails(of: fact)
         case .renewalInfo(let info):
             try Self.checkID(info.originalTransaction, "originalTransaction")
             try Self.checkName(info.product, "product")
@@ -104,6 +112,7 @@ extension Event {
             try Self.checkRange(info.expirationIntent.map(Int64.init), StoreLimits.expirationIntent, "expirationIntent")
             try Self.checkText(info.source, "source")
             try Self.checkSigned(info.signed)
+            try Self.checkRenewalDetails(of: info)
         case .consumptionConsent:
             break
         case .consumptionRequest(let request):
@@ -117,6 +126,55 @@ extension Event {
             try Self.checkName(answer.refundPreference, "refundPreference")
             try Self.checkRange(answer.status.map(Int64.init), StoreLimits.httpStatus, "status")
             try Self.checkText(answer.error, "error")
+        }
+    }
+
+    /// The fields Apple added in API 1.15–1.21 (`StoreTransaction.originalPurchasedAt` on).
+    private static func checkSaleDetails(of fact: StoreTransaction) throws(LedgerError) {
+        for (time, field) in [(fact.originalPurchasedAt, "originalPurchasedAt"), (fact.commitmentExpiresAt, "commitmentExpiresAt")] {
+            if let time { try checkTime(time, field) }
+        }
+        for (name, field) in [
+            (fact.webOrderLineItem, "webOrderLineItem"), (fact.storefrontId, "storefrontId"),
+            (fact.transactionReason, "transactionReason"), (fact.offerIdentifier, "offerIdentifier"),
+            (fact.offerDiscountType, "offerDiscountType"), (fact.offerPeriod, "offerPeriod"),
+            (fact.appTransaction, "appTransaction"), (fact.appAccountToken, "appAccountToken"),
+            (fact.billingPlanType, "billingPlanType"),
+        ] {
+            try checkName(name, field)
+        }
+        try checkRange(fact.offerType.map(Int64.init), StoreLimits.offerType, "offerType")
+        try checkRange(fact.commitmentBillingPeriod.map(Int64.init), StoreLimits.billingPeriods, "commitmentBillingPeriod")
+        try checkRange(fact.commitmentBillingPeriods.map(Int64.init), StoreLimits.billingPeriods, "commitmentBillingPeriods")
+        try checkRange(fact.commitmentPrice, 0...Int64.max, "commitmentPrice")
+    }
+
+    /// The renewal info's fields Apple added in API 1.15–1.21 (`RenewalInfo.renewalPrice` on).
+    private static func checkRenewalDetails(of info: RenewalInfo) throws(LedgerError) {
+        for (time, field) in [
+            (info.renewsAt, "renewsAt"), (info.recentSubscriptionStartedAt, "recentSubscriptionStartedAt"),
+            (info.commitmentRenewsAt, "commitmentRenewsAt"),
+        ] {
+            if let time { try checkTime(time, field) }
+        }
+        for (name, field) in [
+            (info.currency, "currency"), (info.offerIdentifier, "offerIdentifier"),
+            (info.offerDiscountType, "offerDiscountType"), (info.offerPeriod, "offerPeriod"),
+            (info.appTransaction, "appTransaction"), (info.appAccountToken, "appAccountToken"),
+            (info.billingPlanType, "billingPlanType"), (info.commitmentRenewsTo, "commitmentRenewsTo"),
+            (info.commitmentBillingPlanType, "commitmentBillingPlanType"),
+        ] {
+            try checkName(name, field)
+        }
+        try checkRange(info.renewalPrice, 0...Int64.max, "renewalPrice")
+        try checkRange(info.commitmentRenewalPrice, 0...Int64.max, "commitmentRenewalPrice")
+        try checkRange(info.priceIncreaseStatus.map(Int64.init), StoreLimits.priceIncreaseStatus, "priceIncreaseStatus")
+        try checkRange(info.offerType.map(Int64.init), StoreLimits.offerType, "offerType")
+        if let offers = info.eligibleWinBackOffers {
+            guard StoreLimits.eligibleWinBackOffers.contains(offers.count) else {
+                throw .invalid("`eligibleWinBackOffers` must name at most 100 offers (got \(offers.count))")
+            }
+            for offer in offers { try checkName(offer, "eligibleWinBackOffers") }
         }
     }
 

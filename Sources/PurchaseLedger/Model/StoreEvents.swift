@@ -47,6 +47,38 @@ public struct StoreTransaction: Sendable, Hashable {
     /// log only, not in projections or snapshots.
     public var signed: String?
 
+    // What else Apple signs about the sale (API 1.15–1.21), kept for the business and shown in
+    // the account's store view; none of it changes what the customer is granted. Apple's
+    // enumerations among them are kept as Apple spells them, including values added later.
+
+    /// `originalPurchaseDate`: when the original transaction was bought.
+    public var originalPurchasedAt: Timestamp? = nil
+    /// `webOrderLineItemId`: one per period of a subscription, across devices.
+    public var webOrderLineItem: String? = nil
+    /// `storefrontId`: Apple's numeric storefront.
+    public var storefrontId: String? = nil
+    /// `transactionReason`: `PURCHASE` or `RENEWAL`.
+    public var transactionReason: String? = nil
+    /// `offerType`: 1 introductory, 2 promotional, 3 offer code, 4 win-back.
+    public var offerType: Int? = nil
+    public var offerIdentifier: String? = nil
+    /// `offerDiscountType`: `FREE_TRIAL`, `PAY_AS_YOU_GO`, `PAY_UP_FRONT`, `ONE_TIME`.
+    public var offerDiscountType: String? = nil
+    /// `offerPeriod`: an ISO 8601 duration such as `P1M`.
+    public var offerPeriod: String? = nil
+    /// `appTransactionId`: one per customer and app (API 1.15).
+    public var appTransaction: String? = nil
+    /// `appAccountToken`, as Apple sent it.
+    public var appAccountToken: String? = nil
+    /// `billingPlanType`: `BILLED_UPFRONT` or `MONTHLY` (a plan paid monthly over a commitment).
+    public var billingPlanType: String? = nil
+    /// `commitmentInfo`: the period of the commitment this transaction pays (1-based), of how
+    /// many, when the commitment ends and its total price (milliunits of `currency`).
+    public var commitmentBillingPeriod: Int? = nil
+    public var commitmentBillingPeriods: Int? = nil
+    public var commitmentExpiresAt: Timestamp? = nil
+    public var commitmentPrice: Int64? = nil
+
     public init(
         transaction: String, originalTransaction: String? = nil, product: String, quantity: Int? = nil,
         purchasedAt: Timestamp? = nil, expiresAt: Timestamp? = nil, subscriptionGroup: String? = nil,
@@ -98,6 +130,37 @@ public struct RenewalInfo: Sendable, Hashable {
     public var source: String?
     /// Apple's JWS (`signedRenewalInfo`), kept as proof, as `StoreTransaction.signed`.
     public var signed: String?
+
+    // What else Apple signs about the next renewal, kept as `StoreTransaction`'s extra fields.
+
+    /// `renewalPrice`, in milliunits of `currency`.
+    public var renewalPrice: Int64? = nil
+    public var currency: String? = nil
+    /// `renewalDate`: when the next period starts.
+    public var renewsAt: Timestamp? = nil
+    /// `recentSubscriptionStartDate`: the start of the latest run of paid periods without a gap
+    /// of more than 60 days.
+    public var recentSubscriptionStartedAt: Timestamp? = nil
+    /// `priceIncreaseStatus`: 0 the customer has not answered, 1 consented (or needed not).
+    public var priceIncreaseStatus: Int? = nil
+    /// The offer the next period renews with.
+    public var offerType: Int? = nil
+    public var offerIdentifier: String? = nil
+    public var offerDiscountType: String? = nil
+    public var offerPeriod: String? = nil
+    /// `eligibleWinBackOfferIds`.
+    public var eligibleWinBackOffers: [String]? = nil
+    public var appTransaction: String? = nil
+    public var appAccountToken: String? = nil
+    /// `renewalBillingPlanType`.
+    public var billingPlanType: String? = nil
+    /// `commitmentInfo`: what the commitment renews to, whether it will, on which plan, when
+    /// and for how much.
+    public var commitmentRenewsTo: String? = nil
+    public var commitmentWillRenew: Bool? = nil
+    public var commitmentBillingPlanType: String? = nil
+    public var commitmentRenewsAt: Timestamp? = nil
+    public var commitmentRenewalPrice: Int64? = nil
 
     public init(
         originalTransaction: String, product: String? = nil, renewsTo: String? = nil, willRenew: Bool? = nil,
@@ -166,5 +229,31 @@ extension Event {
 
     public static func renewalInfo(id: String, account: String, signedAt: Timestamp, _ info: RenewalInfo) -> Event {
         Event(id: id, account: account, at: signedAt, payload: .renewalInfo(info))
+    }
+}
+
+extension StoreTransaction {
+    /// The report without Apple's fields of API 1.15–1.21 (`originalPurchasedAt` on): what an
+    /// event written before the ledger kept them carries.
+    public var withoutSaleDetails: StoreTransaction {
+        var fact = self
+        (fact.originalPurchasedAt, fact.webOrderLineItem, fact.storefrontId, fact.transactionReason) = (nil, nil, nil, nil)
+        (fact.offerType, fact.offerIdentifier, fact.offerDiscountType, fact.offerPeriod) = (nil, nil, nil, nil)
+        (fact.appTransaction, fact.appAccountToken, fact.billingPlanType) = (nil, nil, nil)
+        (fact.commitmentBillingPeriod, fact.commitmentBillingPeriods, fact.commitmentExpiresAt, fact.commitmentPrice) = (nil, nil, nil, nil)
+        return fact
+    }
+}
+
+extension RenewalInfo {
+    /// The renewal info without Apple's fields of API 1.15–1.21 (`renewalPrice` on).
+    public var withoutRenewalDetails: RenewalInfo {
+        var info = self
+        (info.renewalPrice, info.currency, info.renewsAt, info.recentSubscriptionStartedAt) = (nil, nil, nil, nil)
+        (info.priceIncreaseStatus, info.offerType, info.offerIdentifier, info.offerDiscountType, info.offerPeriod) = (nil, nil, nil, nil, nil)
+        (info.eligibleWinBackOffers, info.appTransaction, info.appAccountToken, info.billingPlanType) = (nil, nil, nil, nil)
+        (info.commitmentRenewsTo, info.commitmentWillRenew, info.commitmentBillingPlanType) = (nil, nil, nil)
+        (info.commitmentRenewsAt, info.commitmentRenewalPrice) = (nil, nil)
+        return info
     }
 }

@@ -161,7 +161,8 @@ struct AccountView {
                 transaction: fact.transaction, product: fact.product,
                 status: group.status(of: index, at: time, revoked: isRevoked(record, at: time), renewal: renewal),
                 expiresAt: fact.expiresAt, gracePeriodEndsAt: renewal?.gracePeriodEndsAt, willRenew: renewal?.willRenew,
-                renewsTo: renewal?.renewsTo, environment: fact.environment ?? renewal?.environment)
+                renewsTo: renewal?.renewsTo, environment: fact.environment ?? renewal?.environment,
+                billingPlanType: fact.billingPlanType, commitment: SubscriptionStatus.Commitment(transaction: fact, renewal: renewal))
         }
     }
 

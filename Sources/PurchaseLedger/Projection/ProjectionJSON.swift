@@ -175,7 +175,9 @@ extension ProductTimeline {
 extension SubscriptionStatus {
     /// `{"group": …, "originalTransaction": …, "transaction": …, "product": …, "status": 1,
     /// "statusName": "active", "expiresAt": …, "gracePeriodEndsAt": …, "willRenew": …,
-    /// "renewsTo": …, "environment": …}`, the optional members only when known.
+    /// "renewsTo": …, "environment": …, "billingPlanType": …, "commitment": {"period",
+    /// "periods", "expiresAt", "price", "renewsTo", "willRenew"}}`, the optional members only
+    /// when known.
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.member("group", group)
@@ -189,6 +191,18 @@ extension SubscriptionStatus {
         writer.member("willRenew", ifPresent: willRenew)
         writer.member("renewsTo", ifPresent: renewsTo)
         writer.member("environment", ifPresent: environment?.rawValue)
+        writer.member("billingPlanType", ifPresent: billingPlanType)
+        if let commitment {
+            writer.key("commitment")
+            writer.beginObject()
+            writer.member("period", ifPresent: commitment.period)
+            writer.member("periods", ifPresent: commitment.periods)
+            writer.member("expiresAt", ifPresent: commitment.expiresAt)
+            writer.member("price", ifPresent: commitment.price)
+            writer.member("renewsTo", ifPresent: commitment.renewsTo)
+            writer.member("willRenew", ifPresent: commitment.willRenew)
+            writer.endObject()
+        }
         writer.endObject()
     }
 }

@@ -23,4 +23,35 @@ public struct SubscriptionStatus: Sendable, Hashable {
     public var willRenew: Bool?
     public var renewsTo: String?
     public var environment: StoreEnvironment?
+    /// Apple's `billingPlanType` of the transaction in force: `BILLED_UPFRONT`, or `MONTHLY` for
+    /// a plan paid monthly over a commitment.
+    public var billingPlanType: String? = nil
+    /// The commitment the transaction in force pays a period of, when Apple says it is one.
+    public var commitment: Commitment? = nil
+
+    /// A plan that commits the customer to several billing periods (a monthly plan with a
+    /// 12-month commitment), from the transaction in force and the renewal info in force.
+    public struct Commitment: Sendable, Hashable {
+        /// The period this transaction pays, 1-based, of `periods`.
+        public var period: Int?
+        public var periods: Int?
+        /// When the commitment ends.
+        public var expiresAt: Timestamp?
+        /// The commitment's total price, in milliunits of the transaction's currency.
+        public var price: Int64?
+        /// What the commitment renews to at its end, and whether it will.
+        public var renewsTo: String?
+        public var willRenew: Bool?
+
+        /// The commitment the reports name, nil when they name none.
+        init?(transaction fact: StoreTransaction, renewal: RenewalInfo?) {
+            period = fact.commitmentBillingPeriod
+            periods = fact.commitmentBillingPeriods
+            expiresAt = fact.commitmentExpiresAt
+            price = fact.commitmentPrice
+            renewsTo = renewal?.commitmentRenewsTo
+            willRenew = renewal?.commitmentWillRenew
+            if period == nil, periods == nil, expiresAt == nil, price == nil, renewsTo == nil, willRenew == nil { return nil }
+        }
+    }
 }

@@ -76,6 +76,10 @@ public struct StoreProofs: Sendable {
             (proven.revokedAt, proven.revocationReason, proven.revocationType, proven.revocationPercentage) =
                 (fact.revokedAt, fact.revocationReason, fact.revocationType, fact.revocationPercentage)
         }
+        if fact == fact.withoutSaleDetails {
+            // Written before the ledger kept Apple's fields of API 1.15–1.21: it carries none.
+            proven = proven.withoutSaleDetails
+        }
         guard proven != fact else { return nil }
         let differing = Self.differingFields(fact, proven)
         return "the proof says otherwise of \(differing.joined(separator: ", "))"
@@ -111,6 +115,21 @@ public struct StoreProofs: Sendable {
         check("revocationType", \.revocationType)
         check("revocationPercentage", \.revocationPercentage)
         check("upgraded", \.upgraded)
+        check("originalPurchasedAt", \.originalPurchasedAt)
+        check("webOrderLineItem", \.webOrderLineItem)
+        check("storefrontId", \.storefrontId)
+        check("transactionReason", \.transactionReason)
+        check("offerType", \.offerType)
+        check("offerIdentifier", \.offerIdentifier)
+        check("offerDiscountType", \.offerDiscountType)
+        check("offerPeriod", \.offerPeriod)
+        check("appTransaction", \.appTransaction)
+        check("appAccountToken", \.appAccountToken)
+        check("billingPlanType", \.billingPlanType)
+        check("commitmentBillingPeriod", \.commitmentBillingPeriod)
+        check("commitmentBillingPeriods", \.commitmentBillingPeriods)
+        check("commitmentExpiresAt", \.commitmentExpiresAt)
+        check("commitmentPrice", \.commitmentPrice)
         return names.isEmpty ? ["a field"] : names
     }
 
@@ -127,6 +146,9 @@ public struct StoreProofs: Sendable {
         if let reason = Self.timeDisagreement(payload.signedDate, signedAt) { return reason }
         var proven = AppStoreRecorder.renewalInfo(payload, original: info.originalTransaction, source: "")
         (proven.source, proven.signed) = (info.source, info.signed)
+        if info == info.withoutRenewalDetails {
+            proven = proven.withoutRenewalDetails
+        }
         return proven == info ? nil : "the proof says otherwise of the renewal info's fields"
     }
 

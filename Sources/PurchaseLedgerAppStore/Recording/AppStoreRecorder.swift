@@ -227,6 +227,7 @@ struct AppStoreRecorder: Sendable {
             revocationType: transaction.revocationType.flatMap(StoreRevocationType.init(rawValue:)),
             revocationPercentage: transaction.revocationPercentage?.filter(StoreLimits.revocationPercentage), upgraded: transaction.isUpgraded, source: source,
             signed: signed)
+        .withSaleDetails(of: transaction)
     }
 
     static func renewalInfo(_ renewal: AppStoreRenewalPayload, original: String, source: String) -> RenewalInfo {
@@ -235,6 +236,7 @@ struct AppStoreRecorder: Sendable {
             willRenew: renewal.autoRenewStatus.map { $0 == 1 }, billingRetry: renewal.isInBillingRetryPeriod,
             gracePeriodEndsAt: renewal.gracePeriodExpiresDate.map(timestamp), expirationIntent: renewal.expirationIntent?.filter(StoreLimits.expirationIntent),
             environment: renewal.environment.flatMap(StoreEnvironment.init(rawValue:)), source: source)
+        .withRenewalDetails(of: renewal)
     }
 
     /// The account an `appAccountToken` names. Apple sends the token as a lowercase UUID, while
@@ -244,6 +246,13 @@ struct AppStoreRecorder: Sendable {
     static func account(fromToken token: String) -> String? {
         guard !token.isEmpty else { return nil }
         return UUID(uuidString: token).map { $0.uuidString.lowercased() } ?? token
+    }
+
+    /// A timestamp of Apple's that no rule reads, nil beyond years 0000–9999: left out rather
+    /// than refusing the report for it.
+    static func representableTimestamp(_ milliseconds: Double) -> Timestamp? {
+        let time = timestamp(milliseconds)
+        return time.isRepresentable ? time : nil
     }
 
     /// Apple's milliseconds since 1970 (fractional in Xcode's data) as a timestamp.
@@ -272,5 +281,76 @@ private extension Int {
     /// Self when within `range`.
     func filter(_ range: ClosedRange<Int64>) -> Int? {
         range.contains(Int64(self)) ? self : nil
+    }
+}
+
+private extension Int64 {
+    /// Self when within `range`.
+    func filter(_ range: ClosedRange<Int64>) -> Int64? {
+        range.contains(self) ? self : nil
+    }
+}
+
+private extension String {
+    /// Self when it fits a name of the format (at most 256 bytes): a longer value Apple never
+    /// sends is left out, not a reason to refuse the report.
+    var fittingName: String? {
+        utf8.count <= 256 ? self : nil
+    }
+}
+
+private extension StoreTransaction {
+    /// Apple's additions of API 1.15–1.21, each kept when it fits the format.
+    func withSaleDetails(of transaction: AppStoreTransactionPayload) -> StoreTransaction {
+        var fact = self
+        fact.originalPurchasedAt = transaction.originalPurchaseDate.flatMap(AppStoreRecorder.representableTimestamp)
+        fact.webOrderLineItem = transaction.webOrderLineItemId?.fittingName
+        fact.storefrontId = transaction.storefrontId?.fittingName
+        fact.transactionReason = transaction.transactionReason?.fittingName
+        fact.offerType = transaction.offerType?.filter(StoreLimits.offerType)
+        fact.offerIdentifier = transaction.offerIdentifier?.fittingName
+        fact.offerDiscountType = transaction.offerDiscountType?.fittingName
+        fact.offerPeriod = transaction.offerPeriod?.fittingName
+        fact.appTransaction = transaction.appTransactionId?.fittingName
+        fact.appAccountToken = transaction.appAccountToken?.fittingName
+        fact.billingPlanType = transaction.billingPlanType?.fittingName
+        if let commitment = transaction.commitmentInfo {
+            fact.commitmentBillingPeriod = commitment.billingPeriodNumber?.filter(StoreLimits.billingPeriods)
+            fact.commitmentBillingPeriods = commitment.totalBillingPeriods?.filter(StoreLimits.billingPeriods)
+            fact.commitmentExpiresAt = commitment.commitmentExpiresDate.flatMap(AppStoreRecorder.representableTimestamp)
+            fact.commitmentPrice = commitment.commitmentPrice?.filter(0...Int64.max)
+        }
+        return fact
+    }
+}
+
+private extension RenewalInfo {
+    /// Apple's additions of API 1.15–1.21, each kept when it fits the format.
+    func withRenewalDetails(of renewal: AppStoreRenewalPayload) -> RenewalInfo {
+        var info = self
+        info.renewalPrice = renewal.renewalPrice?.filter(0...Int64.max)
+        info.currency = renewal.currency?.fittingName
+        info.renewsAt = renewal.renewalDate.flatMap(AppStoreRecorder.representableTimestamp)
+        info.recentSubscriptionStartedAt = renewal.recentSubscriptionStartDate.flatMap(AppStoreRecorder.representableTimestamp)
+        info.priceIncreaseStatus = renewal.priceIncreaseStatus?.filter(StoreLimits.priceIncreaseStatus)
+        info.offerType = renewal.offerType?.filter(StoreLimits.offerType)
+        info.offerIdentifier = renewal.offerIdentifier?.fittingName
+        info.offerDiscountType = renewal.offerDiscountType?.fittingName
+        info.offerPeriod = renewal.offerPeriod?.fittingName
+        info.eligibleWinBackOffers = renewal.eligibleWinBackOfferIds.flatMap { offers in
+            let kept = offers.compactMap(\.fittingName)
+            return kept.count <= StoreLimits.eligibleWinBackOffers.upperBound ? kept : nil
+        }
+        info.appTransaction = renewal.appTransactionId?.fittingName
+        info.appAccountToken = renewal.appAccountToken?.fittingName
+        info.billingPlanType = renewal.renewalBillingPlanType?.fittingName
+        if let commitment = renewal.commitmentInfo {
+            info.commitmentRenewsTo = commitment.commitmentAutoRenewProductId?.fittingName
+            info.commitmentWillRenew = commitment.commitmentAutoRenewStatus.map { $0 == 1 }
+            info.commitmentBillingPlanType = commitment.commitmentRenewalBillingPlanType?.fittingName
+            info.commitmentRenewsAt = commitment.commitmentRenewalDate.flatMap(AppStoreRecorder.representableTimestamp)
+            info.commitmentRenewalPrice = commitment.commitmentRenewalPrice?.filter(0...Int64.max)
+        }
+        return info
     }
 }

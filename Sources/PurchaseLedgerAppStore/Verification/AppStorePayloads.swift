@@ -96,6 +96,30 @@ public struct AppStoreTransactionPayload: Decodable, Sendable, Hashable {
     public var currency: String?
     public var environment: String?
     public var signedDate: Double?
+
+    // Apple's additions of API 1.15–1.21. A value of a type Apple's documentation does not
+    // give is left out, not a reason to refuse the payload: the rest still counts.
+    @Lenient public var originalPurchaseDate: Double?
+    @Lenient public var webOrderLineItemId: String?
+    @Lenient public var storefrontId: String?
+    /// "PURCHASE" or "RENEWAL".
+    @Lenient public var transactionReason: String?
+    /// 1 introductory, 2 promotional, 3 offer code, 4 win-back.
+    @Lenient public var offerType: Int?
+    @Lenient public var offerIdentifier: String?
+    @Lenient public var offerDiscountType: String?
+    @Lenient public var offerPeriod: String?
+    @Lenient public var appTransactionId: String?
+    @Lenient public var billingPlanType: String?
+    @Lenient public var commitmentInfo: Commitment?
+
+    /// `TransactionCommitmentInfo`.
+    public struct Commitment: Decodable, Sendable, Hashable {
+        @Lenient public var billingPeriodNumber: Int?
+        @Lenient public var totalBillingPeriods: Int?
+        @Lenient public var commitmentExpiresDate: Double?
+        @Lenient public var commitmentPrice: Int64?
+    }
 }
 
 /// The decoded `signedRenewalInfo` (`JWSRenewalInfoDecodedPayload`): the fields the ledger uses.
@@ -111,6 +135,53 @@ public struct AppStoreRenewalPayload: Decodable, Sendable, Hashable {
     public var appAccountToken: String?
     public var environment: String?
     public var signedDate: Double?
+
+    // Apple's additions of API 1.15–1.21, read as `AppStoreTransactionPayload`'s.
+    @Lenient public var renewalPrice: Int64?
+    @Lenient public var currency: String?
+    @Lenient public var renewalDate: Double?
+    @Lenient public var recentSubscriptionStartDate: Double?
+    @Lenient public var priceIncreaseStatus: Int?
+    @Lenient public var offerType: Int?
+    @Lenient public var offerIdentifier: String?
+    @Lenient public var offerDiscountType: String?
+    @Lenient public var offerPeriod: String?
+    @Lenient public var eligibleWinBackOfferIds: [String]?
+    @Lenient public var appTransactionId: String?
+    @Lenient public var renewalBillingPlanType: String?
+    @Lenient public var commitmentInfo: Commitment?
+
+    /// `RenewalCommitmentInfo`.
+    public struct Commitment: Decodable, Sendable, Hashable {
+        @Lenient public var commitmentAutoRenewProductId: String?
+        /// 1: will renew.
+        @Lenient public var commitmentAutoRenewStatus: Int?
+        @Lenient public var commitmentRenewalBillingPlanType: String?
+        @Lenient public var commitmentRenewalDate: Double?
+        @Lenient public var commitmentRenewalPrice: Int64?
+    }
+}
+
+/// A field read if it has the type Apple documents, and left out (nil) otherwise, rather than
+/// failing the whole payload: for the fields Apple added lately, whose types could still change.
+@propertyWrapper
+public struct Lenient<Value: Decodable & Sendable & Hashable>: Decodable, Sendable, Hashable {
+    public var wrappedValue: Value?
+
+    public init(wrappedValue: Value?) {
+        self.wrappedValue = wrappedValue
+    }
+
+    public init(from decoder: any Decoder) throws {
+        wrappedValue = try? decoder.singleValueContainer().decode(Value.self)
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// An absent key is nil, as for a plain optional.
+    func decode<Value>(_ type: Lenient<Value>.Type, forKey key: Key) throws -> Lenient<Value> {
+        try decodeIfPresent(type, forKey: key) ?? Lenient(wrappedValue: nil)
+    }
 }
 
 /// What carries a `signedDate`, the time a chain is checked at.

@@ -7,6 +7,9 @@ import LedgerTestSupport
 /// some are not, so every error code shows up.
 struct EventStreamGenerator {
     var random: SeededGenerator
+    /// Apple's sale and renewal details (API 1.15–1.21) come from a generator of their own, so
+    /// that the streams of `random` stay what they were before the ledger kept them.
+    var details: SeededGenerator
     let products = wordGameCatalog.products.map(\.id)
     var emitted: [Event] = []
     var clock = newYear
@@ -14,6 +17,7 @@ struct EventStreamGenerator {
 
     init(seed: UInt64) {
         random = SeededGenerator(seed: seed)
+        details = SeededGenerator(seed: seed ^ 0x5A1E_DE7A)
     }
 
     private mutating func pick<T>(_ items: [T]) -> T {
@@ -108,15 +112,15 @@ struct EventStreamGenerator {
             Timestamp(seconds: newYear.seconds + Int64.random(in: -3...3, using: &generator.random) * 86_400)
         }
         if chance(25) {
-            return .renewalInfo(RenewalInfo(
+            return .renewalInfo(withRenewalDetails(RenewalInfo(
                 originalTransaction: original, product: chance(50) ? pick(products) : nil,
                 renewsTo: chance(50) ? pick(products) : nil, willRenew: chance(70) ? chance(50) : nil,
                 billingRetry: chance(60) ? chance(50) : nil, gracePeriodEndsAt: chance(40) ? day(&self) : nil,
                 expirationIntent: chance(30) ? Int.random(in: 1...5, using: &random) : nil,
-                environment: chance(70) ? pick(StoreEnvironment.allCases) : nil))
+                environment: chance(70) ? pick(StoreEnvironment.allCases) : nil)))
         }
         let revoked = chance(25)
-        return .storeTransaction(StoreTransaction(
+        return .storeTransaction(withSaleDetails(StoreTransaction(
             transaction: transaction, originalTransaction: chance(80) ? original : nil,
             product: chance(5) ? "com.example.unknown" : pick(products),
             purchasedAt: chance(80) ? day(&self) : nil, expiresAt: chance(50) ? day(&self) : nil,
@@ -128,6 +132,68 @@ struct EventStreamGenerator {
             revokedAt: revoked ? day(&self) : nil, revocationReason: revoked && chance(50) ? Int.random(in: 0...1, using: &random) : nil,
             revocationType: revoked && chance(50) ? pick(StoreRevocationType.allCases) : nil,
             revocationPercentage: revoked && chance(30) ? Int.random(in: 0...100_000, using: &random) : nil,
-            upgraded: chance(10) ? true : nil, source: chance(30) ? "notification TEST" : nil))
+            upgraded: chance(10) ? true : nil, source: chance(30) ? "notification TEST" : nil)))
+    }
+
+    private mutating func detail(_ percent: Int) -> Bool {
+        Int.random(in: 0..<100, using: &details) < percent
+    }
+
+    private mutating func detailDay() -> Timestamp {
+        Timestamp(seconds: newYear.seconds + Int64.random(in: -400...400, using: &details) * 86_400)
+    }
+
+    /// Some of Apple's newer fields, on a third of the reports, with values Apple may add later.
+    private mutating func withSaleDetails(_ fact: StoreTransaction) -> StoreTransaction {
+        guard detail(35) else { return fact }
+        var fact = fact
+        fact.originalPurchasedAt = detail(60) ? detailDay() : nil
+        fact.webOrderLineItem = detail(50) ? "\(Int.random(in: 1...99_999, using: &details))" : nil
+        fact.storefrontId = detail(50) ? "143441" : nil
+        fact.transactionReason = detail(50) ? (detail(50) ? "PURCHASE" : "RENEWAL") : nil
+        if detail(40) {
+            fact.offerType = Int.random(in: 1...5, using: &details)
+            fact.offerIdentifier = detail(70) ? "offer.\(Int.random(in: 1...3, using: &details))" : nil
+            fact.offerDiscountType = detail(80) ? (detail(80) ? "ONE_TIME" : "A_TYPE_APPLE_ADDS_LATER") : nil
+            fact.offerPeriod = detail(60) ? "P1M" : nil
+        }
+        fact.appTransaction = detail(60) ? "71\(Int.random(in: 100...103, using: &details))" : nil
+        fact.appAccountToken = detail(30) ? "7e3fb20b-4cdb-47cc-936d-99d65f608138" : nil
+        if detail(30) {
+            fact.billingPlanType = "MONTHLY"
+            fact.commitmentBillingPeriod = Int.random(in: 1...12, using: &details)
+            fact.commitmentBillingPeriods = detail(80) ? 12 : nil
+            fact.commitmentExpiresAt = detail(80) ? detailDay() : nil
+            fact.commitmentPrice = detail(60) ? Int64.random(in: 0...999_990, using: &details) : nil
+        }
+        return fact
+    }
+
+    private mutating func withRenewalDetails(_ info: RenewalInfo) -> RenewalInfo {
+        guard detail(35) else { return info }
+        var info = info
+        info.renewalPrice = detail(60) ? Int64.random(in: 0...99_990, using: &details) : nil
+        info.currency = info.renewalPrice != nil ? "USD" : nil
+        info.renewsAt = detail(50) ? detailDay() : nil
+        info.recentSubscriptionStartedAt = detail(40) ? detailDay() : nil
+        info.priceIncreaseStatus = detail(30) ? Int.random(in: 0...1, using: &details) : nil
+        if detail(30) {
+            info.offerType = Int.random(in: 1...4, using: &details)
+            info.offerIdentifier = "offer.1"
+            info.offerDiscountType = "FREE_TRIAL"
+            info.offerPeriod = "P1W"
+        }
+        info.eligibleWinBackOffers = detail(30) ? Array(["wb1", "wb2", "wb3"].prefix(Int.random(in: 0...3, using: &details))) : nil
+        info.appTransaction = detail(60) ? "71\(Int.random(in: 100...103, using: &details))" : nil
+        info.appAccountToken = detail(30) ? "7e3fb20b-4cdb-47cc-936d-99d65f608138" : nil
+        if detail(25) {
+            info.billingPlanType = "MONTHLY"
+            info.commitmentRenewsTo = "com.example.gold.monthly"
+            info.commitmentWillRenew = detail(50)
+            info.commitmentBillingPlanType = detail(50) ? "MONTHLY" : "BILLED_UPFRONT"
+            info.commitmentRenewsAt = detailDay()
+            info.commitmentRenewalPrice = Int64.random(in: 0...999_990, using: &details)
+        }
+        return info
     }
 }
