@@ -5,10 +5,15 @@ import PurchaseLedgerAppStore
 import PurchaseLedgerLocation
 
 extension ServerConfiguration.AppStore {
+    /// The environments taken, in order: `environments`, else `environment`.
+    public var acceptedEnvironments: [AppStoreEnvironment] {
+        environments ?? environment.map { [$0] } ?? []
+    }
+
     /// What verification needs of this section.
     var verification: AppStoreVerificationSettings {
         AppStoreVerificationSettings(
-            bundleId: bundleId, appAppleId: appAppleId, environment: environment, trustedRoots: trustedRoots,
+            bundleId: bundleId, appAppleId: appAppleId, environments: acceptedEnvironments, trustedRoots: trustedRoots,
             unattributedNotifications: unattributedNotifications)
     }
 }

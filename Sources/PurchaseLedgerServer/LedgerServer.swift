@@ -33,7 +33,7 @@ public enum LedgerServer {
     public static func startupMetadata(_ configuration: ServerConfiguration) -> Logger.Metadata {
         [
             "ledger": "\(LedgerLocation(configuration.ledger))", "address": "\(configuration.bind.host):\(configuration.bind.port)",
-            "appStore": "\(configuration.appStore.map { "\($0.bundleId) \($0.environment.rawValue)" } ?? "off")",
+            "appStore": "\(configuration.appStore.map { "\($0.bundleId) \($0.acceptedEnvironments.map(\.rawValue).joined(separator: "+"))" } ?? "off")",
         ]
     }
 
@@ -64,13 +64,14 @@ public enum LedgerServer {
                 services.append(webhooks)
             }
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
-            // One client (one key, one token cache) for the refund answers and the schedule.
-            if let client = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger) {
+            // One client per environment (its host, one token cache) for the refund answers and the schedule.
+            let clients = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger)
+            if !clients.isEmpty {
                 if let settings = configuration.appStore?.consumption {
-                    notifications?.consumption = ConsumptionResponder(client: client, policy: .init(settings), ledger: ledger)
+                    notifications?.consumption = ConsumptionResponder(clients: clients, policy: .init(settings), ledger: ledger)
                 }
                 if let notifications, let schedule = ReconciliationService.configured(
-                    by: configuration, client: client, verifier: notifications.verifier, ledger: ledger, logger: logger) {
+                    by: configuration, clients: clients, verifier: notifications.verifier, ledger: ledger, logger: logger) {
                     services.append(schedule)
                 }
             }

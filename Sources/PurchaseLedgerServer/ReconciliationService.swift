@@ -24,15 +24,16 @@ public struct ReconciliationService: Service {
         self.logger = logger
     }
 
-    /// The schedule `appStore.reconcile` describes, calling Apple with `client` (the one
-    /// `appStore.api` describes); nil without a schedule.
+    /// The schedule `appStore.reconcile` describes, calling Apple in each environment with its
+    /// client (those `appStore.api` describes); nil without a schedule.
     public static func configured(
-        by configuration: ServerConfiguration, client: AppStoreServerAPIClient, verifier: AppStoreSignedDataVerifier, ledger: Ledger,
-        logger: Logger
+        by configuration: ServerConfiguration, clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)],
+        verifier: AppStoreSignedDataVerifier, ledger: Ledger, logger: Logger
     ) -> ReconciliationService? {
         guard let settings = configuration.appStore?.reconcile else { return nil }
+        let sides = clients.map { Reconciliation.Side(environment: $0.environment, client: $0.client, verifier: verifier) }
         return ReconciliationService(
-            reconciliation: Reconciliation(client: client, verifier: verifier, ledger: ledger, logger: logger),
+            reconciliation: Reconciliation(sides: sides, ledger: ledger, logger: logger),
             interval: .seconds(settings.everySeconds ?? 3600), lookBack: .seconds(settings.lookBackSeconds ?? 259_200), logger: logger)
     }
 
@@ -72,11 +73,14 @@ public struct ReconciliationService: Service {
 }
 
 extension AppStoreServerAPIClient {
-    /// The client `appStore.api` describes, shared by reconciliation and refund answers; nil
-    /// without one. Throws when the key cannot be read: a server that was asked to call Apple
-    /// does not start without.
-    static func configured(by configuration: ServerConfiguration, logger: Logger) async throws -> AppStoreServerAPIClient? {
-        guard let appStore = configuration.appStore, let api = appStore.api else { return nil }
+    /// The clients `appStore.api` describes, one per signed environment the server takes (in
+    /// its order: Apple's production host for Production, the sandbox host for Sandbox), shared
+    /// by reconciliation and refund answers; none without `api`. Throws when the key cannot be
+    /// read: a server that was asked to call Apple does not start without.
+    static func configured(
+        by configuration: ServerConfiguration, logger: Logger
+    ) async throws -> [(environment: StoreEnvironment, client: AppStoreServerAPIClient)] {
+        guard let appStore = configuration.appStore, let api = appStore.api else { return [] }
         let pem: String
         do {
             pem = try String(contentsOfFile: api.keyFile, encoding: .utf8)
@@ -85,8 +89,12 @@ extension AppStoreServerAPIClient {
         }
         let credentials = AppStoreServerAPICredentials(
             privateKeyPEM: pem, keyID: api.keyId, issuerID: api.issuerId, bundleID: appStore.bundleId)
-        let environment: AppStoreServerAPIEnvironment = api.apiBase.map { .custom(baseURL: $0) }
-            ?? (appStore.environment == .production ? .production : .sandbox)
-        return try await AppStoreServerAPIClient(credentials: credentials, environment: environment, logger: logger)
+        var clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)] = []
+        for environment in appStore.acceptedEnvironments where environment.isSigned {
+            let host: AppStoreServerAPIEnvironment = api.apiBase.map { .custom(baseURL: $0) }
+                ?? (environment == .production ? .production : .sandbox)
+            clients.append((environment, try await AppStoreServerAPIClient(credentials: credentials, environment: host, logger: logger)))
+        }
+        return clients
     }
 }

@@ -117,7 +117,11 @@ public struct ServerConfiguration: Codable, Sendable {
         public var bundleId: String
         /// Required in production, where notifications must carry it.
         public var appAppleId: Int64?
-        public var environment: AppStoreEnvironment
+        /// The environment this server takes (`"environment"`), or the environments
+        /// (`"environments"`, such as `["Production", "Sandbox"]`: App Review and TestFlight
+        /// buy in the sandbox against the production app); exactly one of the two is given.
+        public var environment: AppStoreEnvironment?
+        public var environments: [AppStoreEnvironment]?
         /// DER (or PEM) files of the roots the notification chains must end in: Apple Root CA G3
         /// in production.
         public var trustedRoots: [String]
@@ -131,12 +135,12 @@ public struct ServerConfiguration: Codable, Sendable {
         public var consumption: Consumption?
 
         public init(
-            bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment, trustedRoots: [String],
+            bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String],
             unattributedNotifications: String? = nil, api: API? = nil, reconcile: Reconcile? = nil, consumption: Consumption? = nil
         ) {
             self.bundleId = bundleId
             self.appAppleId = appAppleId
-            self.environment = environment
+            self.environments = environments
             self.trustedRoots = trustedRoots
             self.unattributedNotifications = unattributedNotifications
             self.api = api
@@ -360,16 +364,23 @@ public struct ServerConfiguration: Codable, Sendable {
             guard !key.scopes.isEmpty else { throw ServerConfigurationError("key \"\(key.name)\" has no scopes") }
         }
         if let appStore {
-            guard !appStore.trustedRoots.isEmpty || !appStore.environment.isSigned else {
+            let environments = appStore.acceptedEnvironments
+            guard (appStore.environment == nil) != (appStore.environments == nil) else {
+                throw ServerConfigurationError("\"appStore\" must give \"environment\" or \"environments\", not both")
+            }
+            guard !environments.isEmpty, Set(environments).count == environments.count else {
+                throw ServerConfigurationError("\"appStore.environments\" must name at least one environment, each once")
+            }
+            guard !appStore.trustedRoots.isEmpty || !environments.contains(where: \.isSigned) else {
                 throw ServerConfigurationError("\"appStore.trustedRoots\" must name at least one root certificate")
             }
-            guard appStore.environment != .production || appStore.appAppleId != nil else {
+            guard !environments.contains(.production) || appStore.appAppleId != nil else {
                 throw ServerConfigurationError("\"appStore.appAppleId\" is required in production")
             }
             // Xcode and local-testing payloads are not signed: anyone who can reach the server
             // could credit any account.
-            guard appStore.environment.isSigned || ["127.0.0.1", "::1", "localhost"].contains(bind.host) else {
-                throw ServerConfigurationError("\"appStore.environment\" \(appStore.environment.rawValue) is unsigned: bind to 127.0.0.1 only")
+            if let unsigned = environments.first(where: { !$0.isSigned }), !["127.0.0.1", "::1", "localhost"].contains(bind.host) {
+                throw ServerConfigurationError("\"appStore.environment\" \(unsigned.rawValue) is unsigned: bind to 127.0.0.1 only")
             }
         }
     }

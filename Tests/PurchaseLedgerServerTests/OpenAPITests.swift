@@ -35,7 +35,7 @@ struct OpenAPITests {
             configuration.keys.append(.init(name: "fuzz", key: Self.everyScope, scopes: Scope.allCases))
             // The App Store routes mounted, verifying with a root of the test fixtures.
             configuration.appStore = .init(
-                bundleId: "com.example", appAppleId: 1234, environment: .sandbox,
+                bundleId: "com.example", appAppleId: 1234, environments: [.sandbox],
                 trustedRoots: [Self.scripts + "/../Fixtures/certs/testCA.der"],
                 unattributedNotifications: directory + "/unattributed.jsonl")
             // The built server in a process of its own: answers are timed, and in this process

@@ -74,6 +74,61 @@ struct ReconciliationTests {
         }
     }
 
+    /// With Production and Sandbox, a chain is asked of its reports' environment only, and a
+    /// chain only the device reported is asked of production first, then of the sandbox when
+    /// production does not know it (as the receipt check did on status 21007).
+    @Test func eachChainIsAskedOfItsOwnEnvironment() async throws {
+        let signer = try TestAppStoreSigner()
+        let production = FakeAppStore()
+        let sandbox = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            // App Review's subscription, in the sandbox; a coin pack only the device reported.
+            _ = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "s1", transaction: Notifications.transaction(), signer: signer), client)
+            _ = try await client.post(events: [
+                Lines.added("d1", "player-2", payment: "P1", product: "com.example.coins"),
+                Lines.purchased("d2", "player-2", payment: "P1", transaction: "777"),
+            ])
+            sandbox.setHistory([
+                try signer.sign(Notifications.transaction()),
+                try signer.sign(Notifications.transaction([
+                    "transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000,
+                    "signedDate": 1_698_149_100_000,
+                ])),
+            ], of: "12345")
+            sandbox.setHistory([
+                try signer.sign(Notifications.transaction([
+                    "transactionId": "777", "originalTransactionId": "777", "productId": "com.example.coins",
+                    "type": "Consumable", "expiresDate": NSNull(), "subscriptionGroupIdentifier": NSNull(),
+                    "appAccountToken": NSNull(),
+                ])),
+            ], of: "777")
+            try await production.run { productionBase in
+                try await sandbox.run { sandboxBase in
+                    func client(_ base: String, of store: FakeAppStore) async throws -> AppStoreServerAPIClient {
+                        try await AppStoreServerAPIClient(
+                            credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+                    }
+                    let verifier = AppStoreSignedDataVerifier(
+                        trustedRoots: [signer.root], bundleId: "com.example", appAppleId: 41234, environments: [.production, .sandbox])
+                    let reconciliation = Reconciliation(sides: [
+                        .init(environment: .production, client: try await client(productionBase, of: production), verifier: verifier),
+                        .init(environment: .sandbox, client: try await client(sandboxBase, of: sandbox), verifier: verifier),
+                    ], ledger: harness.ledger)
+                    let report = try await reconciliation.run(apply: false)
+                    #expect(report.failures.isEmpty)
+                    #expect(report.originalTransactions == 2)
+                    #expect(Set(report.differences.map { "\($0.kind.rawValue) \($0.transaction)" }) == [
+                        "missingPurchase 23457", "missingReport 777",
+                    ])
+                    // Production was asked of the device's chain once, and of the sandbox's never.
+                    #expect(production.requests == 1)
+                    #expect(sandbox.requests >= 2)
+                }
+            }
+        }
+    }
+
     @Test func aHistoryThatDoesNotVerifyIsAFailureAndChangesNothing() async throws {
         let signer = try TestAppStoreSigner()
         let stranger = try TestAppStoreSigner()
@@ -405,7 +460,7 @@ extension ReconciliationTests {
     @Test func aScheduleOutOfRangeIsRefused() throws {
         var configuration = ServerConfiguration(ledger: "/tmp/x", keys: [])
         configuration.appStore = .init(
-            bundleId: "com.example", appAppleId: nil, environment: .sandbox, trustedRoots: ["root.der"],
+            bundleId: "com.example", appAppleId: nil, environments: [.sandbox], trustedRoots: ["root.der"],
             api: .init(keyFile: "k.p8", keyId: "K", issuerId: "I"), reconcile: .init(everySeconds: 5))
         #expect(throws: ServerConfigurationError.self) { try configuration.check() }
         configuration.appStore?.reconcile?.everySeconds = 600

@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import ArgumentParser
 import Foundation
 import Logging
+import PurchaseLedger
 import PurchaseLedgerLocation
 import PurchaseLedgerAppStore
 
@@ -42,8 +43,18 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("The app's bundle id.", valueName: "id"))
         var bundleId: String
 
-        @Option(name: [.customShort("e"), .long], help: ArgumentHelp("Production or Sandbox.", valueName: "environment"))
-        var environment: String = "Production"
+        @Option(
+            name: [.customShort("e"), .long],
+            help: ArgumentHelp(
+                "Production or Sandbox; repeatable, in the order asked (a transaction only the device reported is asked of each in turn until one knows it).",
+                valueName: "environment"))
+        var environment: [String] = []
+
+        /// The environments asked, in order: Production when none is named.
+        var environments: [StoreEnvironment] {
+            let named = environment.compactMap(StoreEnvironment.init(rawValue:))
+            return named.isEmpty ? [.production] : named
+        }
 
         @Option(help: ArgumentHelp("The app's Apple id (required to verify production data).", valueName: "id"))
         var appAppleId: Int64?
@@ -70,12 +81,13 @@ extension LedgerCommand {
 
         func validate() throws {
             if let since { _ = try parseTimestamp(since) }
-            guard environment == "Production" || environment == "Sandbox" else {
-                throw ValidationError("--environment must be Production or Sandbox, not \"\(environment)\"")
+            for name in environment where name != "Production" && name != "Sandbox" {
+                throw ValidationError("--environment must be Production or Sandbox, not \"\(name)\"")
             }
+            guard Set(environment).count == environment.count else { throw ValidationError("--environment names an environment twice") }
             guard (1...300).contains(timeout) else { throw ValidationError("--timeout must be from 1 to 300 seconds") }
             guard !root.isEmpty else { throw ValidationError("give at least one --root certificate to verify Apple's signed data") }
-            if environment == "Production", appAppleId == nil {
+            if environments.contains(.production), appAppleId == nil {
                 throw ValidationError("--app-apple-id is required in Production")
             }
         }
@@ -89,24 +101,27 @@ extension LedgerCommand {
                     throw CommandFailure(message: "cannot read the key file \(keyFile)")
                 }
                 let credentials = AppStoreServerAPICredentials(privateKeyPEM: pem, keyID: keyId, issuerID: issuerId, bundleID: bundleId)
-                let production = environment == "Production"
-                let api: AppStoreServerAPIEnvironment = apiBase.map { .custom(baseURL: $0) } ?? (production ? .production : .sandbox)
                 var logger = Logger(label: "ledger.reconcile")
                 logger.logLevel = .warning
-                let client = try await AppStoreServerAPIClient(
-                    credentials: credentials, environment: api, limits: .init(requestTimeout: .seconds(timeout)), logger: logger)
                 let verifier = AppStoreSignedDataVerifier(
                     trustedRoots: try AppStoreSignedDataVerifier.loadCertificates(paths: root), bundleId: bundleId,
-                    appAppleId: appAppleId, environment: production ? .production : .sandbox)
+                    appAppleId: appAppleId, environments: environments)
+                var sides: [Reconciliation.Side] = []
+                for environment in environments {
+                    let api: AppStoreServerAPIEnvironment = apiBase.map { .custom(baseURL: $0) } ?? (environment == .production ? .production : .sandbox)
+                    let client = try await AppStoreServerAPIClient(
+                        credentials: credentials, environment: api, limits: .init(requestTimeout: .seconds(timeout)), logger: logger)
+                    sides.append(Reconciliation.Side(environment: environment, client: client, verifier: verifier))
+                }
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 let ledger = try location.openLedger(configuration: configuration)
+                let reconciliation = Reconciliation(sides: sides, ledger: ledger, logger: logger)
                 do {
                     let sinceMilliseconds = try since.map(parseTimestamp).map { $0.seconds * 1000 + Int64($0.nanoseconds / 1_000_000) }
-                    let report = try await Reconciliation(client: client, verifier: verifier, ledger: ledger, logger: logger)
-                        .run(apply: apply, since: sinceMilliseconds)
+                    let report = try await reconciliation.run(apply: apply, since: sinceMilliseconds)
                     await ledger.close()
-                    try output(report, requests: client.requestCount)
+                    try output(report, requests: reconciliation.requestCount)
                     return report
                 } catch {
                     await ledger.close()

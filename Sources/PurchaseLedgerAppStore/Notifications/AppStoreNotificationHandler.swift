@@ -29,7 +29,7 @@ public struct AppStoreNotificationHandler: Sendable {
     ) throws -> AppStoreNotificationHandler {
         let roots = try AppStoreSignedDataVerifier.loadCertificates(paths: settings.trustedRoots)
         let verifier = AppStoreSignedDataVerifier(
-            trustedRoots: roots, bundleId: settings.bundleId, appAppleId: settings.appAppleId, environment: settings.environment)
+            trustedRoots: roots, bundleId: settings.bundleId, appAppleId: settings.appAppleId, environments: settings.acceptedEnvironments)
         guard let path = settings.unattributedNotifications ?? ledgerDirectory.map({ $0 + "/unattributed-notifications.jsonl" }) else {
             throw AppStoreConfigurationError("\"appStore.unattributedNotifications\" must name a file when the ledger is not a directory")
         }
@@ -56,13 +56,16 @@ public struct AppStoreNotificationHandler: Sendable {
     /// `auditing` false (attribution) writes nothing to the audit file: the caller keeps the line.
     package func handle(signedPayload: String, logger: Logger, auditing: Bool = true) async throws -> Handled {
         let notification = try await verifier.verifyNotification(signedPayload)
+        // What a notification carries is of its environment: never a sandbox transaction in a
+        // production notification.
+        let carried = verifier.only(verifier.rules(for: notification.identity.environment))
         var transaction: AppStoreTransactionPayload?
         if let signed = notification.data?.signedTransactionInfo {
-            transaction = try await verifier.verifyTransaction(signed)
+            transaction = try await carried.verifyTransaction(signed)
         }
         var renewal: AppStoreRenewalPayload?
         if let signed = notification.data?.signedRenewalInfo {
-            renewal = try await verifier.verifyRenewalInfo(signed)
+            renewal = try await carried.verifyRenewalInfo(signed)
         }
         var logger = logger
         logger[metadataKey: "notificationUUID"] = LogSafe.metadata(notification.notificationUUID)

@@ -9,16 +9,41 @@ import PurchaseLedger
 /// events a notification would have appended, under ids derived from Apple's (a second run
 /// appends nothing).
 public struct Reconciliation: Sendable {
-    public let client: AppStoreServerAPIClient
-    public let verifier: AppStoreSignedDataVerifier
+    /// Apple in one environment: its API host and the verifier of what it signs there.
+    public struct Side: Sendable {
+        public var environment: StoreEnvironment
+        public var client: AppStoreServerAPIClient
+        public var verifier: AppStoreSignedDataVerifier
+
+        public init(environment: StoreEnvironment, client: AppStoreServerAPIClient, verifier: AppStoreSignedDataVerifier) {
+            self.environment = environment
+            self.client = client
+            self.verifier = verifier.only(environment)
+        }
+    }
+
+    /// The environments reconciled, in order (Production first when both). A chain is asked of
+    /// its reports' environment (a report naming none is Production's); one the store never
+    /// reported on (only the device's queue holds it) is asked of each in turn until one knows
+    /// it, as the receipt check asked production first and then the sandbox on status 21007.
+    public let sides: [Side]
     let ledger: Ledger
     let logger: Logger
 
-    public init(client: AppStoreServerAPIClient, verifier: AppStoreSignedDataVerifier, ledger: Ledger, logger: Logger = Logger(label: "Reconciliation")) {
-        self.client = client
-        self.verifier = verifier
+    public init(sides: [Side], ledger: Ledger, logger: Logger = Logger(label: "Reconciliation")) {
+        self.sides = sides
         self.ledger = ledger
         self.logger = logger
+    }
+
+    /// Reconciliation with one environment: the verifier's first.
+    public init(client: AppStoreServerAPIClient, verifier: AppStoreSignedDataVerifier, ledger: Ledger, logger: Logger = Logger(label: "Reconciliation")) {
+        self.init(sides: [Side(environment: verifier.environments[0], client: client, verifier: verifier)], ledger: ledger, logger: logger)
+    }
+
+    /// How many requests were sent to Apple, all environments together.
+    public var requestCount: Int {
+        sides.reduce(0) { $0 + $1.client.requestCount }
     }
 
     /// One way the ledger differs from Apple.
@@ -81,7 +106,9 @@ public struct Reconciliation: Sendable {
     public func run(apply: Bool, since: Int64? = nil) async throws -> Report {
         var report = Report()
         if let since {
-            try await missedNotifications(since: since, apply: apply, into: &report)
+            for side in sides {
+                try await missedNotifications(since: since, from: side, apply: apply, into: &report)
+            }
         }
         let accounts = try ledger.accountsHoldingStoreTransactions()
         try await Self.inOrder(accounts, readingAhead: Self.concurrentReads) { account in
@@ -102,6 +129,7 @@ public struct Reconciliation: Sendable {
         for transaction in held { chains[transaction.chain, default: []].append(transaction) }
         for original in chains.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
             guard let ours = chains[original], let side = fetched[original] else { continue }
+            if case .failure(let error) = side, error is NotReconciled { continue }
             report.originalTransactions += 1
             let apple: AppleSide
             switch side {
@@ -162,11 +190,12 @@ public struct Reconciliation: Sendable {
     /// The notifications Apple sent since `since` whose events the ledger lacks (its event ids
     /// come from the notification, so a received one is found by them); with `apply`, appended
     /// as the server would have appended them.
-    private func missedNotifications(since: Int64, apply: Bool, into report: inout Report) async throws {
+    private func missedNotifications(since: Int64, from side: Side, apply: Bool, into report: inout Report) async throws {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let verifier = side.verifier
         let items: [NotificationHistoryPage.Item]
         do {
-            items = try await client.allNotifications(from: since, to: now)
+            items = try await side.client.allNotifications(from: since, to: now)
         } catch {
             report.failures.append(("notification history", "\(error)"))
             return
@@ -228,6 +257,12 @@ public struct Reconciliation: Sendable {
         var renewals: [String: (signed: String, payload: AppStoreRenewalPayload)]
     }
 
+    /// A chain of an environment this reconciliation does not ask Apple about.
+    struct NotReconciled: Error, CustomStringConvertible {
+        var environment: StoreEnvironment?
+        var description: String { "no App Store Server API is configured for \(environment?.rawValue ?? "any environment")" }
+    }
+
     /// How many accounts are read from Apple at once.
     static let concurrentReads = 8
 
@@ -235,16 +270,21 @@ public struct Reconciliation: Sendable {
     /// one chain is its customer's whole history, so it answers for every chain it names; a
     /// chain it does not name (another Apple account's purchase) is read on its own.
     private func fetchCustomer(of account: String) async -> [String: Result<AppleSide, any Error>] {
-        let originals: [String]
+        var environments: [String: StoreEnvironment?] = [:]
         do {
-            originals = Set(try ledger.heldTransactions(of: account).held.map(\.chain)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            for held in try ledger.heldTransactions(of: account).held {
+                // A report decides the chain's environment; the device's entries name none.
+                let reported = held.report.map { $0.environment ?? .production }
+                if environments[held.chain] == nil || reported != nil { environments[held.chain] = .some(reported) }
+            }
         } catch {
             return [:]
         }
+        let originals = environments.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         var results: [String: Result<AppleSide, any Error>] = [:]
         var pending = originals
         while let first = pending.first {
-            switch await fetch(first) {
+            switch await fetch(first, environment: environments[first] ?? nil) {
             case .failure(let error):
                 results[first] = .failure(error)
             case .success(let customer):
@@ -258,9 +298,23 @@ public struct Reconciliation: Sendable {
         return results
     }
 
-    private func fetch(_ original: String) async -> Result<CustomerSide, any Error> {
+    /// Apple's side of the chain `original`, from the environment its reports name, else from
+    /// each environment in turn until one knows it. A chain of an environment not reconciled
+    /// (Xcode, or Sandbox on a Production-only server) is not asked at all.
+    private func fetch(_ original: String, environment: StoreEnvironment?) async -> Result<CustomerSide, any Error> {
+        let asked = sides.filter { environment == nil || $0.environment == environment }
+        var outcome: Result<CustomerSide, any Error> = .failure(NotReconciled(environment: environment))
+        for side in asked {
+            outcome = await fetch(original, from: side)
+            guard case .failure(let error as AppStoreServerAPIError) = outcome, error.code == .notFound else { break }
+        }
+        return outcome
+    }
+
+    private func fetch(_ original: String, from side: Side) async -> Result<CustomerSide, any Error> {
+        let (client, verifier) = (side.client, side.verifier)
         do {
-            let history = try await self.history(of: original)
+            let history = try await self.history(of: original, from: side)
             var renewals: [String: (signed: String, payload: AppStoreRenewalPayload)] = [:]
             // A subscription's renewal info is not in its history.
             if history.contains(where: { $0.payload.expiresDate != nil }) {
@@ -318,10 +372,10 @@ public struct Reconciliation: Sendable {
     }
 
     /// Apple's history of the subscription or purchase, each transaction verified.
-    private func history(of original: String) async throws -> [(signed: String, payload: AppStoreTransactionPayload)] {
+    private func history(of original: String, from side: Side) async throws -> [(signed: String, payload: AppStoreTransactionPayload)] {
         var verified: [(String, AppStoreTransactionPayload)] = []
-        for signed in try await client.allTransactions(of: original) {
-            verified.append((signed, try await verifier.verifyTransaction(signed)))
+        for signed in try await side.client.allTransactions(of: original) {
+            verified.append((signed, try await side.verifier.verifyTransaction(signed)))
         }
         return verified
     }

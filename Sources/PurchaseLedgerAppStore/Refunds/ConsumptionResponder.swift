@@ -24,14 +24,21 @@ public struct ConsumptionResponder: Sendable {
         }
     }
 
-    public let client: AppStoreServerAPIClient
+    /// Apple's API in each environment: a request is answered in the environment it came from
+    /// (a request that names none is Production's).
+    public let clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)]
     public let policy: Policy
     let ledger: Ledger
 
-    public init(client: AppStoreServerAPIClient, policy: Policy, ledger: Ledger) {
-        self.client = client
+    public init(clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)], policy: Policy, ledger: Ledger) {
+        self.clients = clients
         self.policy = policy
         self.ledger = ledger
+    }
+
+    /// Answers with `client` whatever the request's environment.
+    public init(client: AppStoreServerAPIClient, policy: Policy, ledger: Ledger) {
+        self.init(clients: StoreEnvironment.allCases.map { ($0, client) }, policy: policy, ledger: ledger)
     }
 
     /// The answer event's id for a request's: one answer per request.
@@ -45,6 +52,8 @@ public struct ConsumptionResponder: Sendable {
     /// with an error, and Apple's redelivery tries again), and on storage errors.
     func answer(_ request: Event, logger: Logger) async throws -> AppendResult? {
         guard case .consumptionRequest(let asked) = request.payload else { return nil }
+        // Only a server that takes the request's environment verified it; Xcode's has no API.
+        guard let client = clients.first(where: { $0.environment == asked.environment ?? .production })?.client else { return nil }
         let answerID = Self.answerID(forRequest: request.id)
         guard try ledger.position(ofEventID: answerID) == nil, let position = try ledger.position(ofEventID: request.id) else {
             return nil

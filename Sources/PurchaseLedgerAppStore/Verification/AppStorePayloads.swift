@@ -184,11 +184,21 @@ extension KeyedDecodingContainer {
     }
 }
 
-/// What carries a `signedDate`, the time a chain is checked at.
+/// What carries a `signedDate`, the time a chain is checked at, and names its environment.
 protocol AppStoreSignedPayload: Decodable {
     var signedDate: Double? { get }
+    /// The environment the payload says it is from (not yet verified).
+    var claimedEnvironment: String? { get }
 }
 
-extension AppStoreNotificationPayload: AppStoreSignedPayload {}
-extension AppStoreTransactionPayload: AppStoreSignedPayload {}
-extension AppStoreRenewalPayload: AppStoreSignedPayload {}
+extension AppStoreNotificationPayload: AppStoreSignedPayload {
+    var claimedEnvironment: String? { identity.environment }
+}
+
+extension AppStoreTransactionPayload: AppStoreSignedPayload {
+    var claimedEnvironment: String? { environment }
+}
+
+extension AppStoreRenewalPayload: AppStoreSignedPayload {
+    var claimedEnvironment: String? { environment }
+}

@@ -17,6 +17,11 @@ import SwiftASN1
 /// 4. the ES256 signature over `header.payload` matches the leaf's P-256 key;
 /// 5. the payload names this app (bundle id; App Apple ID in production) and environment.
 ///
+/// A verifier may take several environments (Production and Sandbox: App Review and TestFlight
+/// buy in the sandbox against the production app). Each payload is then held to the rules of
+/// the environment it names, when that is one of them (Sandbox needs no App Apple ID), and
+/// refused as `INVALID_ENVIRONMENT` otherwise; with one environment this is Apple's verifier.
+///
 /// For the Xcode and LocalTesting environments nothing is signed by the App Store, and, as in
 /// Apple's library, steps 1–4 are skipped (the header need name no chain): never configure
 /// those on a server others can reach.
@@ -27,7 +32,8 @@ import SwiftASN1
 public struct AppStoreSignedDataVerifier: Sendable {
     public let bundleId: String
     public let appAppleId: Int64?
-    public let environment: AppStoreEnvironment
+    /// The environments taken, in the configuration's order (never empty).
+    public let environments: [AppStoreEnvironment]
     private let roots: [Certificate]
 
     /// - Parameters:
@@ -36,10 +42,38 @@ public struct AppStoreSignedDataVerifier: Sendable {
     ///   - appAppleId: the app's Apple ID, which production payloads must name.
     ///   - environment: the environment payloads must come from.
     public init(trustedRoots: [Certificate], bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment) {
+        self.init(trustedRoots: trustedRoots, bundleId: bundleId, appAppleId: appAppleId, environments: [environment])
+    }
+
+    /// A verifier taking each of `environments` (in order; duplicates are ignored, and none
+    /// means Production).
+    public init(trustedRoots: [Certificate], bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment]) {
         self.roots = trustedRoots
         self.bundleId = bundleId
         self.appAppleId = appAppleId
-        self.environment = environment
+        var unique: [AppStoreEnvironment] = []
+        for environment in environments where !unique.contains(environment) { unique.append(environment) }
+        self.environments = unique.isEmpty ? [.production] : unique
+    }
+
+    /// The same verifier, taking `environment` only: for the signed objects a notification
+    /// carries, which must be of its environment.
+    public func only(_ environment: AppStoreEnvironment) -> AppStoreSignedDataVerifier {
+        AppStoreSignedDataVerifier(trustedRoots: roots, bundleId: bundleId, appAppleId: appAppleId, environment: environment)
+    }
+
+    /// The environment whose rules a payload naming `claimed` is held to: its own when taken,
+    /// else the first taken (whose check then refuses it, as a one-environment verifier does).
+    func rules(for claimed: String?) -> AppStoreEnvironment {
+        environments.first { $0.rawValue == claimed } ?? environments[0]
+    }
+
+    /// Refuses a payload from an environment not taken.
+    private func checkEnvironment(_ claimed: String?, of what: String) throws(AppStoreVerificationError) {
+        guard environments.contains(where: { $0.rawValue == claimed }) else {
+            let taken = environments.map(\.rawValue).joined(separator: ", ")
+            throw AppStoreVerificationError(.invalidEnvironment, "\(what) is from \(claimed ?? "no environment"), this server takes \(taken)")
+        }
     }
 
     /// Reads root certificates from DER or PEM files.
@@ -66,12 +100,10 @@ public struct AppStoreSignedDataVerifier: Sendable {
     public func verifyNotification(_ signedPayload: String) async throws(AppStoreVerificationError) -> AppStoreNotificationPayload {
         let notification = try await verify(signedPayload, as: AppStoreNotificationPayload.self)
         let identity = notification.identity
-        if identity.bundleId != bundleId || (environment == .production && identity.appAppleId != appAppleId) {
+        if identity.bundleId != bundleId || (rules(for: identity.environment) == .production && identity.appAppleId != appAppleId) {
             throw AppStoreVerificationError(.invalidAppIdentifier, "the notification is for \(identity.bundleId ?? "no app")\(identity.appAppleId.map { " (\($0))" } ?? ""), not \(bundleId)")
         }
-        if identity.environment != environment.rawValue {
-            throw AppStoreVerificationError(.invalidEnvironment, "the notification is from \(identity.environment ?? "no environment"), this server takes \(environment.rawValue)")
-        }
+        try checkEnvironment(identity.environment, of: "the notification")
         return notification
     }
 
@@ -81,18 +113,14 @@ public struct AppStoreSignedDataVerifier: Sendable {
         if transaction.bundleId != bundleId {
             throw AppStoreVerificationError(.invalidAppIdentifier, "the transaction is for \(transaction.bundleId ?? "no app"), not \(bundleId)")
         }
-        if transaction.environment != environment.rawValue {
-            throw AppStoreVerificationError(.invalidEnvironment, "the transaction is from \(transaction.environment ?? "no environment"), this server takes \(environment.rawValue)")
-        }
+        try checkEnvironment(transaction.environment, of: "the transaction")
         return transaction
     }
 
     /// A `signedRenewalInfo`, verified and decoded (it names no app: its environment is checked).
     public func verifyRenewalInfo(_ signedRenewalInfo: String) async throws(AppStoreVerificationError) -> AppStoreRenewalPayload {
         let renewal = try await verify(signedRenewalInfo, as: AppStoreRenewalPayload.self)
-        if renewal.environment != environment.rawValue {
-            throw AppStoreVerificationError(.invalidEnvironment, "the renewal info is from \(renewal.environment ?? "no environment"), this server takes \(environment.rawValue)")
-        }
+        try checkEnvironment(renewal.environment, of: "the renewal info")
         return renewal
     }
 
@@ -122,7 +150,7 @@ public struct AppStoreSignedDataVerifier: Sendable {
         } catch {
             throw AppStoreVerificationError(.invalidJWTFormat, "the JWS payload is not the JSON expected (\(DecodingFailure.summary(error)))")
         }
-        guard environment.isSigned else { return payload }
+        guard rules(for: payload.claimedEnvironment).isSigned else { return payload }
 
         guard let x5c = header.x5c else {
             throw AppStoreVerificationError(.invalidJWTFormat, "the JWS header has no x5c certificate chain")

@@ -8,19 +8,32 @@ public struct AppStoreVerificationSettings: Decodable, Sendable, Hashable {
     public var bundleId: String
     /// Required in production, where payloads must carry it.
     public var appAppleId: Int64?
-    public var environment: AppStoreEnvironment
+    /// The one environment taken (`"environment"`), or several (`"environments"`): one of the
+    /// two is given (`acceptedEnvironments`).
+    public var environment: AppStoreEnvironment?
+    public var environments: [AppStoreEnvironment]?
     /// DER (or PEM) files of the roots chains must end in: Apple Root CA G3 in production.
     public var trustedRoots: [String]
     /// The audit file of notifications without an account (JSON Lines); by default beside a
     /// ledger that is a directory.
     public var unattributedNotifications: String?
 
-    public init(bundleId: String, appAppleId: Int64?, environment: AppStoreEnvironment, trustedRoots: [String], unattributedNotifications: String? = nil) {
+    public init(
+        bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String], unattributedNotifications: String? = nil
+    ) {
         self.bundleId = bundleId
         self.appAppleId = appAppleId
-        self.environment = environment
+        self.environments = environments
         self.trustedRoots = trustedRoots
         self.unattributedNotifications = unattributedNotifications
+    }
+}
+
+extension AppStoreVerificationSettings {
+    /// The environments taken, in order: `environments`, else `environment`, else none (which
+    /// the configuration's check refuses).
+    public var acceptedEnvironments: [AppStoreEnvironment] {
+        environments ?? environment.map { [$0] } ?? []
     }
 }
 
