@@ -86,12 +86,14 @@ extension LedgerCommand {
                     }
                     let state = try log.state(at: at, useSnapshots: !noSnapshot) { progress.update($0, of: at) }
                     progress.clear()
+                    let entitlements = try log.catalog().entitlements
                     if json {
                         // Written as it is built: the document of every account is never whole in memory.
-                        try state.writeReplayJSON(asOf: time, excluding: excluded) { try Console.output(bytes: $0) }
+                        try state.writeReplayJSON(asOf: time, excluding: excluded, entitlements: entitlements) { try Console.output(bytes: $0) }
                         try Console.output("\n")
                     } else {
-                        try Console.output(Self.text(state.projections(asOf: time, excluding: excluded), position: at, asOf: time, style: .output))
+                        let projections = state.projections(asOf: time, excluding: excluded, entitlements: entitlements)
+                        try Console.output(Self.text(projections, position: at, asOf: time, style: .output))
                     }
                 }
             }

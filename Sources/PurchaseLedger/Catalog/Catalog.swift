@@ -40,8 +40,24 @@ public struct Catalog: Sendable, Hashable {
         }
     }
 
+    /// A name a server asks about ("does this customer have *pro*?") rather than a product id,
+    /// granted by any of its products (a monthly and a yearly subscription, a lifetime purchase).
+    public struct Entitlement: Sendable, Hashable {
+        public var id: String
+        /// The products that grant it, in the catalog's order of preference: of two granting at
+        /// once, the one that lasts longer answers, and the one listed first on a tie.
+        public var products: [String]
+
+        public init(id: String, products: [String]) {
+            self.id = id
+            self.products = products
+        }
+    }
+
     /// The products, in the order of their source.
     public private(set) var products: [Product]
+    /// The named entitlements, in the order of their source.
+    public private(set) var entitlements: [Entitlement] = []
     private var byID: [UTF8Key: Int]
     /// Product ids and grant items as Swift compares strings (canonical equivalence), to refuse
     /// names that differ in bytes but not to the eye.
@@ -49,13 +65,40 @@ public struct Catalog: Sendable, Hashable {
 
     /// Product ids are 1–256 bytes and unique; grants belong to consumables only, with item names
     /// of 1–256 bytes and amounts from 1 to 1,000,000,000.
-    public init(products: [Product]) throws(CatalogError) {
+    /// Entitlement ids are 1–256 bytes and unique; each names 1–100 distinct products of the
+    /// catalog that grant entitlements (not consumables).
+    public init(products: [Product], entitlements: [Entitlement] = []) throws(CatalogError) {
         self.products = []
         byID = [:]
         canonicalNames = [:]
         for product in products {
             try add(product)
         }
+        var names: Set<UTF8Key> = []
+        for entitlement in entitlements {
+            guard (1...256).contains(entitlement.id.utf8.count) else {
+                throw CatalogError(.invalid, "entitlement id \"\(entitlement.id)\" must be 1 to 256 bytes")
+            }
+            guard names.insert(UTF8Key(entitlement.id)).inserted else {
+                throw CatalogError(.invalid, "entitlement \"\(entitlement.id)\" is listed twice")
+            }
+            guard (1...100).contains(entitlement.products.count) else {
+                throw CatalogError(.invalid, "entitlement \"\(entitlement.id)\" must name 1 to 100 products")
+            }
+            var named: Set<UTF8Key> = []
+            for id in entitlement.products {
+                guard let product = self[id] else {
+                    throw CatalogError(.invalid, "entitlement \"\(entitlement.id)\" names \"\(id)\", which is not a product of the catalog")
+                }
+                guard product.type.grantsEntitlement else {
+                    throw CatalogError(.invalid, "entitlement \"\(entitlement.id)\" names \"\(id)\", a consumable: consumables go to balances")
+                }
+                guard named.insert(UTF8Key(id)).inserted else {
+                    throw CatalogError(.invalid, "entitlement \"\(entitlement.id)\" names \"\(id)\" twice")
+                }
+            }
+        }
+        self.entitlements = entitlements
     }
 
     /// The product with exactly this id (compared byte for byte).
@@ -99,20 +142,38 @@ public struct Catalog: Sendable, Hashable {
         canonicalNames[name] = name
     }
 
-    /// Two catalogs are equal when they hold the same products, whatever their order.
+    /// Two catalogs are equal when they hold the same products and entitlements, whatever their
+    /// order (an entitlement's products are compared in order: it is a preference).
     public static func == (lhs: Catalog, rhs: Catalog) -> Bool {
         lhs.products.count == rhs.products.count && lhs.products.allSatisfy { rhs[$0.id]?.isSame(as: $0) == true }
+            && lhs.entitlements.count == rhs.entitlements.count
+            && lhs.entitlements.allSatisfy { entitlement in rhs.entitlement(entitlement.id).map { $0.isSame(as: entitlement) } == true }
     }
 
     public func hash(into hasher: inout Hasher) {
         for product in products.sorted(by: { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }) {
             hasher.combine(product)
         }
+        hasher.combine(entitlements.count)
+    }
+
+    /// The entitlement with exactly this id (compared byte for byte).
+    public func entitlement(_ id: String) -> Entitlement? {
+        entitlements.first { sameBytes($0.id, id) }
     }
 
     /// Checks that `newer` keeps every product of this catalog unchanged (it may add some).
     /// Products are compared byte for byte.
     func checkSuccessor(_ newer: Catalog) throws(CatalogError) {
+        // An entitlement may gain products, never lose one: the answers it gave stay true.
+        for entitlement in entitlements {
+            guard let replacement = newer.entitlement(entitlement.id) else {
+                throw CatalogError(.conflict, "the new catalog drops entitlement \"\(entitlement.id)\"; a catalog may only add entitlements")
+            }
+            for product in entitlement.products where !replacement.products.contains(where: { sameBytes($0, product) }) {
+                throw CatalogError(.conflict, "the new catalog drops \"\(product)\" from entitlement \"\(entitlement.id)\"; an entitlement may only gain products")
+            }
+        }
         for product in products {
             guard let replacement = newer[product.id] else {
                 throw CatalogError(.conflict, "the new catalog drops product \"\(product.id)\", which this ledger already has; a catalog may only add products")
@@ -121,5 +182,12 @@ public struct Catalog: Sendable, Hashable {
                 throw CatalogError(.conflict, "the new catalog changes product \"\(product.id)\"; a catalog may only add products (give the changed product a new id)")
             }
         }
+    }
+}
+
+extension Catalog.Entitlement {
+    /// Equal, comparing every string byte for byte, products in order.
+    func isSame(as other: Catalog.Entitlement) -> Bool {
+        sameBytes(id, other.id) && products.elementsEqual(other.products, by: sameBytes)
     }
 }

@@ -49,7 +49,37 @@ extension Catalog {
             }
             products.append(Product(id: id, type: type, grants: grants, group: group))
         }
-        try self.init(products: products)
+        try self.init(products: products, entitlements: try Self.entitlements(in: fields))
+    }
+
+    /// The `"entitlements"` member of a catalog (or of a `.storekit` file's side file):
+    /// `[{"id": "pro", "products": ["…monthly", "…yearly"]}]`; none when absent.
+    static func entitlements(in fields: [UTF8Key: JSONValue]) throws(CatalogError) -> [Entitlement] {
+        switch fields["entitlements"] {
+        case nil, .null?:
+            return []
+        case .array(let entries)?:
+            var entitlements: [Entitlement] = []
+            for (index, entry) in entries.enumerated() {
+                guard case .object(let object) = entry, case .string(let id)? = object["id"] else {
+                    throw CatalogError(.invalid, "entitlements[\(index)] must be an object with a string \"id\"")
+                }
+                guard case .array(let names)? = object["products"] else {
+                    throw CatalogError(.invalid, "entitlement \"\(id)\" needs a \"products\" array")
+                }
+                var products: [String] = []
+                for name in names {
+                    guard case .string(let product) = name else {
+                        throw CatalogError(.invalid, "entitlement \"\(id)\": \"products\" must hold product ids")
+                    }
+                    products.append(product)
+                }
+                entitlements.append(Entitlement(id: id, products: products))
+            }
+            return entitlements
+        case let other?:
+            throw CatalogError(.invalid, "\"entitlements\" must be an array, not \(other.typeName)")
+        }
     }
 
     /// The catalog as canonical JSON: products in order, grants sorted, consumables' grants
@@ -75,6 +105,20 @@ extension Catalog {
             writer.endObject()
         }
         writer.endArray()
+        if !entitlements.isEmpty {
+            writer.key("entitlements")
+            writer.beginArray()
+            for entitlement in entitlements {
+                writer.beginObject()
+                writer.member("id", entitlement.id)
+                writer.key("products")
+                writer.beginArray()
+                for product in entitlement.products { writer.string(product) }
+                writer.endArray()
+                writer.endObject()
+            }
+            writer.endArray()
+        }
         writer.endObject()
         return writer.string
     }

@@ -63,13 +63,37 @@ extension Catalog {
         try self.init(products: products)
     }
 
-    /// Reads a catalog file: a StoreKit configuration when the name ends in `.storekit`, the
+    /// The catalog of a StoreKit configuration, with the entitlements of a side file (the
+    /// interchange catalog's `{"entitlements": […]}`): Xcode's file has no place for them.
+    public init(storeKitConfiguration bytes: [UInt8], entitlements sideFile: [UInt8]) throws(CatalogError) {
+        let products = try Catalog(storeKitConfiguration: bytes).products
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(sideFile)
+        } catch {
+            throw CatalogError(.invalid, "the entitlements file is not valid JSON: \(error.described(in: sideFile))")
+        }
+        guard case .object(let fields) = root else { throw CatalogError(.invalid, "an entitlements file is a JSON object") }
+        try self.init(products: products, entitlements: try Self.entitlements(in: fields))
+    }
+
+    /// Reads a catalog file: a StoreKit configuration when the name ends in `.storekit` (with
+    /// the entitlements of `NAME.entitlements.json` beside it, when there is one), the
     /// interchange JSON otherwise. An error names the file (and, for malformed JSON, the line
     /// and column), since a person will open it to mend it.
     public init(contentsOfFile path: String) throws {
         let bytes = try FileBytes.contents(of: path)
         do throws(CatalogError) {
             if path.hasSuffix(".storekit") {
+                let sidePath = String(path.dropLast(".storekit".count)) + ".entitlements.json"
+                if let side = try? FileBytes.contents(of: sidePath) {
+                    do throws(CatalogError) {
+                        try self.init(storeKitConfiguration: bytes, entitlements: side)
+                    } catch {
+                        throw CatalogError(error.code, "\(sidePath): \(error.message)")
+                    }
+                    return
+                }
                 try self.init(storeKitConfiguration: bytes)
             } else {
                 try self.init(json: bytes)

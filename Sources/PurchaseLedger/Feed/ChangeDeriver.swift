@@ -122,9 +122,11 @@ struct ChangeDeriver {
         guard let accountState = state.accounts[account] else { return nil }
         // No lookup (and no hashing) per transaction while nothing was revoked.
         if state.revocations.isEmpty {
-            return AccountView(account: account.string, state: accountState, excluding: excluded) { _ in false }
+            return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: catalog.entitlements) { _ in false }
         }
-        return AccountView(account: account.string, state: accountState, excluding: excluded) { state.revocations[$0] != nil }
+        return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: catalog.entitlements) {
+            state.revocations[$0] != nil
+        }
     }
 
     private mutating func schedule(_ account: UTF8Key, view: AccountView?, after time: Timestamp) {

@@ -41,6 +41,10 @@ public enum ChangeDifference: Sendable, Hashable {
     case entitlementGranted(product: String)
     case entitlementRevoked(product: String, reason: Revocation)
     case entitlementExpired(product: String)
+    /// A named entitlement of the catalog changed the product granting it: it became active
+    /// (`from` nil), ended (`to` nil), or passed to another of its products (an upgrade from
+    /// monthly to yearly inside "pro").
+    case namedEntitlement(name: String, from: String?, to: String?)
     /// A subscription group's status moved (nil: the group was not listed).
     case subscriptionStatus(group: String, from: SubscriptionStatus.Status?, to: SubscriptionStatus.Status?)
     case balance(item: String, delta: Int64)
@@ -68,6 +72,16 @@ extension ChangeDifference {
                     differences.append(.entitlementRevoked(product: product.string, reason: reason))
                 } else {
                     differences.append(.entitlementExpired(product: product.string))
+                }
+            }
+        }
+        let named = before?.namedEntitlements ?? []
+        if !named.elementsEqual(after.namedEntitlements, by: { sameBytes($0.name, $1.name) && sameBytes($0.product, $1.product) }) {
+            // A catalog never drops an entitlement: every name before is still there after.
+            for entitlement in after.namedEntitlements {
+                let was = named.first { sameBytes($0.name, entitlement.name) }?.product
+                if !sameBytes(was, entitlement.product) {
+                    differences.append(.namedEntitlement(name: entitlement.name, from: was, to: entitlement.product))
                 }
             }
         }
@@ -174,6 +188,11 @@ extension ChangeDifference {
         case .entitlementExpired(let product):
             writer.member("kind", "entitlementExpired")
             writer.member("product", product)
+        case .namedEntitlement(let name, let from, let to):
+            writer.member("kind", "namedEntitlement")
+            writer.member("entitlement", name)
+            writer.member("from", ifPresent: from)
+            writer.member("to", ifPresent: to)
         case .subscriptionStatus(let group, let from, let to):
             writer.member("kind", "subscriptionStatus")
             writer.member("group", group)

@@ -8,9 +8,12 @@ extension Ledger {
         of account: String, atPosition position: UInt64, asOf time: Timestamp = .now(),
         excluding environments: Set<StoreEnvironment> = [], timeline: Bool = false
     ) throws -> AccountProjection? {
-        try accountState(account, atPosition: position) { state, reader in
+        let entitlements = catalog.entitlements
+        return try accountState(account, atPosition: position) { state, reader in
             guard let state else { return nil }
-            return try AccountProjection(account: account, state: state, asOf: time, excluding: environments, timeline: timeline) {
+            return try AccountProjection(
+                account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: entitlements
+            ) {
                 try reader.revocation(ofTransaction: $0.string).map { $0 <= position } ?? false
             }
         }
@@ -42,9 +45,12 @@ extension LedgerLog {
     ) throws -> AccountProjection? {
         let last = try lastPosition()
         let target = position ?? last
-        return try AccountAtPosition.read(account, at: target, last: last, storage: storage, catalog: try catalog()) { state, reader in
+        let catalog = try catalog()
+        return try AccountAtPosition.read(account, at: target, last: last, storage: storage, catalog: catalog) { state, reader in
             guard let state else { return nil }
-            return try AccountProjection(account: account, state: state, asOf: time, excluding: environments, timeline: timeline) {
+            return try AccountProjection(
+                account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements
+            ) {
                 try reader.revocation(ofTransaction: $0.string).map { $0 <= target } ?? false
             }
         }

@@ -25,6 +25,8 @@ public struct AccountProjection: Sendable, Hashable {
     public var consumptionConsent: Bool? = nil
     /// When asked for: for each product granted at some instant, the intervals it was.
     public var timeline: [ProductTimeline]? = nil
+    /// Each named entitlement of the catalog, in the catalog's order (none without any).
+    public var namedEntitlements: [NamedEntitlementStatus] = []
 }
 
 /// A queue entry that has not been finished.
@@ -60,17 +62,19 @@ extension AccountProjection {
     /// scoped.
     init(
         account: String, state: AccountState, asOf time: Timestamp, excluding excluded: Set<StoreEnvironment> = [],
-        isRevoked: (UTF8Key) throws -> Bool
+        entitlements definitions: [Catalog.Entitlement] = [], isRevoked: (UTF8Key) throws -> Bool
     ) rethrows {
-        self.init(view: try AccountView(account: account, state: state, excluding: excluded, isRevoked: isRevoked), asOf: time)
+        self.init(
+            view: try AccountView(account: account, state: state, excluding: excluded, entitlements: definitions, isRevoked: isRevoked),
+            asOf: time)
     }
 
     /// The same, with the account's timeline when `timeline` is set.
     init(
         account: String, state: AccountState, asOf time: Timestamp, excluding excluded: Set<StoreEnvironment>, timeline: Bool,
-        isRevoked: (UTF8Key) throws -> Bool
+        entitlements definitions: [Catalog.Entitlement] = [], isRevoked: (UTF8Key) throws -> Bool
     ) rethrows {
-        let view = try AccountView(account: account, state: state, excluding: excluded, isRevoked: isRevoked)
+        let view = try AccountView(account: account, state: state, excluding: excluded, entitlements: definitions, isRevoked: isRevoked)
         self.init(view: view, asOf: time)
         if timeline { self.timeline = view.timeline() }
     }
@@ -91,5 +95,6 @@ extension AccountProjection {
         subscriptions = view.subscriptions(at: time)
         storeTransactions = view.purchases(at: time)
         consumptionConsent = state.consent?.consented
+        namedEntitlements = view.namedEntitlements(view.entitlementDefinitions, at: time)
     }
 }

@@ -29,13 +29,16 @@ struct AccountView {
     /// The state over every environment: which entries the store reported on at all.
     let unscoped: AccountState
     let groups: [SubscriptionGroup]
+    /// The catalog's named entitlements, reported with the projection.
+    let entitlementDefinitions: [Catalog.Entitlement]
     private let revokedByEvent: Set<UTF8Key>
 
     init(
         account: String, state: AccountState, excluding excluded: Set<StoreEnvironment>,
-        isRevoked: (UTF8Key) throws -> Bool
+        entitlements definitions: [Catalog.Entitlement] = [], isRevoked: (UTF8Key) throws -> Bool
     ) rethrows {
         self.account = account
+        entitlementDefinitions = definitions
         unscoped = state
         self.state = state.scoped(excluding: excluded)
         // `revoked` events are final: read once for every transaction the account names.

@@ -25,19 +25,26 @@ public struct LedgerState: Sendable, Equatable {
     /// What `account` owns as of `time`; nil when the log has no event of that account.
     /// `excluding` leaves out the store's reports from those environments (`AccountProjection`).
     public func projection(
-        of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = []
+        of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = [],
+        entitlements: [Catalog.Entitlement] = []
     ) -> AccountProjection? {
-        projection(of: UTF8Key(account), asOf: time, excluding: environments)
+        projection(of: UTF8Key(account), asOf: time, excluding: environments, entitlements: entitlements)
     }
 
-    /// Every account's projection, in account order.
-    public func projections(asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = []) -> [AccountProjection] {
-        accounts.keys.sorted().compactMap { projection(of: $0, asOf: time, excluding: environments) }
+    /// Every account's projection, in account order; with the catalog's named `entitlements`.
+    public func projections(
+        asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = [], entitlements: [Catalog.Entitlement] = []
+    ) -> [AccountProjection] {
+        accounts.keys.sorted().compactMap { projection(of: $0, asOf: time, excluding: environments, entitlements: entitlements) }
     }
 
-    func projection(of account: UTF8Key, asOf time: Timestamp, excluding environments: Set<StoreEnvironment> = []) -> AccountProjection? {
+    func projection(
+        of account: UTF8Key, asOf time: Timestamp, excluding environments: Set<StoreEnvironment> = [], entitlements: [Catalog.Entitlement] = []
+    ) -> AccountProjection? {
         guard let state = accounts[account] else { return nil }
-        return AccountProjection(account: account.string, state: state, asOf: time, excluding: environments) { revocations[$0] != nil }
+        return AccountProjection(account: account.string, state: state, asOf: time, excluding: environments, entitlements: entitlements) {
+            revocations[$0] != nil
+        }
     }
 
     /// Applies the event appended at `position`, which must be the next one.

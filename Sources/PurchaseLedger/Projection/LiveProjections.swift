@@ -191,7 +191,8 @@ final class LiveProjections: Sendable {
         try view(of: account) { state, position, reader in
             guard let state else { return (nil, position) }
             let projection = try AccountProjection(
-                account: account.string, state: state, asOf: time, excluding: environments, timeline: timeline
+                account: account.string, state: state, asOf: time, excluding: environments, timeline: timeline,
+                entitlements: catalog.entitlements
             ) {
                 try Self.isRevoked($0, by: position, reader: reader)
             }

@@ -2,9 +2,12 @@
 extension LedgerState {
     /// `{"position": N, "accounts": {...}}`, accounts and balance items in UTF-8 order; with
     /// `account`, only that account (and `{}` when the log has no event of it).
-    public func replayJSON(asOf time: Timestamp = .now(), account: String? = nil, excluding environments: Set<StoreEnvironment> = []) -> String {
+    public func replayJSON(
+        asOf time: Timestamp = .now(), account: String? = nil, excluding environments: Set<StoreEnvironment> = [],
+        entitlements: [Catalog.Entitlement] = []
+    ) -> String {
         var document: [UInt8] = []
-        writeReplayJSON(asOf: time, account: account, excluding: environments) { document += $0 }
+        writeReplayJSON(asOf: time, account: account, excluding: environments, entitlements: entitlements) { document += $0 }
         return String(decoding: document, as: UTF8.self)
     }
 
@@ -12,11 +15,12 @@ extension LedgerState {
     /// (`AccountProjection.writeReplayJSON`).
     public func writeReplayJSON(
         asOf time: Timestamp = .now(), account: String? = nil, excluding environments: Set<StoreEnvironment> = [],
-        to output: ([UInt8]) throws -> Void
+        entitlements: [Catalog.Entitlement] = [], to output: ([UInt8]) throws -> Void
     ) rethrows {
         let selected = account.map { [UTF8Key($0)] } ?? accounts.keys.sorted()
         try AccountProjection.writeReplayJSON(
-            position: position, selected.lazy.compactMap { projection(of: $0, asOf: time, excluding: environments) }, to: output)
+            position: position,
+            selected.lazy.compactMap { projection(of: $0, asOf: time, excluding: environments, entitlements: entitlements) }, to: output)
     }
 }
 
@@ -97,6 +101,13 @@ extension AccountProjection {
         writer.beginArray()
         for product in entitlements { writer.string(product) }
         writer.endArray()
+        if !namedEntitlements.isEmpty {
+            // The catalog's names, right after the product-level answer they summarize.
+            writer.key("namedEntitlements")
+            writer.beginObject()
+            for entitlement in namedEntitlements { entitlement.write(to: &writer) }
+            writer.endObject()
+        }
         writer.key("balances")
         writer.beginObject()
         for item in balances.keys.sorted(by: utf8Order) {
@@ -146,6 +157,22 @@ extension AccountProjection {
             for product in timeline { product.write(to: &writer) }
             writer.endArray()
         }
+    }
+}
+
+extension NamedEntitlementStatus {
+    /// `"pro": {"active": true, "product"?, "transaction"?, "expiresAt"?, "status"?,
+    /// "willRenew"?}`, as a member of `namedEntitlements`; `status` by name.
+    func write(to writer: inout JSONWriter) {
+        writer.key(name)
+        writer.beginObject()
+        writer.member("active", isActive)
+        writer.member("product", ifPresent: product)
+        writer.member("transaction", ifPresent: transaction)
+        writer.member("expiresAt", ifPresent: expiresAt)
+        writer.member("status", ifPresent: status.map { "\($0)" })
+        writer.member("willRenew", ifPresent: willRenew)
+        writer.endObject()
     }
 }
 

@@ -1,0 +1,121 @@
+import Foundation
+import Testing
+@testable import PurchaseLedger
+import LedgerTestSupport
+
+/// Named entitlements: "does this customer have *pro*?" answered from the catalog's names, each
+/// granted by any of its products, with the product, transaction, end and renewal that answer.
+struct NamedEntitlementTests {
+    static let catalog = try! Catalog(
+        products: [
+            .init(id: "pro.monthly", type: .autoRenewable, group: "pro"),
+            .init(id: "pro.yearly", type: .autoRenewable, group: "pro"),
+            .init(id: "pro.lifetime", type: .nonConsumable),
+            .init(id: "coins", type: .consumable),
+        ],
+        entitlements: [.init(id: "pro", products: ["pro.monthly", "pro.yearly", "pro.lifetime"]), .init(id: "lifetime", products: ["pro.lifetime"])])
+
+    static func day(_ days: Int) -> Timestamp { Timestamp(seconds: newYear.seconds + Int64(days) * 86_400) }
+
+    static func report(_ id: String, _ transaction: String, _ product: String, from: Int, until: Int?, signed: Int, upgraded: Bool? = nil) -> Event {
+        .storeTransaction(id: id, account: "u", signedAt: day(signed), StoreTransaction(
+            transaction: transaction, originalTransaction: "o1", product: product, purchasedAt: day(from), expiresAt: until.map(day),
+            upgraded: upgraded))
+    }
+
+    @Test func theCatalogNamesThemAndOnlyLetsThemGrow() throws {
+        let json = #"{"products": [{"id": "m", "type": "autoRenewable"}, {"id": "l", "type": "nonConsumable"}, {"id": "c", "type": "consumable"}], "entitlements": [{"id": "pro", "products": ["m", "l"]}]}"#
+        let catalog = try Catalog(json: Array(json.utf8))
+        #expect(catalog.entitlements == [.init(id: "pro", products: ["m", "l"])])
+        #expect(try Catalog(json: Array(catalog.json.utf8)) == catalog)
+        for (entitlements, message) in [
+            (#"[{"id": "pro", "products": ["x"]}]"#, "not a product"),
+            (#"[{"id": "pro", "products": ["c"]}]"#, "consumable"),
+            (#"[{"id": "pro", "products": ["m", "m"]}]"#, "twice"),
+            (#"[{"id": "pro", "products": []}]"#, "1 to 100"),
+            (#"[{"id": "pro", "products": ["m"]}, {"id": "pro", "products": ["l"]}]"#, "listed twice"),
+            (#"{"id": "pro"}"#, "must be an array"),
+        ] {
+            let bad = #"{"products": [{"id": "m", "type": "autoRenewable"}, {"id": "l", "type": "nonConsumable"}, {"id": "c", "type": "consumable"}], "entitlements": "# + entitlements + "}"
+            #expect { try Catalog(json: Array(bad.utf8)) } throws: { "\($0)".contains(message) }
+        }
+        // An entitlement may gain products; dropping one (or the entitlement) would change past answers.
+        let grown = try Catalog(products: catalog.products, entitlements: [.init(id: "pro", products: ["m", "l"]), .init(id: "new", products: ["l"])])
+        try catalog.checkSuccessor(grown)
+        let shrunk = try Catalog(products: catalog.products, entitlements: [.init(id: "pro", products: ["m"])])
+        #expect { try catalog.checkSuccessor(shrunk) } throws: { ($0 as? CatalogError)?.code == .conflict }
+    }
+
+    /// Xcode's `.storekit` has no place for them: `NAME.entitlements.json` beside it names them.
+    @Test func aStoreKitConfigurationTakesThemFromASideFile() async throws {
+        try await withTemporaryDirectory { directory in
+            let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/UnitTestsConfiguration.storekit")
+            let path = directory + "/Products.storekit"
+            try FileManager.default.copyItem(atPath: source.path, toPath: path)
+            #expect(try Catalog(contentsOfFile: path).entitlements.isEmpty)
+            try Data(#"{"entitlements": [{"id": "premium", "products": ["com.revenuecat.annual_39.99.2_week_intro", "lifetime"]}]}"#.utf8)
+                .write(to: URL(fileURLWithPath: directory + "/Products.entitlements.json"))
+            let catalog = try Catalog(contentsOfFile: path)
+            #expect(catalog.entitlements == [.init(id: "premium", products: ["com.revenuecat.annual_39.99.2_week_intro", "lifetime"])])
+            try Data(#"{"entitlements": [{"id": "premium", "products": ["com.revenuecat.consumable"]}]}"#.utf8)
+                .write(to: URL(fileURLWithPath: directory + "/Products.entitlements.json"))
+            #expect { try Catalog(contentsOfFile: path) } throws: { "\($0)".contains("Products.entitlements.json") }
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func eachIsAnsweredByTheProductThatLastsLongest(on backend: Backend) async throws {
+        try await withLedger(on: backend, catalog: Self.catalog) { ledger, _ in
+            let monthly = [
+                Self.report("m1", "t1", "pro.monthly", from: 0, until: 30, signed: 0),
+                .renewalInfo(id: "r1", account: "u", signedAt: Self.day(0), RenewalInfo(originalTransaction: "o1", product: "pro.monthly", willRenew: true)),
+            ]
+            for outcome in try await ledger.append(contentsOf: monthly) {
+                guard case .success(.appended) = outcome else { throw TestFailure("not appended: \(outcome)") }
+            }
+            let pro = try #require(try ledger.projection(of: "u", asOf: Self.day(1))?.namedEntitlements)
+            #expect(pro == [
+                NamedEntitlementStatus(name: "pro", product: "pro.monthly", transaction: "t1", expiresAt: Self.day(30), status: .active, willRenew: true),
+                NamedEntitlementStatus(name: "lifetime"),
+            ])
+            let beforeUpgrade = try #require(try ledger.projection(of: "u", asOf: Self.day(11)))
+
+            // An upgrade inside the entitlement: yearly from day 10, monthly upgraded away.
+            _ = try await ledger.append(contentsOf: [
+                Self.report("y1", "t2", "pro.yearly", from: 10, until: 375, signed: 10),
+                Self.report("m2", "t1", "pro.monthly", from: 0, until: 30, signed: 10, upgraded: true),
+            ])
+            let afterUpgrade = try #require(try ledger.projection(of: "u", asOf: Self.day(11)))
+            #expect(afterUpgrade.namedEntitlements.first == NamedEntitlementStatus(
+                name: "pro", product: "pro.yearly", transaction: "t2", expiresAt: Self.day(375), status: .active, willRenew: true))
+            #expect(ChangeDifference.between(beforeUpgrade, afterUpgrade, cause: .event(id: "m2", type: .storeTransaction)).contains(
+                .namedEntitlement(name: "pro", from: "pro.monthly", to: "pro.yearly")))
+            let lapsed = try #require(try ledger.projection(of: "u", asOf: Self.day(400)))
+            #expect(lapsed.namedEntitlements.map(\.isActive) == [false, false])
+
+            // A lifetime purchase on the device: it never ends, so it answers for "pro" too.
+            var script = Script("u")
+            script.clock = Self.day(20)
+            _ = try await ledger.append(contentsOf: [script.add("L", "pro.lifetime"), script.purchased("L", "L1")])
+            let lifetime = try #require(try ledger.projection(of: "u", asOf: Self.day(400)))
+            #expect(lifetime.namedEntitlements == [
+                NamedEntitlementStatus(name: "pro", product: "pro.lifetime", transaction: "L1"),
+                NamedEntitlementStatus(name: "lifetime", product: "pro.lifetime", transaction: "L1"),
+            ])
+            #expect(try ledger.projection(of: "u", asOf: Self.day(11))?.namedEntitlements.first?.product == "pro.lifetime")
+            #expect(ChangeDifference.between(lapsed, lifetime, cause: .event(id: "u-2", type: .transactionUpdated)).filter {
+                if case .namedEntitlement = $0 { true } else { false }
+            } == [.namedEntitlement(name: "pro", from: nil, to: "pro.lifetime"), .namedEntitlement(name: "lifetime", from: nil, to: "pro.lifetime")])
+
+            // The answers' JSON names them; a catalog without names keeps the shape it had.
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(lifetime.json.utf8)) as? [String: Any])
+            let named = try #require(json["namedEntitlements"] as? [String: [String: Any]])
+            #expect(named["pro"]?["active"] as? Bool == true)
+            #expect(named["pro"]?["product"] as? String == "pro.lifetime")
+            #expect(named["pro"]?["expiresAt"] == nil)
+            let state = try ledger.state(at: ledger.position)
+            #expect(state.projection(of: "u", asOf: Self.day(400), entitlements: Self.catalog.entitlements)?.namedEntitlements == lifetime.namedEntitlements)
+            #expect(!state.replayJSON(asOf: Self.day(400)).contains("namedEntitlements"))
+        }
+    }
+}
