@@ -15,7 +15,8 @@ import Synchronization
 /// - `meta`: `format` → the storage format marker;
 /// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
 ///   big-endian) → nothing: the ledger's clock readings, in order (`ClockReading`);
-/// - `feeds`: a key of a feed's consumer → its value (a webhook endpoint's progress).
+/// - `feeds`: a key of a feed's consumer → its value (a webhook endpoint's progress);
+/// - `appTransactions`: Apple's `appTransactionId` → the account of the first report naming it.
 ///
 /// And, written apart from appends by the snapshot policy:
 /// - `snapshots`: position → snapshot header;
@@ -50,6 +51,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         var clock: Table<[UInt8], EmptyValue>?
         /// Nil in a read-only ledger written before feeds were kept.
         var feeds: Table<String, [UInt8]>?
+        /// Nil in a read-only ledger written before app transactions were kept.
+        var appTransactions: Table<String, String>?
     }
 
     init(directory: String, configuration: Environment.Configuration) throws {
@@ -76,7 +79,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     catalogs: try opener.table("catalogs"),
                     meta: try opener.table("meta"),
                     clock: try opener.tableIfPresent("clock"),
-                    feeds: try opener.tableIfPresent("feeds"))
+                    feeds: try opener.tableIfPresent("feeds"),
+                    appTransactions: try opener.tableIfPresent("appTransactions"))
             }
         } catch {
             environment.close()
@@ -287,6 +291,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func account(ofAppTransaction appTransaction: String) throws -> String? {
+            guard let table = tables.appTransactions, !appTransaction.isEmpty else { return nil }
+            return try txn.value(in: table, forKey: appTransaction)
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard let feeds = tables.feeds else { return nil }
             return try txn.value(in: feeds, forKey: key)
@@ -469,6 +478,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
             try write.put(position, in: tables.revocations, forKey: LMDBLedgerStorage.transactionKey(transaction))
+        }
+
+        func claimAppTransaction(_ appTransaction: String, for account: String) throws {
+            guard let table = tables.appTransactions else { throw StorageError(.readOnly, "the ledger is open read-only") }
+            // LMDB keys are 1 to 511 bytes; the format keeps names to 256.
+            guard !appTransaction.isEmpty else { return }
+            try write.insert(account, in: table, forKey: appTransaction)
         }
 
         func putSnapshotHeader(_ bytes: [UInt8], position: UInt64) throws {

@@ -385,6 +385,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func account(ofAppTransaction appTransaction: String) throws -> String? {
+            guard try run("SELECT to_regclass('ledger_app_transactions') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            return try run("SELECT account FROM ledger_app_transactions WHERE app_transaction = \(Keys.bytes(appTransaction))")
+                .first.map { Keys.string(try $0.decode(ByteBuffer.self)) }
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
             return try run("SELECT value FROM ledger_feeds WHERE key = \(Keys.bytes(key))").first.map { row in
@@ -677,6 +683,14 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
             revocations[UTF8Key(transaction)] = position
             pending.setRevocation(position, ofTransaction: transaction)
+        }
+
+        func claimAppTransaction(_ appTransaction: String, for account: String) throws {
+            // The first committed claim stays, whichever server made it.
+            connection.send("""
+                INSERT INTO ledger_app_transactions (app_transaction, account) VALUES (\(Keys.bytes(appTransaction)), \(Keys.bytes(account)))
+                ON CONFLICT (app_transaction) DO NOTHING
+                """)
         }
 
         func recordClock(_ reading: ClockReading) throws {

@@ -67,6 +67,9 @@ enum PostgresSchema {
             )
             """,
         ]),
+        Migration(version: 3, description: "the customers' app transactions", statements: [
+            "CREATE TABLE ledger_app_transactions (app_transaction bytea PRIMARY KEY, account bytea NOT NULL)",
+        ]),
     ]
 
     /// The newest schema this version knows.

@@ -63,6 +63,8 @@ extension LedgerCommand {
                 case .entitlementGranted(let product): style.green("+\(product)")
                 case .entitlementRevoked(let product, let reason): style.red("-\(product) (\(reason.rawValue))")
                 case .entitlementExpired(let product): style.yellow("-\(product) (expired)")
+                case .namedEntitlement(let name, let from, let to):
+                    "\(name) \(from ?? "none")→\(to ?? "none")"
                 case .subscriptionStatus(let group, let from, let to):
                     "subscription \(group) \(from.map { "\($0)" } ?? "none")→\(to.map { "\($0)" } ?? "none")"
                 case .balance(let item, let delta): "\(item) \(delta > 0 ? "+" : "")\(delta)"

@@ -263,6 +263,14 @@ public final class Ledger: Sendable {
         return try storage.read { try $0.holder(ofTransaction: transaction) }?.entry.account
     }
 
+    /// The account of the first store report that named Apple's `appTransactionId` (one per
+    /// customer and app), nil when none did: for a notification without `appAccountToken`
+    /// about a transaction no account holds yet.
+    public func account(ofAppTransaction appTransaction: String) throws -> String? {
+        guard (1...256).contains(appTransaction.utf8.count) else { return nil }
+        return try storage.read { try $0.account(ofAppTransaction: appTransaction) }
+    }
+
     /// The position of the event with this id, nil when the log has none: whether an event was
     /// already appended (a notification the ledger may have missed, say).
     public func position(ofEventID id: String) throws -> UInt64? {

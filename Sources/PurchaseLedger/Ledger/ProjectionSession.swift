@@ -154,6 +154,7 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         case .append:
             let next = position + 1
             try writer.append(record: LogRecordCodec.record(event, position: next), at: next, eventID: event.id, account: event.account)
+            if let appTransaction = event.appTransaction { try writer.claimAppTransaction(appTransaction, for: event.account) }
             try apply(event, at: next)
             appendedCount += 1
             return .success(.appended(position: next))

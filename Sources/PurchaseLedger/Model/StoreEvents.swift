@@ -257,3 +257,15 @@ extension RenewalInfo {
         return info
     }
 }
+
+extension Event {
+    /// The customer's `appTransactionId` a store report names, if any: the first report naming
+    /// it makes its account the customer's (`Ledger.account(ofAppTransaction:)`).
+    var appTransaction: String? {
+        switch payload {
+        case .storeTransaction(let fact): fact.appTransaction.flatMap { $0.isEmpty ? nil : $0 }
+        case .renewalInfo(let info): info.appTransaction.flatMap { $0.isEmpty ? nil : $0 }
+        default: nil
+        }
+    }
+}

@@ -205,6 +205,9 @@ package protocol LedgerStorageReader {
     /// What a consumer of the feed stored under `key` (a webhook endpoint's progress); nil
     /// when nothing is.
     func feedState(_ key: String) throws -> [UInt8]?
+    /// The account of the first store report that named this `appTransactionId` (Apple's id of
+    /// a customer's copy of the app), nil when none did.
+    func account(ofAppTransaction appTransaction: String) throws -> String?
     /// Every value stored under a key that starts with `prefix`, in key order (by bytes).
     func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])]
 
@@ -242,6 +245,9 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws
     /// Records the first revocation of `transaction`.
     func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws
+    /// Records `account` as the customer of `appTransaction`, unless an account already is (the
+    /// first report that named it decides).
+    func claimAppTransaction(_ appTransaction: String, for account: String) throws
     /// Records a reading of the ledger's clock (`ClockReading`).
     func recordClock(_ reading: ClockReading) throws
     /// Stores (or, with nil, removes) a feed consumer's value (`feedState`).
