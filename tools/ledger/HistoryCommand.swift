@@ -108,6 +108,10 @@ extension LedgerCommand {
                 if let delivery = answer.deliveryStatus { detail.append(delivery) }
                 if let share = answer.consumptionPercentage { detail.append("\(Double(share) / 1000)% used") }
                 if let status = answer.status { detail.append("HTTP \(status)") }
+            case .appStoreCall(let call):
+                detail = [call.call.rawValue, "transaction \(call.transaction)", call.outcome.rawValue]
+                if let token = call.appAccountToken { detail.append("token \(token)") }
+                if let status = call.status { detail.append("HTTP \(status)") }
             }
             return detail.joined(separator: " ")
         }

@@ -4,7 +4,8 @@
 ///     varint        the record's own log position (so a record found under the wrong key,
 ///                   or copied elsewhere, is detected)
 ///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo,
-///                   9 consumptionConsent, 10 consumptionRequest, 11 consumptionAnswer)
+///                   9 consumptionConsent, 10 consumptionRequest, 11 consumptionAnswer,
+///                   12 appStoreCall)
 ///     string ×2     id, account            (string = varint length + UTF-8)
 ///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
 ///     …             the type's fields; optional fields behind a presence mask (a byte; a
@@ -91,6 +92,8 @@ enum LogRecordCodec {
             writer.consumptionRequest(request)
         case .consumptionAnswer(let answer):
             writer.consumptionAnswer(answer)
+        case .appStoreCall(let call):
+            writer.appStoreCall(call)
         }
     }
 
@@ -183,6 +186,8 @@ enum LogRecordCodec {
             payload = .consumptionRequest(try reader.consumptionRequest())
         case .consumptionAnswer:
             payload = .consumptionAnswer(try reader.consumptionAnswer())
+        case .appStoreCall:
+            payload = .appStoreCall(try reader.appStoreCall())
         }
         return Event(id: id, account: account, at: at, payload: payload)
     }

@@ -36,6 +36,8 @@ public struct Event: Sendable, Hashable {
         case consumptionRequest(ConsumptionRequest)
         /// What the server answered Apple.
         case consumptionAnswer(ConsumptionAnswer)
+        /// A call the server made to the App Store Server API, and Apple's answer (`AppStoreCallEvents.swift`).
+        case appStoreCall(AppStoreCall)
     }
 
     /// The `type` field of the interchange format.
@@ -52,6 +54,7 @@ public struct Event: Sendable, Hashable {
         case .consumptionConsent: .consumptionConsent
         case .consumptionRequest: .consumptionRequest
         case .consumptionAnswer: .consumptionAnswer
+        case .appStoreCall: .appStoreCall
         }
     }
 
@@ -62,7 +65,7 @@ public struct Event: Sendable, Hashable {
         case .transactionUpdated(let u): u.payment
         case .downloadUpdated(let d): d.payment
         case .transactionFinished(let f): f.payment
-        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer: nil
+        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall: nil
         }
     }
 }
@@ -72,6 +75,7 @@ public enum EventType: String, Sendable, Hashable, CaseIterable {
     // The store's events; new types go at the end: the log's tag is the position here.
     case storeTransaction, renewalInfo
     case consumptionConsent, consumptionRequest, consumptionAnswer
+    case appStoreCall
 }
 
 /// The app called `addPayment`: opens a queue entry in state `added`.

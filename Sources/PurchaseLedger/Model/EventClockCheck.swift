@@ -1,5 +1,5 @@
 /// The check an append makes against the clock, beside `validate()`: what the store reports
-/// and what a customer consents to has already happened, so a store event or a consent dated
+/// and what a customer consents to (or the server asked of Apple) has already happened, so a store event or a consent dated
 /// more than `allowedClockSkew` past the appending machine's clock is `invalidEvent`. Such a
 /// report would otherwise stay in force until its date (a refund after it changing nothing,
 /// a consent outliving its withdrawal). Only appends are checked: replay, `verify` and copies
@@ -19,7 +19,7 @@ extension Event {
             try check(at, "at")
             try check(fact.purchasedAt, "purchasedAt")
             try check(fact.revokedAt, "revokedAt")
-        case .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer:
+        case .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall:
             try check(at, "at")
         case .paymentAdded, .transactionUpdated, .downloadUpdated, .transactionFinished, .consumed, .revoked:
             // The device's own clock, as version 1 of the format takes it.

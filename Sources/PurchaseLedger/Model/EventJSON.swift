@@ -135,6 +135,17 @@ extension Event {
                 transaction: try reader.string("transaction"),
                 reason: try reader.optionalString("reason"),
                 environment: try reader.optionalEnumeration("environment")))
+        case .appStoreCall:
+            guard let call: AppStoreCallKind = try reader.optionalEnumeration("call") else {
+                throw .invalid("missing required field `call`")
+            }
+            guard let outcome: AppStoreCallOutcome = try reader.optionalEnumeration("outcome") else {
+                throw .invalid("missing required field `outcome`")
+            }
+            payload = .appStoreCall(AppStoreCall(
+                call: call, transaction: try reader.string("transaction"), outcome: outcome,
+                appAccountToken: try reader.optionalString("appAccountToken"), environment: try reader.optionalEnumeration("environment"),
+                status: try reader.optionalInt("status"), error: try reader.optionalString("error")))
         case .consumptionAnswer:
             guard let outcome: ConsumptionAnswerOutcome = try reader.optionalEnumeration("outcome") else {
                 throw .invalid("missing required field `outcome`")
@@ -218,6 +229,14 @@ extension Event {
             writer.member("transaction", request.transaction)
             writer.member("reason", ifPresent: request.reason)
             writer.member("environment", ifPresent: request.environment?.rawValue)
+        case .appStoreCall(let call):
+            writer.member("call", call.call.rawValue)
+            writer.member("transaction", call.transaction)
+            writer.member("outcome", call.outcome.rawValue)
+            writer.member("appAccountToken", ifPresent: call.appAccountToken)
+            writer.member("environment", ifPresent: call.environment?.rawValue)
+            writer.member("status", ifPresent: call.status)
+            writer.member("error", ifPresent: call.error)
         case .consumptionAnswer(let answer):
             writer.member("request", answer.request)
             writer.member("transaction", answer.transaction)

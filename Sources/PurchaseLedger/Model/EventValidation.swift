@@ -118,6 +118,11 @@ extension Event {
         case .consumptionRequest(let request):
             try Self.checkID(request.transaction, "transaction")
             try Self.checkName(request.reason, "reason")
+        case .appStoreCall(let call):
+            try Self.checkID(call.transaction, "transaction")
+            try Self.checkName(call.appAccountToken, "appAccountToken")
+            try Self.checkRange(call.status.map(Int64.init), StoreLimits.httpStatus, "status")
+            try Self.checkText(call.error, "error")
         case .consumptionAnswer(let answer):
             try Self.checkKey(answer.request, "request")
             try Self.checkID(answer.transaction, "transaction")

@@ -145,7 +145,7 @@ enum Projector {
             }
             if record != current { try store.change(account, .consent(record)) }
 
-        case .consumptionRequest, .consumptionAnswer:
+        case .consumptionRequest, .consumptionAnswer, .appStoreCall:
             // In the log for audit and for answering again; the account exists (every account
             // with an event is listed), and nothing else changes.
             // (Applied every time: a writer's session holds a new account before it changes.)

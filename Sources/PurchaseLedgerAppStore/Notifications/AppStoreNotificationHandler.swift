@@ -71,9 +71,9 @@ public struct AppStoreNotificationHandler: Sendable {
         logger[metadataKey: "notificationUUID"] = LogSafe.metadata(notification.notificationUUID)
         logger[metadataKey: "notificationType"] = LogSafe.metadata(notification.notificationType)
 
-        let action = try AppStoreRecorder.action(for: notification, transaction: transaction, renewal: renewal) {
-            try ledger.account(holdingTransaction: $0)
-        }
+        let action = try AppStoreRecorder.action(
+            for: notification, transaction: transaction, renewal: renewal,
+            accountHolding: { try ledger.account(holdingTransaction: $0) }, customerAccount: { try ledger.account(ofAppTransaction: $0) })
         switch action {
         case .record(let recording):
             var outcomes = try await AppStoreRecorder(ledger: ledger).record(recording)

@@ -213,9 +213,9 @@ public struct Reconciliation: Sendable {
                 report.failures.append(("notification", "\(error)"))
                 continue
             }
-            let action = try AppStoreRecorder.action(for: notification, transaction: transaction, renewal: renewal) {
-                try ledger.account(holdingTransaction: $0)
-            }
+            let action = try AppStoreRecorder.action(
+                for: notification, transaction: transaction, renewal: renewal,
+                accountHolding: { try ledger.account(holdingTransaction: $0) }, customerAccount: { try ledger.account(ofAppTransaction: $0) })
             let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId ?? ""
             let about = transaction?.transactionId ?? original
             let label = notification.notificationType + (notification.subtype.map { " " + $0 } ?? "")

@@ -37,6 +37,22 @@ enum AppStoreNotificationAction: Sendable, Equatable {
     case refused(String)
 }
 
+/// How the account of what Apple said was found.
+enum AppStoreAttribution: Sendable, Equatable {
+    /// The `appAccountToken` Apple sent names it.
+    case token
+    /// The account holds the transaction, or its original transaction.
+    case heldTransaction
+    /// A report of the same customer (`appTransactionId`) went to it first.
+    case appTransaction
+    /// The caller named it: the device reporting its StoreKit 2 transaction, or `ledger attribute`.
+    case named
+
+    /// Whether Apple's later notifications would come without the account: the token is
+    /// worth setting at Apple.
+    var isLate: Bool { self != .token }
+}
+
 /// The events one payload of Apple's appends, in order.
 struct AppStoreRecording: Sendable, Equatable {
     /// For a purchase (a new transaction, paid): the device-side purchase, opening or updating
@@ -50,10 +66,12 @@ struct AppStoreRecording: Sendable, Equatable {
     /// answers it from the ledger as it stood before it).
     var consumptionRequest: Event? = nil
     var action: AppStoreRecordingAction
+    var attribution: AppStoreAttribution = .token
 
     static func == (lhs: AppStoreRecording, rhs: AppStoreRecording) -> Bool {
         lhs.purchase?.event == rhs.purchase?.event && lhs.purchase?.finish == rhs.purchase?.finish
             && lhs.reports == rhs.reports && lhs.consumptionRequest == rhs.consumptionRequest && lhs.action == rhs.action
+            && lhs.attribution == rhs.attribution
     }
 }
 
@@ -115,10 +133,13 @@ struct AppStoreRecorder: Sendable {
     /// The notification UUID makes the event ids, so that Apple's retries are duplicates. The
     /// account is the `appAccountToken` (normalized, `account(fromToken:)`); without one, the
     /// account that holds the transaction, or its original transaction (a renewal or a refund
-    /// of a purchase the app reported without a token), as `accountHolding` answers.
+    /// of a purchase the app reported without a token), as `accountHolding` answers; else the
+    /// account that first had a report of the same customer (`appTransactionId`), as
+    /// `customerAccount` answers.
     static func action(
         for notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?,
-        renewal: AppStoreRenewalPayload? = nil, accountHolding: (String) throws -> String? = { _ in nil }
+        renewal: AppStoreRenewalPayload? = nil, accountHolding: (String) throws -> String? = { _ in nil },
+        customerAccount: (String) throws -> String? = { _ in nil }
     ) rethrows -> AppStoreNotificationAction {
         let type = notification.notificationType
         guard transaction != nil || renewal != nil else {
@@ -127,12 +148,19 @@ struct AppStoreRecorder: Sendable {
         let transactionId = transaction?.transactionId
         let originalId = transaction?.originalTransactionId ?? renewal?.originalTransactionId
         let token = (transaction?.appAccountToken ?? renewal?.appAccountToken).flatMap(account(fromToken:))
-        guard let account = try token
-            ?? transactionId.flatMap(accountHolding)
-            ?? originalId.flatMap(accountHolding)
-        else {
+        let customer = transaction?.appTransactionId ?? renewal?.appTransactionId
+        let found: (account: String, by: AppStoreAttribution)? = if let token {
+            (token, .token)
+        } else if let held = try transactionId.flatMap(accountHolding) ?? originalId.flatMap(accountHolding) {
+            (held, .heldTransaction)
+        } else if let account = try customer.flatMap(customerAccount) {
+            (account, .appTransaction)
+        } else {
+            nil
+        }
+        guard let (account, attribution) = found else {
             let about = transactionId.map { "transaction \($0)" } ?? originalId.map { "original transaction \($0)" } ?? "a transaction"
-            return .unattributed("\(type) for \(about) has no appAccountToken, and no account holds the transaction")
+            return .unattributed("\(type) for \(about) has no appAccountToken, no account holds the transaction, and no account has its customer's appTransactionId")
         }
         let uuid = notification.notificationUUID
         guard let notified = notification.signedDate.map(timestamp) else {
@@ -140,7 +168,7 @@ struct AppStoreRecorder: Sendable {
         }
         var source = "notification \(type)"
         if let subtype = notification.subtype { source += " \(subtype)" }
-        var recording = AppStoreRecording(purchase: nil, reports: [], action: .record)
+        var recording = AppStoreRecording(purchase: nil, reports: [], action: .record, attribution: attribution)
 
         if let transaction, let transactionId {
             guard let transactionSigned = transaction.signedDate else { return .refused("\(type)'s transaction has no signedDate") }
@@ -192,7 +220,7 @@ struct AppStoreRecorder: Sendable {
             storeTransaction(transaction, id: transactionId, source: "device StoreKit 2", signed: signed))
         return AppStoreRecording(
             purchase: purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signedAt), reports: [report],
-            action: .purchase)
+            action: .purchase, attribution: transaction.appAccountToken.flatMap(Self.account(fromToken:)) == account ? .token : .named)
     }
 
     /// The device-side purchase of a store transaction, and its finish.

@@ -32,7 +32,15 @@ struct EventStreamGenerator {
         var result: [Event] = []
         result.reserveCapacity(count)
         for _ in 0..<count {
-            let event = next()
+            var event = next()
+            // Now and then a call to Apple recorded in its place, from the details' generator
+            // (the other events stay those of `random`).
+            if detail(2) {
+                event = .appStoreCall(account: event.account, at: event.at, AppStoreCall(
+                    call: detail(50) ? .setAppAccountToken : .finishTransaction, transaction: "\(1_000_000 + Int.random(in: 1...16, using: &details))",
+                    outcome: detail(80) ? .accepted : .refused, appAccountToken: detail(50) ? "7e3fb20b-4cdb-47cc-936d-99d65f608138" : nil,
+                    environment: detail(50) ? .sandbox : nil, status: detail(70) ? 200 : nil, error: detail(20) ? "refused" : nil))
+            }
             emitted.append(event)
             result.append(event)
         }

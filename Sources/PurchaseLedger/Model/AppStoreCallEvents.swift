@@ -1,0 +1,59 @@
+/// What the server asked of the App Store Server API on the ledger's behalf, and Apple's
+/// answer: the ledger's side of closing the loop with Apple. Recorded once per call and
+/// transaction (the event id says which), so a call Apple accepted or refused for good is not
+/// made again, and an audit sees what Apple was told.
+public struct AppStoreCall: Sendable, Hashable {
+    public var call: AppStoreCallKind
+    /// The transaction id the call named: the original transaction for `setAppAccountToken`,
+    /// the transaction for `finishTransaction`.
+    public var transaction: String
+    public var outcome: AppStoreCallOutcome
+    /// The token sent with `setAppAccountToken`: the account, as a UUID.
+    public var appAccountToken: String?
+    /// The environment whose App Store was called.
+    public var environment: StoreEnvironment?
+    /// The HTTP status Apple answered with.
+    public var status: Int?
+    /// Apple's error, when it refused.
+    public var error: String?
+
+    public init(
+        call: AppStoreCallKind, transaction: String, outcome: AppStoreCallOutcome, appAccountToken: String? = nil,
+        environment: StoreEnvironment? = nil, status: Int? = nil, error: String? = nil
+    ) {
+        self.call = call
+        self.transaction = transaction
+        self.outcome = outcome
+        self.appAccountToken = appAccountToken
+        self.environment = environment
+        self.status = status
+        self.error = error
+    }
+
+    /// The id of the event recording `call` of `transaction`: one per call and transaction.
+    public static func eventID(_ call: AppStoreCallKind, transaction: String) -> String {
+        "appstore-call/\(call.rawValue)/\(transaction)"
+    }
+}
+
+/// The App Store Server API calls the ledger makes.
+public enum AppStoreCallKind: String, Sendable, Hashable, CaseIterable {
+    /// Set App Account Token (API 1.16): later notifications of the subscription carry the
+    /// account.
+    case setAppAccountToken
+    /// Finish Transaction (API 1.20): the content of a StoreKit 2 transaction was delivered.
+    case finishTransaction
+}
+
+public enum AppStoreCallOutcome: String, Sendable, Hashable, CaseIterable {
+    /// Apple accepted the call (2xx).
+    case accepted
+    /// Apple refused it for good (a 4xx other than 401 and 429): a second try would be refused.
+    case refused
+}
+
+extension Event {
+    public static func appStoreCall(account: String, at: Timestamp, _ call: AppStoreCall) -> Event {
+        Event(id: AppStoreCall.eventID(call.call, transaction: call.transaction), account: account, at: at, payload: .appStoreCall(call))
+    }
+}
