@@ -133,6 +133,9 @@ public struct ServerConfiguration: Codable, Sendable {
         public var reconcile: Reconcile?
         /// Answers to refund requests (`CONSUMPTION_REQUEST`, docs/SERVER.md).
         public var consumption: Consumption?
+        /// Calls that close the loop with Apple (Set App Account Token, Finish Transaction);
+        /// none without this section.
+        public var calls: Calls?
 
         public init(
             bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String],
@@ -178,6 +181,19 @@ public struct ServerConfiguration: Codable, Sendable {
         public init(everySeconds: Int? = nil, lookBackSeconds: Int? = nil) {
             self.everySeconds = everySeconds
             self.lookBackSeconds = lookBackSeconds
+        }
+    }
+
+    /// `appStore.calls`: which calls the server makes to close the loop with Apple.
+    public struct Calls: Codable, Sendable {
+        /// Set the account as the `appAccountToken` of what the ledger attributed late; default true.
+        public var setAppAccountTokens: Bool?
+        /// Finish Transaction for StoreKit 2 transactions the ledger shows delivered; default false.
+        public var finishTransactions: Bool?
+
+        public init(setAppAccountTokens: Bool? = nil, finishTransactions: Bool? = nil) {
+            self.setAppAccountTokens = setAppAccountTokens
+            self.finishTransactions = finishTransactions
         }
     }
 
@@ -320,8 +336,8 @@ public struct ServerConfiguration: Codable, Sendable {
                 throw ServerConfigurationError("\"limits.\(name)\" must be from 0.001 to \(Int(Limits.maximumTimeoutSeconds)) seconds")
             }
         }
-        if appStore?.api == nil, appStore?.reconcile != nil || appStore?.consumption != nil {
-            throw ServerConfigurationError("\"appStore.reconcile\" and \"appStore.consumption\" call the App Store Server API: add \"appStore.api\" (keyFile, keyId, issuerId)")
+        if appStore?.api == nil, appStore?.reconcile != nil || appStore?.consumption != nil || appStore?.calls != nil {
+            throw ServerConfigurationError("\"appStore.reconcile\", \"appStore.consumption\" and \"appStore.calls\" call the App Store Server API: add \"appStore.api\" (keyFile, keyId, issuerId)")
         }
         if let preference = appStore?.consumption?.refundPreference {
             let known = ConsumptionInformation.RefundPreference.allCases.map(\.rawValue)

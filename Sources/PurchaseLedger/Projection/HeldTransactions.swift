@@ -12,6 +12,8 @@ public struct HeldTransaction: Sendable, Hashable {
     /// The payment of the entry holding it while that entry awaits `transactionFinished`; nil
     /// once finished, or when only the store reported it.
     public var unfinishedPayment: String? = nil
+    /// Whether an entry of the device's queue holds it (else only the store reported it).
+    public var heldByEntry = false
 
     /// The subscription (or purchase) the transaction belongs to.
     public var chain: String { originalTransaction ?? transaction }
@@ -40,7 +42,7 @@ extension HeldTransaction {
                 byTransaction[key] = HeldTransaction(
                     account: account, transaction: transaction, originalTransaction: entry.originalTransaction,
                     product: entry.product, report: nil, revokedByEvent: try isRevoked(key),
-                    unfinishedPayment: entry.finishedAt == nil ? entry.payment : nil)
+                    unfinishedPayment: entry.finishedAt == nil ? entry.payment : nil, heldByEntry: true)
             }
         }
         for (key, record) in state.storeTransactions {

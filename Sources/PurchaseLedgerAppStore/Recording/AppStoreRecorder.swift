@@ -37,22 +37,6 @@ enum AppStoreNotificationAction: Sendable, Equatable {
     case refused(String)
 }
 
-/// How the account of what Apple said was found.
-enum AppStoreAttribution: Sendable, Equatable {
-    /// The `appAccountToken` Apple sent names it.
-    case token
-    /// The account holds the transaction, or its original transaction.
-    case heldTransaction
-    /// A report of the same customer (`appTransactionId`) went to it first.
-    case appTransaction
-    /// The caller named it: the device reporting its StoreKit 2 transaction, or `ledger attribute`.
-    case named
-
-    /// Whether Apple's later notifications would come without the account: the token is
-    /// worth setting at Apple.
-    var isLate: Bool { self != .token }
-}
-
 /// The events one payload of Apple's appends, in order.
 struct AppStoreRecording: Sendable, Equatable {
     /// For a purchase (a new transaction, paid): the device-side purchase, opening or updating
@@ -66,12 +50,10 @@ struct AppStoreRecording: Sendable, Equatable {
     /// answers it from the ledger as it stood before it).
     var consumptionRequest: Event? = nil
     var action: AppStoreRecordingAction
-    var attribution: AppStoreAttribution = .token
 
     static func == (lhs: AppStoreRecording, rhs: AppStoreRecording) -> Bool {
         lhs.purchase?.event == rhs.purchase?.event && lhs.purchase?.finish == rhs.purchase?.finish
             && lhs.reports == rhs.reports && lhs.consumptionRequest == rhs.consumptionRequest && lhs.action == rhs.action
-            && lhs.attribution == rhs.attribution
     }
 }
 
@@ -149,16 +131,11 @@ struct AppStoreRecorder: Sendable {
         let originalId = transaction?.originalTransactionId ?? renewal?.originalTransactionId
         let token = (transaction?.appAccountToken ?? renewal?.appAccountToken).flatMap(account(fromToken:))
         let customer = transaction?.appTransactionId ?? renewal?.appTransactionId
-        let found: (account: String, by: AppStoreAttribution)? = if let token {
-            (token, .token)
-        } else if let held = try transactionId.flatMap(accountHolding) ?? originalId.flatMap(accountHolding) {
-            (held, .heldTransaction)
-        } else if let account = try customer.flatMap(customerAccount) {
-            (account, .appTransaction)
-        } else {
-            nil
-        }
-        guard let (account, attribution) = found else {
+        guard let account = try token
+            ?? transactionId.flatMap(accountHolding)
+            ?? originalId.flatMap(accountHolding)
+            ?? customer.flatMap(customerAccount)
+        else {
             let about = transactionId.map { "transaction \($0)" } ?? originalId.map { "original transaction \($0)" } ?? "a transaction"
             return .unattributed("\(type) for \(about) has no appAccountToken, no account holds the transaction, and no account has its customer's appTransactionId")
         }
@@ -168,7 +145,7 @@ struct AppStoreRecorder: Sendable {
         }
         var source = "notification \(type)"
         if let subtype = notification.subtype { source += " \(subtype)" }
-        var recording = AppStoreRecording(purchase: nil, reports: [], action: .record, attribution: attribution)
+        var recording = AppStoreRecording(purchase: nil, reports: [], action: .record)
 
         if let transaction, let transactionId {
             guard let transactionSigned = transaction.signedDate else { return .refused("\(type)'s transaction has no signedDate") }
@@ -217,10 +194,10 @@ struct AppStoreRecorder: Sendable {
         let prefix = "storekit:" + transactionId
         let report = Event.storeTransaction(
             id: prefix + "/" + signedAt.description, account: account, signedAt: signedAt,
-            storeTransaction(transaction, id: transactionId, source: "device StoreKit 2", signed: signed))
+            storeTransaction(transaction, id: transactionId, source: DueAppStoreCall.storeKit2Source, signed: signed))
         return AppStoreRecording(
             purchase: purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signedAt), reports: [report],
-            action: .purchase, attribution: transaction.appAccountToken.flatMap(Self.account(fromToken:)) == account ? .token : .named)
+            action: .purchase)
     }
 
     /// The device-side purchase of a store transaction, and its finish.

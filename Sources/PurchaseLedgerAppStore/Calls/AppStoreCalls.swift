@@ -1,0 +1,82 @@
+import Foundation
+import PurchaseLedger
+
+/// The calls to the App Store Server API the ledger owes Apple, read from the log: closing the
+/// loop, so that Apple's later notifications name the account and Apple knows what was
+/// delivered.
+public struct AppStoreCallSettings: Sendable, Hashable {
+    /// Set App Account Token on a subscription or purchase the ledger gave an account that
+    /// Apple's token does not name (attributed late: by `ledger attribute`, by a held
+    /// transaction or customer, or by the device naming it).
+    public var setAppAccountTokens: Bool
+    /// Finish Transaction for a StoreKit 2 transaction whose entry the ledger shows finished.
+    public var finishTransactions: Bool
+
+    public init(setAppAccountTokens: Bool = true, finishTransactions: Bool = false) {
+        self.setAppAccountTokens = setAppAccountTokens
+        self.finishTransactions = finishTransactions
+    }
+}
+
+/// One call owed: what to ask, of which environment's App Store, for which account.
+public struct DueAppStoreCall: Sendable, Hashable {
+    public var account: String
+    public var call: AppStoreCallKind
+    /// The transaction the call names (the original transaction for a token).
+    public var transaction: String
+    public var environment: StoreEnvironment
+    /// For `setAppAccountToken`: the account as Apple's token.
+    public var token: UUID?
+
+    /// The id of the event that records it.
+    public var eventID: String { AppStoreCall.eventID(call, transaction: transaction) }
+}
+
+extension DueAppStoreCall {
+    /// The source the recorder gives a StoreKit 2 transaction the device reported.
+    static let storeKit2Source = "device StoreKit 2"
+
+    /// The calls `record` makes due, given the account's held transactions then: none for
+    /// events that say nothing Apple needs to hear. Whether each was made already is the
+    /// caller's to check (by its event id).
+    static func due(
+        after record: LogRecord, settings: AppStoreCallSettings, held: () throws -> [HeldTransaction]
+    ) rethrows -> [DueAppStoreCall] {
+        let event = record.event
+        var due: [DueAppStoreCall] = []
+        switch event.payload {
+        case .storeTransaction(let fact):
+            let environment = fact.environment ?? .production
+            if settings.setAppAccountTokens, environment.isSigned, fact.ownership != .familyShared,
+               let token = UUID(uuidString: event.account), token.uuidString.lowercased() == event.account,
+               fact.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:)) != event.account {
+                // Apple only takes a UUID, in its lowercase form: the form an account from a token has.
+                due.append(DueAppStoreCall(
+                    account: event.account, call: .setAppAccountToken, transaction: fact.originalTransaction ?? fact.transaction,
+                    environment: environment, token: token))
+            }
+            if settings.finishTransactions {
+                due += try finishes(in: event.account, held: held())
+            }
+        case .transactionFinished:
+            if settings.finishTransactions {
+                due += try finishes(in: event.account, held: held())
+            }
+        default:
+            break
+        }
+        return due
+    }
+
+    /// Finish Transaction for each StoreKit 2 transaction an entry holds, finished.
+    private static func finishes(in account: String, held: [HeldTransaction]) -> [DueAppStoreCall] {
+        held.compactMap { transaction in
+            guard transaction.heldByEntry, transaction.unfinishedPayment == nil, let report = transaction.report,
+                  report.source == storeKit2Source, (report.environment ?? .production).isSigned
+            else { return nil }
+            return DueAppStoreCall(
+                account: account, call: .finishTransaction, transaction: transaction.transaction,
+                environment: report.environment ?? .production, token: nil)
+        }
+    }
+}

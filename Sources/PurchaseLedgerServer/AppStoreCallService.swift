@@ -1,0 +1,33 @@
+import AppStoreServerAPI
+import Logging
+import PurchaseLedger
+import PurchaseLedgerAppStore
+import ServiceLifecycle
+
+/// The calls that close the loop with Apple (`AppStoreCaller`), made inside `ledger-server`
+/// while it runs; shutdown stops them between calls (a call's answer is recorded first).
+public struct AppStoreCallService: Service {
+    public let caller: AppStoreCaller
+
+    public init(caller: AppStoreCaller) {
+        self.caller = caller
+    }
+
+    /// The caller `appStore.calls` describes, with the clients of `appStore.api`; nil without
+    /// the section.
+    public static func configured(
+        by configuration: ServerConfiguration, clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)],
+        ledger: Ledger, logger: Logger
+    ) -> AppStoreCallService? {
+        guard let calls = configuration.appStore?.calls else { return nil }
+        let settings = AppStoreCallSettings(
+            setAppAccountTokens: calls.setAppAccountTokens ?? true, finishTransactions: calls.finishTransactions ?? false)
+        return AppStoreCallService(caller: AppStoreCaller(settings: settings, clients: clients, ledger: ledger, logger: logger))
+    }
+
+    public func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await caller.run()
+        }
+    }
+}

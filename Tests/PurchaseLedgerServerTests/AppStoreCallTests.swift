@@ -1,0 +1,138 @@
+import AppStoreServerAPI
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PurchaseLedger
+@testable import PurchaseLedgerAppStore
+@testable import PurchaseLedgerServer
+import Testing
+import LedgerTestSupport
+
+/// The customer's id when `appAccountToken` is missing, and closing the loop with Apple: a
+/// notification without a token goes to the account that has its customer's
+/// `appTransactionId`; the account is then set as the token at Apple, and a StoreKit 2
+/// transaction the ledger shows delivered is finished at Apple, each once, recorded, and
+/// retried while Apple cannot answer.
+struct AppStoreCallTests {
+    typealias Notifications = AppStoreNotificationTests
+    static let account = Notifications.account
+
+    /// A caller of `store` in the sandbox.
+    static func caller(
+        _ store: FakeAppStore, base: String, ledger: Ledger, settings: AppStoreCallSettings
+    ) async throws -> AppStoreCaller {
+        let client = try await AppStoreServerAPIClient(
+            credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+        return AppStoreCaller(settings: settings, clients: [(.sandbox, client)], ledger: ledger)
+    }
+
+    static func calls(in ledger: Ledger, of account: String = account) throws -> [AppStoreCall] {
+        try ledger.history(account: account).compactMap { record in
+            if case .appStoreCall(let call) = record.event.payload { call } else { nil }
+        }
+    }
+
+    @Test func aNotificationWithoutATokenFindsItsCustomerAndTheTokenIsSetAtApple() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            // The app reported its first purchase from the device, naming the account; Apple
+            // signed it without a token (the app did not pass one to StoreKit).
+            let first = try signer.sign(Notifications.transaction(["appAccountToken": NSNull()]))
+            let posted = try await SignedTransactionRouteTests.post(["signedTransaction": first, "account": Self.account], client)
+            #expect(posted.status == .ok)
+
+            // A purchase of another subscription, on another device, notified without a token:
+            // no account holds it, but its customer (appTransactionId 71134) is this account.
+            let other = try Notifications.transaction([
+                "appAccountToken": NSNull(), "transactionId": "80001", "originalTransactionId": "80001",
+            ])
+            let answer = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "n-80001", transaction: other, signer: signer), client).object
+            #expect(answer["action"] as? String == "purchase")
+            #expect(try harness.ledger.account(holdingTransaction: "80001") == Self.account)
+            #expect(try harness.ledger.account(ofAppTransaction: "71134") == Self.account)
+
+            try await store.run { base in
+                let caller = try await Self.caller(store, base: base, ledger: harness.ledger, settings: .init())
+                #expect(try await caller.runOnce() == .caughtUp(position: harness.ledger.position - 2))
+                // Set once per subscription, at Apple and in the log.
+                #expect(store.appAccountTokens == ["12345": Self.account, "80001": Self.account])
+                let calls = try Self.calls(in: harness.ledger)
+                #expect(calls.map(\.transaction).sorted() == ["12345", "80001"])
+                #expect(calls.allSatisfy { $0.call == .setAppAccountToken && $0.outcome == .accepted && $0.status == 200 })
+                #expect(calls.allSatisfy { $0.appAccountToken == Self.account && $0.environment == .sandbox })
+                // Nothing is owed any more: a second pass calls nothing.
+                let requests = store.requests
+                _ = try await caller.runOnce()
+                #expect(store.requests == requests)
+                // The next notification carries the token and owes nothing.
+                _ = try await Notifications.post(try Notifications.notification(
+                    "DID_RENEW", uuid: "n-80002", transaction: Notifications.transaction(["transactionId": "80002", "originalTransactionId": "80001"]),
+                    signer: signer), client)
+                _ = try await caller.runOnce()
+                #expect(store.requests == requests)
+            }
+        }
+    }
+
+    @Test func aCallAppleCannotAnswerIsTriedAgainAndARefusalIsRecordedOnce() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            let signed = try signer.sign(Notifications.transaction(["appAccountToken": NSNull()]))
+            _ = try await SignedTransactionRouteTests.post(["signedTransaction": signed, "account": Self.account], client)
+            let shared = try signer.sign(Notifications.transaction([
+                "appAccountToken": NSNull(), "transactionId": "90001", "originalTransactionId": "90001",
+            ]))
+            _ = try await SignedTransactionRouteTests.post(["signedTransaction": shared, "account": Self.account], client)
+            store.shareInFamily("90001")
+            try await store.run { base in
+                let caller = try await Self.caller(store, base: base, ledger: harness.ledger, settings: .init())
+                // Apple fails (500 after the client's retries): nothing recorded, the checkpoint holds.
+                store.queue(Array(repeating: FakeAppStore.Fault(status: 500), count: 4))
+                guard case .interrupted(let held) = try await caller.runOnce() else { throw TestFailure("not interrupted") }
+                #expect(try Self.calls(in: harness.ledger).isEmpty)
+                #expect(try AppStoreCaller.checkpoint(in: harness.ledger) == held)
+                // Apple answers again: the token is set; Family Sharing's is refused for good, and recorded.
+                _ = try await caller.runOnce()
+                let calls = try Self.calls(in: harness.ledger)
+                #expect(calls.map { "\($0.transaction) \($0.outcome.rawValue) \($0.status ?? 0)" } == ["12345 accepted 200", "90001 refused 400"])
+                #expect(calls.last?.error?.contains("4000185") == true)
+                let requests = store.requests
+                _ = try await caller.runOnce()
+                #expect(store.requests == requests)
+            }
+        }
+    }
+
+    @Test func aDeliveredStoreKit2TransactionIsFinishedAtAppleOnce() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            // With its token: no token to set; the device's report finishes the entry.
+            let signed = try signer.sign(Notifications.transaction())
+            _ = try await SignedTransactionRouteTests.post(["signedTransaction": signed], client)
+            // A notification-only purchase is Apple's own report, not a StoreKit 2 delivery.
+            _ = try await Notifications.post(try Notifications.notification(
+                "ONE_TIME_CHARGE", uuid: "n-1", transaction: Notifications.transaction(["transactionId": "70001", "originalTransactionId": "70001"]),
+                signer: signer), client)
+            try await store.run { base in
+                let off = try await Self.caller(store, base: base, ledger: harness.ledger, settings: .init(finishTransactions: false))
+                _ = try await off.runOnce()
+                #expect(store.finished.isEmpty)
+                // Finishing turned on later: the caller's checkpoint is past those records, so a
+                // fresh checkpoint (a new deployment reading from the start) is what finds them.
+                try await harness.ledger.updateFeedState { try $0.set(AppStoreCaller.checkpointKey, nil) }
+                let on = try await Self.caller(store, base: base, ledger: harness.ledger, settings: .init(finishTransactions: true))
+                _ = try await on.runOnce()
+                #expect(store.finished == ["23456"])
+                let calls = try Self.calls(in: harness.ledger)
+                #expect(calls.map { "\($0.call.rawValue) \($0.transaction) \($0.outcome.rawValue)" } == ["finishTransaction 23456 accepted"])
+                try await harness.ledger.updateFeedState { try $0.set(AppStoreCaller.checkpointKey, nil) }
+                _ = try await on.runOnce()
+                #expect(store.finished == ["23456"])
+            }
+        }
+    }
+}
