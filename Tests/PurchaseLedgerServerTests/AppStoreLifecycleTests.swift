@@ -312,7 +312,8 @@ extension AppStoreLifecycleTests {
             ]
             try await Self.send("ONE_TIME_CHARGE", uuid: "early", transaction: Notifications.transaction(coins), signer: signer, client)
             try await Self.send("REFUND", uuid: "stranger", transaction: Notifications.transaction(
-                coins.merging(["transactionId": "901", "originalTransactionId": "901"]) { $1 }, revoked: true), signer: signer, client)
+                coins.merging(["transactionId": "901", "originalTransactionId": "901", "appTransactionId": "another-customer"]) { $1 }, revoked: true),
+                signer: signer, client)
             let path = harness.directory + "/unattributed.jsonl"
             #expect(try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").count == 2)
             #expect(harness.ledger.position == 0)

@@ -235,8 +235,10 @@ struct AppStoreNotificationTests {
             #expect(FileManager.default.fileExists(atPath: harness.directory + "/unattributed.jsonl") == false)
 
             // An id no event could carry (4,000 bytes) is held by no one: answered, not a failure.
+            // (Without its customer's appTransactionId, which this account has by now.)
             let long = String(repeating: "9", count: 4000)
-            let strange = try Self.transaction(["transactionId": long, "originalTransactionId": long, "appAccountToken": NSNull()], revoked: true)
+            let strange = try Self.transaction(
+                ["transactionId": long, "originalTransactionId": long, "appAccountToken": NSNull(), "appTransactionId": NSNull()], revoked: true)
             let answer = try await Self.post(try Self.notification("REFUND", uuid: "r-long", transaction: strange, signer: signer), client)
             #expect(answer.status == .ok)
             #expect(try answer.object["action"] as? String == "unattributed")

@@ -350,7 +350,9 @@ extension ReconciliationTests {
                 "transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000, "signedDate": 1_698_149_000_000,
             ])
             let refund = renewal.merging(["signedDate": 1_698_149_500_000, "revocationDate": 1_698_149_500_000, "revocationReason": 1]) { $1 }
-            let stranger = try Notifications.transaction(["transactionId": "555", "originalTransactionId": "555", "appAccountToken": NSNull()])
+            let stranger = try Notifications.transaction([
+                "transactionId": "555", "originalTransactionId": "555", "appAccountToken": NSNull(), "appTransactionId": "another-customer",
+            ])
             let notifications = try [
                 ("SUBSCRIBED", "s1", first), ("DID_RENEW", "s2", renewal), ("REFUND", "s3", refund), ("ONE_TIME_CHARGE", "x1", stranger),
             ].map { type, uuid, transaction in
