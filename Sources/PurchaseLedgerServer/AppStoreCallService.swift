@@ -19,10 +19,13 @@ public struct AppStoreCallService: Service {
         by configuration: ServerConfiguration, clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)],
         ledger: Ledger, logger: Logger
     ) -> AppStoreCallService? {
-        guard let calls = configuration.appStore?.calls else { return nil }
-        let settings = AppStoreCallSettings(
-            setAppAccountTokens: calls.setAppAccountTokens ?? true, finishTransactions: calls.finishTransactions ?? false)
+        guard let settings = settings(configuration.appStore?.calls) else { return nil }
         return AppStoreCallService(caller: AppStoreCaller(settings: settings, clients: clients, ledger: ledger, logger: logger))
+    }
+
+    /// What `appStore.calls` asks for, with its defaults; nil without the section.
+    static func settings(_ calls: ServerConfiguration.Calls?) -> AppStoreCallSettings? {
+        calls.map { AppStoreCallSettings(setAppAccountTokens: $0.setAppAccountTokens ?? true, finishTransactions: $0.finishTransactions ?? false) }
     }
 
     public func run() async throws {

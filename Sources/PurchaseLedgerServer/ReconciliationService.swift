@@ -32,8 +32,10 @@ public struct ReconciliationService: Service {
     ) -> ReconciliationService? {
         guard let settings = configuration.appStore?.reconcile else { return nil }
         let sides = clients.map { Reconciliation.Side(environment: $0.environment, client: $0.client, verifier: verifier) }
+        var reconciliation = Reconciliation(sides: sides, ledger: ledger, logger: logger)
+        reconciliation.calls = AppStoreCallService.settings(configuration.appStore?.calls)
         return ReconciliationService(
-            reconciliation: Reconciliation(sides: sides, ledger: ledger, logger: logger),
+            reconciliation: reconciliation,
             interval: .seconds(settings.everySeconds ?? 3600), lookBack: .seconds(settings.lookBackSeconds ?? 259_200), logger: logger)
     }
 

@@ -106,6 +106,48 @@ struct AppStoreCallTests {
         }
     }
 
+    @Test func theCallsAreConfiguredWithTheKeyAndOffWithout() throws {
+        func configuration(_ appStore: String) throws -> ServerConfiguration {
+            let json = #"{"ledger": "/tmp/x", "keys": [], "appStore": {"bundleId": "b", "environment": "Sandbox", "trustedRoots": ["r.der"]"# + appStore + "}}"
+            return try JSONDecoder().decode(ServerConfiguration.self, from: Data(json.utf8))
+        }
+        let api = #", "api": {"keyFile": "k.p8", "keyId": "K", "issuerId": "I"}"#
+        let defaults = try configuration(api + #", "calls": {}"#)
+        try defaults.check()
+        #expect(AppStoreCallService.settings(defaults.appStore?.calls) == AppStoreCallSettings(setAppAccountTokens: true, finishTransactions: false))
+        let finishing = try configuration(api + #", "calls": {"setAppAccountTokens": false, "finishTransactions": true}"#)
+        #expect(AppStoreCallService.settings(finishing.appStore?.calls) == AppStoreCallSettings(setAppAccountTokens: false, finishTransactions: true))
+        #expect(AppStoreCallService.settings(try configuration(api).appStore?.calls) == nil)
+        #expect { try configuration(#", "calls": {}"#).check() } throws: { "\($0)".contains("appStore.api") }
+    }
+
+    /// Reconciliation reports a call owed that no event records, and with `apply` makes it.
+    @Test func reconciliationFindsACallOwedAndMakesIt() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            let signed = try signer.sign(Notifications.transaction())
+            _ = try await SignedTransactionRouteTests.post(["signedTransaction": signed], client)
+            store.setHistory([signed], of: "12345")
+            try await store.run { base in
+                let api = try await AppStoreServerAPIClient(
+                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+                var reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger)
+                let unchecked = try await reconciliation.run(apply: false)
+                #expect(unchecked.differences.isEmpty)
+                reconciliation.calls = AppStoreCallSettings(setAppAccountTokens: true, finishTransactions: true)
+                let looked = try await reconciliation.run(apply: false)
+                #expect(looked.differences.map { "\($0.kind.rawValue) \($0.transaction)" } == ["appStoreCallOwed 23456"])
+                #expect(store.finished.isEmpty)
+                let mended = try await reconciliation.run(apply: true)
+                #expect(mended.appended == 1)
+                #expect(store.finished == ["23456"])
+                let again = try await reconciliation.run(apply: true)
+                #expect(again.differences.isEmpty)
+            }
+        }
+    }
+
     @Test func aDeliveredStoreKit2TransactionIsFinishedAtAppleOnce() async throws {
         let signer = try TestAppStoreSigner()
         let store = FakeAppStore()

@@ -74,6 +74,12 @@ extension LedgerCommand {
         @Flag(help: "Append what the ledger lacks.")
         var apply = false
 
+        @Flag(help: "Also report (and with --apply, make) Set App Account Token calls owed for what the ledger attributed late.")
+        var setAppAccountTokens = false
+
+        @Flag(help: "Also report (and with --apply, make) Finish Transaction calls owed for delivered StoreKit 2 transactions.")
+        var finishTransactions = false
+
         @Flag(name: .shortAndLong, help: "One JSON object per difference, then a summary object.")
         var json = false
 
@@ -116,7 +122,10 @@ extension LedgerCommand {
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 let ledger = try location.openLedger(configuration: configuration)
-                let reconciliation = Reconciliation(sides: sides, ledger: ledger, logger: logger)
+                var reconciliation = Reconciliation(sides: sides, ledger: ledger, logger: logger)
+                if setAppAccountTokens || finishTransactions {
+                    reconciliation.calls = AppStoreCallSettings(setAppAccountTokens: setAppAccountTokens, finishTransactions: finishTransactions)
+                }
                 do {
                     let sinceMilliseconds = try since.map(parseTimestamp).map { $0.seconds * 1000 + Int64($0.nanoseconds / 1_000_000) }
                     let report = try await reconciliation.run(apply: apply, since: sinceMilliseconds)

@@ -88,8 +88,8 @@ public struct AppStoreCaller: Sendable {
         return .caughtUp(position: checkpoint)
     }
 
-    /// Makes one call and records Apple's answer; false when Apple could not answer for good.
-    private func make(_ due: DueAppStoreCall) async throws -> Bool {
+    /// Makes one call and records Apple's answer; false when Apple could not answer now.
+    func make(_ due: DueAppStoreCall) async throws -> Bool {
         guard let client = clients.first(where: { $0.environment == due.environment })?.client else { return true }
         var call = AppStoreCall(
             call: due.call, transaction: due.transaction, outcome: .accepted,

@@ -46,15 +46,7 @@ extension DueAppStoreCall {
         var due: [DueAppStoreCall] = []
         switch event.payload {
         case .storeTransaction(let fact):
-            let environment = fact.environment ?? .production
-            if settings.setAppAccountTokens, environment.isSigned, fact.ownership != .familyShared,
-               let token = UUID(uuidString: event.account), token.uuidString.lowercased() == event.account,
-               fact.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:)) != event.account {
-                // Apple only takes a UUID, in its lowercase form: the form an account from a token has.
-                due.append(DueAppStoreCall(
-                    account: event.account, call: .setAppAccountToken, transaction: fact.originalTransaction ?? fact.transaction,
-                    environment: environment, token: token))
-            }
+            if settings.setAppAccountTokens, let call = tokenCall(for: fact, in: event.account) { due.append(call) }
             if settings.finishTransactions {
                 due += try finishes(in: event.account, held: held())
             }
@@ -66,6 +58,34 @@ extension DueAppStoreCall {
             break
         }
         return due
+    }
+
+    /// Every call an account's transactions owe Apple now (what reconciliation checks), one per
+    /// call and transaction.
+    static func owed(by account: String, held: [HeldTransaction], settings: AppStoreCallSettings) -> [DueAppStoreCall] {
+        var owed: [DueAppStoreCall] = []
+        if settings.setAppAccountTokens {
+            for call in held.compactMap({ $0.report.flatMap { tokenCall(for: $0, in: account) } })
+            where !owed.contains(where: { $0.eventID == call.eventID }) {
+                owed.append(call)
+            }
+        }
+        if settings.finishTransactions { owed += finishes(in: account, held: held) }
+        return owed
+    }
+
+    /// Set App Account Token for a report in `account` whose token Apple signed is not the
+    /// account's, when the account can be a token (Apple takes only a UUID, in the lowercase
+    /// form an account from a token has) and Apple takes one for it (not Family Sharing's).
+    private static func tokenCall(for fact: StoreTransaction, in account: String) -> DueAppStoreCall? {
+        let environment = fact.environment ?? .production
+        guard environment.isSigned, fact.ownership != .familyShared,
+              let token = UUID(uuidString: account), token.uuidString.lowercased() == account,
+              fact.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:)) != account
+        else { return nil }
+        return DueAppStoreCall(
+            account: account, call: .setAppAccountToken, transaction: fact.originalTransaction ?? fact.transaction,
+            environment: environment, token: token)
     }
 
     /// Finish Transaction for each StoreKit 2 transaction an entry holds, finished.

@@ -27,6 +27,9 @@ public struct Reconciliation: Sendable {
     /// reported on (only the device's queue holds it) is asked of each in turn until one knows
     /// it, as the receipt check asked production first and then the sandbox on status 21007.
     public let sides: [Side]
+    /// The calls that close the loop with Apple, checked (and, with `apply`, made) for every
+    /// account reconciled; nil: not checked.
+    public var calls: AppStoreCallSettings?
     let ledger: Ledger
     let logger: Logger
 
@@ -71,6 +74,10 @@ public struct Reconciliation: Sendable {
             /// The entry the store's purchase opened (`appstore:<transactionId>`) still awaits its
             /// finish: a run cut short between the purchase and its finish.
             case unfinishedPurchase
+            /// A call the ledger owes Apple (`calls`) that no `appStoreCall` records: a token
+            /// Apple does not have, or a delivered StoreKit 2 transaction Apple still holds
+            /// unfinished.
+            case appStoreCallOwed
         }
 
         public var kind: Kind
@@ -156,6 +163,24 @@ public struct Reconciliation: Sendable {
             if apply, !recordings.isEmpty {
                 report.appended += try await record(recordings)
             }
+        }
+        if let calls {
+            try await checkCalls(of: account, settings: calls, apply: apply, into: &report)
+        }
+    }
+
+    /// The calls `account` owes Apple that no event records; with `apply`, made (and recorded)
+    /// as `AppStoreCaller` makes them. A call Apple cannot answer now stays owed.
+    private func checkCalls(of account: String, settings: AppStoreCallSettings, apply: Bool, into report: inout Report) async throws {
+        let held = try ledger.heldTransactions(of: account).held
+        let caller = AppStoreCaller(settings: settings, clients: sides.map { ($0.environment, $0.client) }, ledger: ledger, logger: logger)
+        for call in DueAppStoreCall.owed(by: account, held: held, settings: settings)
+        where sides.contains(where: { $0.environment == call.environment }) {
+            guard try ledger.position(ofEventID: call.eventID) == nil else { continue }
+            report.differences.append(Difference(
+                kind: .appStoreCallOwed, account: account, originalTransaction: held.first { $0.transaction == call.transaction }?.chain ?? call.transaction,
+                transaction: call.transaction, detail: "\(call.call.rawValue) was never made"))
+            if apply, try await caller.make(call) { report.appended += 1 }
         }
     }
 
