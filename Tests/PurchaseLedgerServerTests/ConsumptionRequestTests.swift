@@ -171,9 +171,9 @@ struct ConsumptionRequestTests {
         var declined = facts
         declined.consented = false
         #expect(ConsumptionResponder.information(from: declined, policy: policy) == nil)
-        #expect(ConsumptionResponder.isFinal(AppStoreServerAPIError(.notFound, status: 404, "x")))
-        #expect(!ConsumptionResponder.isFinal(AppStoreServerAPIError(.unauthorized, status: 401, "x")))
-        #expect(!ConsumptionResponder.isFinal(AppStoreServerAPIError(.serverError, status: 503, "x")))
-        #expect(!ConsumptionResponder.isFinal(AppStoreServerAPIError(.transport, "x")))
+        #expect(AppStoreServerAPIError(.notFound, status: 404, "x").isFinalRefusal)
+        #expect(!AppStoreServerAPIError(.unauthorized, status: 401, "x").isFinalRefusal)
+        #expect(!AppStoreServerAPIError(.serverError, status: 503, "x").isFinalRefusal)
+        #expect(!AppStoreServerAPIError(.transport, "x").isFinalRefusal)
     }
 }

@@ -103,7 +103,7 @@ public struct AppStoreCaller: Sendable {
                 call.status = try await client.finishTransaction(due.transaction)
             }
         } catch {
-            guard ConsumptionResponder.isFinal(error) else {
+            guard error.isFinalRefusal else {
                 logger.notice("the App Store could not answer a call; it is tried again", metadata: [
                     "call": "\(due.call.rawValue)", "transaction": LogSafe.metadata(due.transaction), "error": "\(error)",
                 ])

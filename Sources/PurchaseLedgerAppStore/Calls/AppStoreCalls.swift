@@ -33,9 +33,6 @@ public struct DueAppStoreCall: Sendable, Hashable {
 }
 
 extension DueAppStoreCall {
-    /// The source the recorder gives a StoreKit 2 transaction the device reported.
-    static let storeKit2Source = "device StoreKit 2"
-
     /// The calls `record` makes due, given the account's held transactions then: none for
     /// events that say nothing Apple needs to hear. Whether each was made already is the
     /// caller's to check (by its event id).
@@ -92,7 +89,7 @@ extension DueAppStoreCall {
     private static func finishes(in account: String, held: [HeldTransaction]) -> [DueAppStoreCall] {
         held.compactMap { transaction in
             guard transaction.heldByEntry, transaction.unfinishedPayment == nil, let report = transaction.report,
-                  report.source == storeKit2Source, (report.environment ?? .production).isSigned
+                  report.source == AppStoreRecorder.storeKit2Source, (report.environment ?? .production).isSigned
             else { return nil }
             return DueAppStoreCall(
                 account: account, call: .finishTransaction, transaction: transaction.transaction,

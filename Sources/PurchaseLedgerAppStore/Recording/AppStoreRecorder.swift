@@ -103,6 +103,8 @@ struct AppStoreRecorder: Sendable {
     }
 
     static let revocationTypes: Set<String> = ["REFUND", "REVOKE"]
+    /// The `source` of a StoreKit 2 transaction the device reported.
+    static let storeKit2Source = "device StoreKit 2"
     static let reversalTypes: Set<String> = ["REFUND_REVERSED"]
 
     /// The entry a store transaction opens in its account: `appstore:<transactionId>`.
@@ -194,7 +196,7 @@ struct AppStoreRecorder: Sendable {
         let prefix = "storekit:" + transactionId
         let report = Event.storeTransaction(
             id: prefix + "/" + signedAt.description, account: account, signedAt: signedAt,
-            storeTransaction(transaction, id: transactionId, source: DueAppStoreCall.storeKit2Source, signed: signed))
+            storeTransaction(transaction, id: transactionId, source: storeKit2Source, signed: signed))
         return AppStoreRecording(
             purchase: purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signedAt), reports: [report],
             action: .purchase)

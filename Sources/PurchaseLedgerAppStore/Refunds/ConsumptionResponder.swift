@@ -82,7 +82,7 @@ public struct ConsumptionResponder: Sendable {
                 // Apple refused what it was sent (too late, an unknown transaction…): a second
                 // try would be refused alike, so the refusal is the answer. Anything else
                 // (unreachable, busy, our key refused) is tried again on Apple's redelivery.
-                guard Self.isFinal(error) else { throw error }
+                guard error.isFinalRefusal else { throw error }
                 answer.outcome = .refused
                 answer.status = error.status
                 answer.error = String(error.description.prefix(1024))
@@ -115,9 +115,4 @@ public struct ConsumptionResponder: Sendable {
             refundPreference: policy.refundPreference)
     }
 
-    /// Whether Apple refused for good: a 4xx other than 401 (our key; may be mended) and 429.
-    static func isFinal(_ error: AppStoreServerAPIError) -> Bool {
-        guard let status = error.status else { return false }
-        return (400..<500).contains(status) && status != 401 && status != 429
-    }
 }
