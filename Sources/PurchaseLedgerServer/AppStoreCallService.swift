@@ -17,15 +17,19 @@ public struct AppStoreCallService: Service {
     /// the section.
     public static func configured(
         by configuration: ServerConfiguration, clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)],
-        ledger: Ledger, logger: Logger
+        verifier: AppStoreSignedDataVerifier, ledger: Ledger, logger: Logger
     ) -> AppStoreCallService? {
         guard let settings = settings(configuration.appStore?.calls) else { return nil }
-        return AppStoreCallService(caller: AppStoreCaller(settings: settings, clients: clients, ledger: ledger, logger: logger))
+        return AppStoreCallService(caller: AppStoreCaller(settings: settings, clients: clients, verifier: verifier, ledger: ledger, logger: logger))
     }
 
     /// What `appStore.calls` asks for, with its defaults; nil without the section.
     static func settings(_ calls: ServerConfiguration.Calls?) -> AppStoreCallSettings? {
-        calls.map { AppStoreCallSettings(setAppAccountTokens: $0.setAppAccountTokens ?? true, finishTransactions: $0.finishTransactions ?? false) }
+        calls.map {
+            AppStoreCallSettings(
+                setAppAccountTokens: $0.setAppAccountTokens ?? true, finishTransactions: $0.finishTransactions ?? false,
+                readAppTransactions: $0.readAppTransactions ?? true)
+        }
     }
 
     public func run() async throws {

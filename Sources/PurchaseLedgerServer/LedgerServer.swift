@@ -74,7 +74,8 @@ public enum LedgerServer {
                     by: configuration, clients: clients, verifier: notifications.verifier, ledger: ledger, logger: logger) {
                     services.append(schedule)
                 }
-                if let calls = AppStoreCallService.configured(by: configuration, clients: clients, ledger: ledger, logger: logger) {
+                if let notifications, let calls = AppStoreCallService.configured(
+                    by: configuration, clients: clients, verifier: notifications.verifier, ledger: ledger, logger: logger) {
                     services.append(calls)
                 }
             }

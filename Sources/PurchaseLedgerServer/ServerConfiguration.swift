@@ -190,10 +190,13 @@ public struct ServerConfiguration: Codable, Sendable {
         public var setAppAccountTokens: Bool?
         /// Finish Transaction for StoreKit 2 transactions the ledger shows delivered; default false.
         public var finishTransactions: Bool?
+        /// Get App Transaction Info for each customer an account has, kept for it; default true.
+        public var readAppTransactions: Bool?
 
-        public init(setAppAccountTokens: Bool? = nil, finishTransactions: Bool? = nil) {
+        public init(setAppAccountTokens: Bool? = nil, finishTransactions: Bool? = nil, readAppTransactions: Bool? = nil) {
             self.setAppAccountTokens = setAppAccountTokens
             self.finishTransactions = finishTransactions
+            self.readAppTransactions = readAppTransactions
         }
     }
 

@@ -135,7 +135,7 @@ struct AppStoreCallTests {
                 var reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger)
                 let unchecked = try await reconciliation.run(apply: false)
                 #expect(unchecked.differences.isEmpty)
-                reconciliation.calls = AppStoreCallSettings(setAppAccountTokens: true, finishTransactions: true)
+                reconciliation.calls = AppStoreCallSettings(setAppAccountTokens: true, finishTransactions: true, readAppTransactions: false)
                 let looked = try await reconciliation.run(apply: false)
                 #expect(looked.differences.map { "\($0.kind.rawValue) \($0.transaction)" } == ["appStoreCallOwed 23456"])
                 #expect(store.finished.isEmpty)
@@ -145,6 +145,66 @@ struct AppStoreCallTests {
                 let again = try await reconciliation.run(apply: true)
                 #expect(again.differences.isEmpty)
             }
+        }
+    }
+
+    /// Get App Transaction Info, once per customer: Apple's app transaction (its model,
+    /// signed), verified and kept for the account, shown in its answer; an unknown customer is
+    /// a refusal, recorded once.
+    @Test func theCustomersAppTransactionIsReadAndKept() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        try await Notifications.run(signer: signer) { harness, client in
+            _ = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "n1", transaction: Notifications.transaction(), signer: signer), client)
+            _ = try await Notifications.post(try Notifications.notification(
+                "SUBSCRIBED", uuid: "n2", transaction: Notifications.transaction([
+                    "transactionId": "60001", "originalTransactionId": "60001", "appTransactionId": "unknown-customer",
+                ]), signer: signer), client)
+            var appTransaction = try AppleFixtures.model("appTransaction")
+            appTransaction["receiptType"] = "Sandbox"
+            store.setAppTransaction(try signer.sign(appTransaction), for: "71134")
+            try await store.run { base in
+                let client = try await AppStoreServerAPIClient(
+                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+                let caller = AppStoreCaller(
+                    settings: .init(setAppAccountTokens: false), clients: [(.sandbox, client)], verifier: signer.verifier(), ledger: harness.ledger)
+                _ = try await caller.runOnce()
+                let requests = store.requests
+                _ = try await caller.runOnce()
+                #expect(store.requests == requests)
+            }
+            let records = try harness.ledger.history(account: Self.account).suffix(2)
+            guard case .appTransaction(let info) = records.first?.event.payload,
+                  case .appStoreCall(let refused) = records.last?.event.payload else { throw TestFailure("\(records)") }
+            #expect(records.first?.event.id == "appstore-call/getAppTransactionInfo/71134")
+            #expect(records.first?.event.at == Timestamp(seconds: 1_698_148_900))
+            #expect(info.originalPurchasedAt == Timestamp(seconds: 1_698_148_800))
+            #expect(info.originalApplicationVersion == "1.1.2")
+            #expect(info.applicationVersion == "1.2.3")
+            #expect(info.originalPlatform == "iOS")
+            #expect(info.preorderedAt == Timestamp(seconds: 1_698_148_700))
+            #expect(info.environment == .sandbox)
+            #expect(info.signed != nil)
+            #expect(refused.call == .getAppTransactionInfo && refused.outcome == .refused && refused.status == 404)
+            // Held to Apple's rules for app transactions: the app, then `receiptType` as the environment.
+            for (changes, code) in [
+                (["bundleId": "com.example.other"], AppStoreVerificationError.Code.invalidAppIdentifier),
+                (["receiptType": "Xcode"], .invalidEnvironment),
+                (["receiptCreationDate": 4_000_000_000_000], .invalidJWTFormat),
+            ] as [([String: Any], AppStoreVerificationError.Code)] {
+                var changed = appTransaction
+                for (key, value) in changes { changed[key] = value is NSNull ? nil : value }
+                let signed = try signer.sign(changed)
+                await #expect { _ = try await signer.verifier().verifyAppTransaction(signed) } throws: {
+                    ($0 as? AppStoreVerificationError)?.code == code
+                }
+            }
+            let answer = try await client.account(Self.account)
+            let shown = try #require(answer["appTransaction"] as? [String: Any])
+            #expect(shown["originalApplicationVersion"] as? String == "1.1.2")
+            #expect(shown["originalPurchasedAt"] as? String == "2023-10-24T12:00:00Z")
+            #expect(shown["signed"] == nil)
         }
     }
 

@@ -108,6 +108,10 @@ extension LedgerCommand {
                 if let delivery = answer.deliveryStatus { detail.append(delivery) }
                 if let share = answer.consumptionPercentage { detail.append("\(Double(share) / 1000)% used") }
                 if let status = answer.status { detail.append("HTTP \(status)") }
+            case .appTransaction(let info):
+                detail = ["app transaction \(info.appTransaction)"]
+                if let date = info.originalPurchasedAt { detail.append("first got \(date)") }
+                if let version = info.originalApplicationVersion { detail.append("version \(version)") }
             case .appStoreCall(let call):
                 detail = [call.call.rawValue, "transaction \(call.transaction)", call.outcome.rawValue]
                 if let token = call.appAccountToken { detail.append("token \(token)") }

@@ -80,6 +80,9 @@ extension LedgerCommand {
         @Flag(help: "Also report (and with --apply, make) Finish Transaction calls owed for delivered StoreKit 2 transactions.")
         var finishTransactions = false
 
+        @Flag(help: "Also report (and with --apply, read and keep) the app transaction of each customer whose Apple has not been read.")
+        var readAppTransactions = false
+
         @Flag(name: .shortAndLong, help: "One JSON object per difference, then a summary object.")
         var json = false
 
@@ -123,8 +126,9 @@ extension LedgerCommand {
                 configuration.logger.logLevel = .warning
                 let ledger = try location.openLedger(configuration: configuration)
                 var reconciliation = Reconciliation(sides: sides, ledger: ledger, logger: logger)
-                if setAppAccountTokens || finishTransactions {
-                    reconciliation.calls = AppStoreCallSettings(setAppAccountTokens: setAppAccountTokens, finishTransactions: finishTransactions)
+                if setAppAccountTokens || finishTransactions || readAppTransactions {
+                    reconciliation.calls = AppStoreCallSettings(
+                        setAppAccountTokens: setAppAccountTokens, finishTransactions: finishTransactions, readAppTransactions: readAppTransactions)
                 }
                 do {
                     let sinceMilliseconds = try since.map(parseTimestamp).map { $0.seconds * 1000 + Int64($0.nanoseconds / 1_000_000) }

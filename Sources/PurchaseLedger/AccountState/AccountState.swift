@@ -8,9 +8,9 @@
 struct AccountState: Sendable, Hashable {
     /// The version of the state's shape and of its codec: part of the snapshot schema
     /// (`SnapshotFormat`), so that a snapshot of another shape is ignored, never misread.
-    static let version: UInt8 = 5
+    static let version: UInt8 = 6
     /// What the state holds, for the snapshot schema's text.
-    static let fields = "entries, balances, store transactions, renewal infos, consent, reports by environment"
+    static let fields = "entries, balances, store transactions, renewal infos, consent, reports by environment, app transaction"
 
     /// By payment id.
     var entries = QueueEntries()
@@ -27,6 +27,8 @@ struct AccountState: Sendable, Hashable {
     var environmentReports: [UTF8Key: [StoreTransactionRecord]] = [:]
     /// The same for renewal infos, by original transaction.
     var environmentRenewals: [UTF8Key: [RenewalRecord]] = [:]
+    /// The customer's app transaction Apple signed last (`appTransaction` events).
+    var appTransaction: AppTransactionRecord?
 
     /// Applies one change; returns how the ledger-wide counts of entries and unfinished
     /// entries move with it.
@@ -46,6 +48,8 @@ struct AccountState: Sendable, Hashable {
             renewals[UTF8Key(record.info.originalTransaction)] = record
         case .consent(let record):
             consent = record
+        case .appTransaction(let record):
+            appTransaction = record
         case .environmentReports(let records):
             if let first = records.first { environmentReports[UTF8Key(first.fact.transaction)] = records }
         case .environmentRenewals(let records):
@@ -64,9 +68,10 @@ struct AccountState: Sendable, Hashable {
         for record in storeTransactions.values { body(.storeTransaction(record)) }
         for record in renewals.values { body(.renewal(record)) }
         if let consent { body(.consent(consent)) }
+        if let appTransaction { body(.appTransaction(appTransaction)) }
         for records in environmentReports.values { body(.environmentReports(records)) }
         for records in environmentRenewals.values { body(.environmentRenewals(records)) }
-        if entries.count == 0, balances.isEmpty, storeTransactions.isEmpty, renewals.isEmpty, consent == nil {
+        if entries.count == 0, balances.isEmpty, storeTransactions.isEmpty, renewals.isEmpty, consent == nil, appTransaction == nil {
             body(.opened)
         }
     }
@@ -96,6 +101,8 @@ enum AccountChange: Sendable, Hashable {
     case renewal(RenewalRecord)
     /// The consent now in force.
     case consent(ConsentRecord)
+    /// The app transaction now in force.
+    case appTransaction(AppTransactionRecord)
     /// The latest report of each environment about one transaction (all of the same one).
     case environmentReports([StoreTransactionRecord])
     /// The latest renewal info of each environment about one original transaction.

@@ -11,6 +11,8 @@
 ///     byte       consent: 0 none, 1 declined, 2 consented; then signedAt, event id
 ///     varint     transactions reported in several environments, then each: how many reports,
 ///                then each as a store transaction above; then the same for renewal infos
+///     byte       app transaction: 0 none, 1 present; then signedAt, event id, its fields
+///                (`AppStoreCallCoding`)
 ///     4 bytes    CRC-32C (little-endian) of every byte before it
 enum AccountStateCodec {
     static func encode(_ state: AccountState) -> [UInt8] {
@@ -74,6 +76,14 @@ enum AccountStateCodec {
             let records = state.environmentRenewals[original]!
             writer.varint(UInt64(records.count))
             for record in records { writeRenewal(record, to: &writer) }
+        }
+        if let record = state.appTransaction {
+            writer.byte(1)
+            writer.timestamp(record.signedAt)
+            writer.string(record.eventID)
+            writer.appTransaction(record.info)
+        } else {
+            writer.byte(0)
         }
         writer.uint32(CRC32C.checksum(writer.bytes))
         return writer.bytes
@@ -176,6 +186,14 @@ enum AccountStateCodec {
                 for _ in 0..<(try reader.varint()) { records.append(try readRenewal(from: &reader)) }
                 guard let first = records.first else { throw Damage(description: "an empty list of renewal infos") }
                 state.environmentRenewals[UTF8Key(first.info.originalTransaction)] = records
+            }
+            switch try reader.byte() {
+            case 0: break
+            case 1:
+                let signedAt = try reader.timestamp()
+                let eventID = try reader.string()
+                state.appTransaction = AppTransactionRecord(info: try reader.appTransaction(), signedAt: signedAt, eventID: eventID)
+            default: throw Damage(description: "unknown app transaction marker")
             }
             guard reader.isAtEnd else { throw Damage(description: "trailing bytes") }
             return state

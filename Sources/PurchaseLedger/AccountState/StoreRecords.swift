@@ -59,3 +59,17 @@ struct ConsentRecord: Sendable, Hashable {
     /// The event that set `consented`.
     var eventID: String
 }
+
+/// The customer's app transaction in force: of the `appTransaction` events, the one Apple
+/// signed last (then the greater event id), as for the store's reports.
+struct AppTransactionRecord: Sendable, Hashable {
+    /// Without `signed`: the proof stays in the log.
+    var info: AppTransactionInfo
+    var signedAt: Timestamp
+    var eventID: String
+
+    /// Whether this record is in force over `other`.
+    func supersedes(_ other: AppTransactionRecord) -> Bool {
+        signedAt != other.signedAt ? signedAt > other.signedAt : utf8Order(other.eventID, eventID)
+    }
+}

@@ -50,29 +50,3 @@ extension ByteReader {
     }
 }
 
-/// The binary form of `appStoreCall`, in the same style.
-extension ByteWriter {
-    mutating func appStoreCall(_ call: AppStoreCall) {
-        caseIndex(call.call)
-        string(call.transaction)
-        caseIndex(call.outcome)
-        varint(Self.mask([call.appAccountToken != nil, call.environment != nil, call.status != nil, call.error != nil]))
-        if let value = call.appAccountToken { string(value) }
-        if let value = call.environment { caseIndex(value) }
-        if let value = call.status { signed(Int64(value)) }
-        if let value = call.error { string(value) }
-    }
-}
-
-extension ByteReader {
-    mutating func appStoreCall() throws(Malformed) -> AppStoreCall {
-        var call = AppStoreCall(call: try caseIndex(), transaction: try string(), outcome: try caseIndex())
-        let mask = try varint()
-        guard mask < 1 << 4 else { throw Malformed(reason: "unknown field mask") }
-        if mask & 1 != 0 { call.appAccountToken = try string() }
-        if mask & 2 != 0 { call.environment = try caseIndex() }
-        if mask & 4 != 0 { call.status = try bounded(StoreLimits.httpStatus) }
-        if mask & 8 != 0 { call.error = try string() }
-        return call
-    }
-}

@@ -5,7 +5,7 @@
 ///                   or copied elsewhere, is detected)
 ///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo,
 ///                   9 consumptionConsent, 10 consumptionRequest, 11 consumptionAnswer,
-///                   12 appStoreCall)
+///                   12 appStoreCall, 13 appTransaction)
 ///     string ×2     id, account            (string = varint length + UTF-8)
 ///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
 ///     …             the type's fields; optional fields behind a presence mask (a byte; a
@@ -94,6 +94,8 @@ enum LogRecordCodec {
             writer.consumptionAnswer(answer)
         case .appStoreCall(let call):
             writer.appStoreCall(call)
+        case .appTransaction(let info):
+            writer.appTransaction(info)
         }
     }
 
@@ -188,6 +190,8 @@ enum LogRecordCodec {
             payload = .consumptionAnswer(try reader.consumptionAnswer())
         case .appStoreCall:
             payload = .appStoreCall(try reader.appStoreCall())
+        case .appTransaction:
+            payload = .appTransaction(try reader.appTransaction())
         }
         return Event(id: id, account: account, at: at, payload: payload)
     }

@@ -43,6 +43,9 @@ public enum AppStoreCallKind: String, Sendable, Hashable, CaseIterable {
     case setAppAccountToken
     /// Finish Transaction (API 1.20): the content of a StoreKit 2 transaction was delivered.
     case finishTransaction
+    /// Get App Transaction Info (API 1.16): the customer's app transaction, named by its
+    /// `appTransactionId`. Its answer is an `appTransaction` event; a refusal an `appStoreCall`.
+    case getAppTransactionInfo
 }
 
 public enum AppStoreCallOutcome: String, Sendable, Hashable, CaseIterable {
@@ -55,5 +58,52 @@ public enum AppStoreCallOutcome: String, Sendable, Hashable, CaseIterable {
 extension Event {
     public static func appStoreCall(account: String, at: Timestamp, _ call: AppStoreCall) -> Event {
         Event(id: AppStoreCall.eventID(call.call, transaction: call.transaction), account: account, at: at, payload: .appStoreCall(call))
+    }
+}
+
+/// Apple's app transaction of the account's customer (Get App Transaction Info; StoreKit's
+/// `AppTransaction`): when, where and in which version the customer first got the app, the
+/// answer an app that moved from paid to free needs to honour its first buyers.
+/// Recorded under the id of the call that read it (`AppStoreCall.eventID(.getAppTransactionInfo,
+/// transaction: appTransaction)`), `at` = Apple's `receiptCreationDate`.
+public struct AppTransactionInfo: Sendable, Hashable {
+    /// Apple's `appTransactionId`: one per customer and app.
+    public var appTransaction: String
+    /// `originalPurchaseDate`: when the customer first got the app.
+    public var originalPurchasedAt: Timestamp?
+    /// `originalApplicationVersion`: the app's version then (its build number on iOS).
+    public var originalApplicationVersion: String?
+    /// `applicationVersion`: the version the app transaction was last signed for.
+    public var applicationVersion: String?
+    /// `originalPlatform`: `iOS`, `macOS`, `tvOS`, `visionOS`, as Apple spells it.
+    public var originalPlatform: String?
+    /// `preorderDate`, when the customer pre-ordered the app.
+    public var preorderedAt: Timestamp?
+    /// `receiptType`: the environment.
+    public var environment: StoreEnvironment?
+    /// Apple's JWS (`signedAppTransactionInfo`), kept as proof in the log only.
+    public var signed: String?
+
+    public init(
+        appTransaction: String, originalPurchasedAt: Timestamp? = nil, originalApplicationVersion: String? = nil,
+        applicationVersion: String? = nil, originalPlatform: String? = nil, preorderedAt: Timestamp? = nil,
+        environment: StoreEnvironment? = nil, signed: String? = nil
+    ) {
+        self.appTransaction = appTransaction
+        self.originalPurchasedAt = originalPurchasedAt
+        self.originalApplicationVersion = originalApplicationVersion
+        self.applicationVersion = applicationVersion
+        self.originalPlatform = originalPlatform
+        self.preorderedAt = preorderedAt
+        self.environment = environment
+        self.signed = signed
+    }
+}
+
+extension Event {
+    public static func appTransaction(account: String, signedAt: Timestamp, _ info: AppTransactionInfo) -> Event {
+        Event(
+            id: AppStoreCall.eventID(.getAppTransactionInfo, transaction: info.appTransaction), account: account, at: signedAt,
+            payload: .appTransaction(info))
     }
 }

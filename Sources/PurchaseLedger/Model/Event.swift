@@ -38,6 +38,8 @@ public struct Event: Sendable, Hashable {
         case consumptionAnswer(ConsumptionAnswer)
         /// A call the server made to the App Store Server API, and Apple's answer (`AppStoreCallEvents.swift`).
         case appStoreCall(AppStoreCall)
+        /// The customer's app transaction, as Apple signed it.
+        case appTransaction(AppTransactionInfo)
     }
 
     /// The `type` field of the interchange format.
@@ -55,6 +57,7 @@ public struct Event: Sendable, Hashable {
         case .consumptionRequest: .consumptionRequest
         case .consumptionAnswer: .consumptionAnswer
         case .appStoreCall: .appStoreCall
+        case .appTransaction: .appTransaction
         }
     }
 
@@ -65,7 +68,7 @@ public struct Event: Sendable, Hashable {
         case .transactionUpdated(let u): u.payment
         case .downloadUpdated(let d): d.payment
         case .transactionFinished(let f): f.payment
-        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall: nil
+        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction: nil
         }
     }
 }
@@ -75,7 +78,7 @@ public enum EventType: String, Sendable, Hashable, CaseIterable {
     // The store's events; new types go at the end: the log's tag is the position here.
     case storeTransaction, renewalInfo
     case consumptionConsent, consumptionRequest, consumptionAnswer
-    case appStoreCall
+    case appStoreCall, appTransaction
 }
 
 /// The app called `addPayment`: opens a queue entry in state `added`.

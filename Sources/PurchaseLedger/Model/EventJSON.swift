@@ -135,6 +135,16 @@ extension Event {
                 transaction: try reader.string("transaction"),
                 reason: try reader.optionalString("reason"),
                 environment: try reader.optionalEnumeration("environment")))
+        case .appTransaction:
+            payload = .appTransaction(AppTransactionInfo(
+                appTransaction: try reader.string("appTransaction"),
+                originalPurchasedAt: try reader.optionalTimestamp("originalPurchasedAt"),
+                originalApplicationVersion: try reader.optionalString("originalApplicationVersion"),
+                applicationVersion: try reader.optionalString("applicationVersion"),
+                originalPlatform: try reader.optionalString("originalPlatform"),
+                preorderedAt: try reader.optionalTimestamp("preorderedAt"),
+                environment: try reader.optionalEnumeration("environment"),
+                signed: try reader.optionalString("signed")))
         case .appStoreCall:
             guard let call: AppStoreCallKind = try reader.optionalEnumeration("call") else {
                 throw .invalid("missing required field `call`")
@@ -229,6 +239,10 @@ extension Event {
             writer.member("transaction", request.transaction)
             writer.member("reason", ifPresent: request.reason)
             writer.member("environment", ifPresent: request.environment?.rawValue)
+        case .appTransaction(let info):
+            writer.member("appTransaction", info.appTransaction)
+            info.writeDetails(to: &writer)
+            writer.member("signed", ifPresent: info.signed)
         case .appStoreCall(let call):
             writer.member("call", call.call.rawValue)
             writer.member("transaction", call.transaction)
@@ -451,5 +465,18 @@ extension RenewalInfo {
         commitmentBillingPlanType = try reader.optionalString("commitmentBillingPlanType")
         commitmentRenewsAt = try reader.optionalTimestamp("commitmentRenewsAt")
         commitmentRenewalPrice = try reader.optionalInt64("commitmentRenewalPrice")
+    }
+}
+
+extension AppTransactionInfo {
+    /// The fields after `appTransaction`, all but `signed` (the event adds it; an account's
+    /// projection shows the info without).
+    func writeDetails(to writer: inout JSONWriter) {
+        writer.member("originalPurchasedAt", ifPresent: originalPurchasedAt)
+        writer.member("originalApplicationVersion", ifPresent: originalApplicationVersion)
+        writer.member("applicationVersion", ifPresent: applicationVersion)
+        writer.member("originalPlatform", ifPresent: originalPlatform)
+        writer.member("preorderedAt", ifPresent: preorderedAt)
+        writer.member("environment", ifPresent: environment?.rawValue)
     }
 }

@@ -118,6 +118,15 @@ extension Event {
         case .consumptionRequest(let request):
             try Self.checkID(request.transaction, "transaction")
             try Self.checkName(request.reason, "reason")
+        case .appTransaction(let info):
+            try Self.checkID(info.appTransaction, "appTransaction")
+            for (time, field) in [(info.originalPurchasedAt, "originalPurchasedAt"), (info.preorderedAt, "preorderedAt")] {
+                if let time { try Self.checkTime(time, field) }
+            }
+            try Self.checkName(info.originalApplicationVersion, "originalApplicationVersion")
+            try Self.checkName(info.applicationVersion, "applicationVersion")
+            try Self.checkName(info.originalPlatform, "originalPlatform")
+            try Self.checkSigned(info.signed)
         case .appStoreCall(let call):
             try Self.checkID(call.transaction, "transaction")
             try Self.checkName(call.appAccountToken, "appAccountToken")

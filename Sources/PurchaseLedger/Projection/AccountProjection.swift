@@ -25,6 +25,8 @@ public struct AccountProjection: Sendable, Hashable {
     public var consumptionConsent: Bool? = nil
     /// When asked for: for each product granted at some instant, the intervals it was.
     public var timeline: [ProductTimeline]? = nil
+    /// The customer's app transaction, when Apple's was read (`appTransaction` events).
+    public var appTransaction: AppTransactionInfo? = nil
     /// Each named entitlement of the catalog, in the catalog's order (none without any).
     public var namedEntitlements: [NamedEntitlementStatus] = []
 }
@@ -95,6 +97,7 @@ extension AccountProjection {
         subscriptions = view.subscriptions(at: time)
         storeTransactions = view.purchases(at: time)
         consumptionConsent = state.consent?.consented
+        appTransaction = state.appTransaction?.info
         namedEntitlements = view.namedEntitlements(view.entitlementDefinitions, at: time)
     }
 }

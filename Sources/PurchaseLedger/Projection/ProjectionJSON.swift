@@ -151,6 +151,13 @@ extension AccountProjection {
             writer.endArray()
         }
         writer.member("consumptionConsent", ifPresent: consumptionConsent)
+        if let appTransaction {
+            writer.key("appTransaction")
+            writer.beginObject()
+            writer.member("appTransaction", appTransaction.appTransaction)
+            appTransaction.writeDetails(to: &writer)
+            writer.endObject()
+        }
         if let timeline {
             writer.key("timeline")
             writer.beginArray()

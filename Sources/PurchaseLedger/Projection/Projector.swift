@@ -145,6 +145,16 @@ enum Projector {
             }
             if record != current { try store.change(account, .consent(record)) }
 
+        case .appTransaction(let info):
+            var kept = info
+            kept.signed = nil
+            let record = AppTransactionRecord(info: kept, signedAt: event.at, eventID: event.id)
+            if let current = try store.read(account, { $0.appTransaction }), !record.supersedes(current) {
+                try store.change(account, .opened)
+            } else {
+                try store.change(account, .appTransaction(record))
+            }
+
         case .consumptionRequest, .consumptionAnswer, .appStoreCall:
             // In the log for audit and for answering again; the account exists (every account
             // with an event is listed), and nothing else changes.

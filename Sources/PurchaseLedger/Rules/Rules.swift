@@ -81,7 +81,7 @@ enum Rules {
             // Informational products (`product`, `renewsTo`) need not be in the catalog: the
             // report is kept whatever Apple renews to.
             return .append
-        case .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall:
+        case .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction:
             // Records of what was said: a request may name a transaction the ledger never saw
             // (that is the answer: not delivered), and an answer is the server's own.
             return .append

@@ -16,6 +16,8 @@ public struct AppStoreCaller: Sendable {
     public let settings: AppStoreCallSettings
     /// Apple's API in each environment; a call of an environment without a client is skipped.
     public let clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)]
+    /// Verifies the app transactions Apple answers with; without one, none is read.
+    public let verifier: AppStoreSignedDataVerifier?
     let ledger: Ledger
     let logger: Logger
     /// How long to wait after a call Apple could not answer, at first and at most.
@@ -28,11 +30,12 @@ public struct AppStoreCaller: Sendable {
     public static let checkpointKey = "appstore-calls/checkpoint"
 
     public init(
-        settings: AppStoreCallSettings, clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)], ledger: Ledger,
-        logger: Logger = Logger(label: "AppStoreCaller")
+        settings: AppStoreCallSettings, clients: [(environment: StoreEnvironment, client: AppStoreServerAPIClient)],
+        verifier: AppStoreSignedDataVerifier? = nil, ledger: Ledger, logger: Logger = Logger(label: "AppStoreCaller")
     ) {
         self.settings = settings
         self.clients = clients
+        self.verifier = verifier
         self.ledger = ledger
         self.logger = logger
     }
@@ -91,6 +94,9 @@ public struct AppStoreCaller: Sendable {
     /// Makes one call and records Apple's answer; false when Apple could not answer now.
     func make(_ due: DueAppStoreCall) async throws -> Bool {
         guard let client = clients.first(where: { $0.environment == due.environment })?.client else { return true }
+        if due.call == .getAppTransactionInfo {
+            return try await readAppTransaction(due, client: client)
+        }
         var call = AppStoreCall(
             call: due.call, transaction: due.transaction, outcome: .accepted,
             appAccountToken: due.token?.uuidString.lowercased(), environment: due.environment)
@@ -101,6 +107,8 @@ public struct AppStoreCaller: Sendable {
                 call.status = try await client.setAppAccountToken(token, originalTransactionID: due.transaction)
             case .finishTransaction:
                 call.status = try await client.finishTransaction(due.transaction)
+            case .getAppTransactionInfo:
+                return true
             }
         } catch {
             guard error.isFinalRefusal else {
@@ -113,9 +121,54 @@ public struct AppStoreCaller: Sendable {
             call.status = error.status
             call.error = String(error.description.prefix(1024))
         }
-        let outcome = try await ledger.append(contentsOf: [.appStoreCall(account: due.account, at: .now(), call)])
+        return try await record(.appStoreCall(account: due.account, at: .now(), call), of: due, outcome: call.outcome)
+    }
+
+    /// Get App Transaction Info: Apple's signed answer, verified, kept as an `appTransaction`
+    /// event (under the call's id); a refusal for good, or an answer that does not verify, as a
+    /// refused `appStoreCall`.
+    private func readAppTransaction(_ due: DueAppStoreCall, client: AppStoreServerAPIClient) async throws -> Bool {
+        guard let verifier else { return true }
+        var refusal = AppStoreCall(call: due.call, transaction: due.transaction, outcome: .refused, environment: due.environment)
+        do {
+            let answer = try await client.appTransactionInfo(of: due.transaction)
+            guard let signed = answer.signedAppTransactionInfo else {
+                refusal.error = "Apple's answer carries no signedAppTransactionInfo"
+                return try await record(.appStoreCall(account: due.account, at: .now(), refusal), of: due, outcome: .refused)
+            }
+            let payload = try await verifier.only(due.environment).verifyAppTransaction(signed)
+            guard let signedAt = payload.receiptCreationDate.flatMap(AppStoreRecorder.representableTimestamp) else {
+                refusal.error = "the app transaction has no receiptCreationDate"
+                return try await record(.appStoreCall(account: due.account, at: .now(), refusal), of: due, outcome: .refused)
+            }
+            let info = AppTransactionInfo(
+                appTransaction: due.transaction,
+                originalPurchasedAt: payload.originalPurchaseDate.flatMap(AppStoreRecorder.representableTimestamp),
+                originalApplicationVersion: payload.originalApplicationVersion.flatMap { $0.utf8.count <= 256 ? $0 : nil },
+                applicationVersion: payload.applicationVersion.flatMap { $0.utf8.count <= 256 ? $0 : nil },
+                originalPlatform: payload.originalPlatform.flatMap { $0.utf8.count <= 256 ? $0 : nil },
+                preorderedAt: payload.preorderDate.flatMap(AppStoreRecorder.representableTimestamp),
+                environment: due.environment, signed: signed)
+            return try await record(.appTransaction(account: due.account, signedAt: signedAt, info), of: due, outcome: .accepted)
+        } catch let error as AppStoreServerAPIError {
+            guard error.isFinalRefusal else {
+                logger.notice("the App Store could not answer a call; it is tried again", metadata: [
+                    "call": "\(due.call.rawValue)", "transaction": LogSafe.metadata(due.transaction), "error": "\(error)",
+                ])
+                return false
+            }
+            (refusal.status, refusal.error) = (error.status, String(error.description.prefix(1024)))
+        } catch let error as AppStoreVerificationError {
+            refusal.error = String("the app transaction does not verify: \(error)".prefix(1024))
+        }
+        return try await record(.appStoreCall(account: due.account, at: .now(), refusal), of: due, outcome: .refused)
+    }
+
+    /// Appends what a call came to; true (the call is answered).
+    private func record(_ event: Event, of due: DueAppStoreCall, outcome callOutcome: AppStoreCallOutcome) async throws -> Bool {
+        let outcome = try await ledger.append(contentsOf: [event])
         logger.info("called the App Store", metadata: [
-            "call": "\(due.call.rawValue)", "transaction": LogSafe.metadata(due.transaction), "outcome": "\(call.outcome.rawValue)",
+            "call": "\(due.call.rawValue)", "transaction": LogSafe.metadata(due.transaction), "outcome": "\(callOutcome.rawValue)",
             "recorded": "\(outcome.first.map { "\($0)" } ?? "-")",
         ])
         return true

@@ -11,10 +11,14 @@ public struct AppStoreCallSettings: Sendable, Hashable {
     public var setAppAccountTokens: Bool
     /// Finish Transaction for a StoreKit 2 transaction whose entry the ledger shows finished.
     public var finishTransactions: Bool
+    /// Get App Transaction Info for a customer (`appTransactionId`) the account has no app
+    /// transaction of, kept as an `appTransaction` event.
+    public var readAppTransactions: Bool
 
-    public init(setAppAccountTokens: Bool = true, finishTransactions: Bool = false) {
+    public init(setAppAccountTokens: Bool = true, finishTransactions: Bool = false, readAppTransactions: Bool = true) {
         self.setAppAccountTokens = setAppAccountTokens
         self.finishTransactions = finishTransactions
+        self.readAppTransactions = readAppTransactions
     }
 }
 
@@ -43,6 +47,7 @@ extension DueAppStoreCall {
         var due: [DueAppStoreCall] = []
         switch event.payload {
         case .storeTransaction(let fact):
+            if settings.readAppTransactions, let call = appTransactionCall(for: fact, in: event.account) { due.append(call) }
             if settings.setAppAccountTokens, let call = tokenCall(for: fact, in: event.account) { due.append(call) }
             if settings.finishTransactions {
                 due += try finishes(in: event.account, held: held())
@@ -68,7 +73,21 @@ extension DueAppStoreCall {
             }
         }
         if settings.finishTransactions { owed += finishes(in: account, held: held) }
+        if settings.readAppTransactions {
+            for call in held.compactMap({ $0.report.flatMap { appTransactionCall(for: $0, in: account) } })
+            where !owed.contains(where: { $0.eventID == call.eventID }) {
+                owed.append(call)
+            }
+        }
         return owed
+    }
+
+    /// Get App Transaction Info for the customer a report names (once per customer: the call's
+    /// event id is the `appTransactionId`'s).
+    private static func appTransactionCall(for fact: StoreTransaction, in account: String) -> DueAppStoreCall? {
+        let environment = fact.environment ?? .production
+        guard environment.isSigned, let customer = fact.appTransaction, !customer.isEmpty else { return nil }
+        return DueAppStoreCall(account: account, call: .getAppTransactionInfo, transaction: customer, environment: environment, token: nil)
     }
 
     /// Set App Account Token for a report in `account` whose token Apple signed is not the

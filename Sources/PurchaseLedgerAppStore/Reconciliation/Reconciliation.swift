@@ -173,7 +173,8 @@ public struct Reconciliation: Sendable {
     /// as `AppStoreCaller` makes them. A call Apple cannot answer now stays owed.
     private func checkCalls(of account: String, settings: AppStoreCallSettings, apply: Bool, into report: inout Report) async throws {
         let held = try ledger.heldTransactions(of: account).held
-        let caller = AppStoreCaller(settings: settings, clients: sides.map { ($0.environment, $0.client) }, ledger: ledger, logger: logger)
+        let caller = AppStoreCaller(
+            settings: settings, clients: sides.map { ($0.environment, $0.client) }, verifier: sides.first?.verifier, ledger: ledger, logger: logger)
         for call in DueAppStoreCall.owed(by: account, held: held, settings: settings)
         where sides.contains(where: { $0.environment == call.environment }) {
             guard try ledger.position(ofEventID: call.eventID) == nil else { continue }

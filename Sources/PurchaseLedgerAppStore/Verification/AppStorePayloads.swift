@@ -184,6 +184,23 @@ extension KeyedDecodingContainer {
     }
 }
 
+/// The decoded `signedAppTransactionInfo` (StoreKit's `AppTransaction`): the fields the ledger
+/// keeps. Apple's library checks its chain at `receiptCreationDate` and reads its environment
+/// from `receiptType`.
+public struct AppStoreAppTransactionPayload: Decodable, Sendable, Hashable {
+    public var receiptType: String?
+    public var appAppleId: Int64?
+    public var bundleId: String?
+    @Lenient public var applicationVersion: String?
+    /// Milliseconds since 1970.
+    public var receiptCreationDate: Double?
+    @Lenient public var originalPurchaseDate: Double?
+    @Lenient public var originalApplicationVersion: String?
+    @Lenient public var preorderDate: Double?
+    @Lenient public var appTransactionId: String?
+    @Lenient public var originalPlatform: String?
+}
+
 /// What carries a `signedDate`, the time a chain is checked at, and names its environment.
 protocol AppStoreSignedPayload: Decodable {
     var signedDate: Double? { get }
@@ -201,4 +218,9 @@ extension AppStoreTransactionPayload: AppStoreSignedPayload {
 
 extension AppStoreRenewalPayload: AppStoreSignedPayload {
     var claimedEnvironment: String? { environment }
+}
+
+extension AppStoreAppTransactionPayload: AppStoreSignedPayload {
+    var signedDate: Double? { receiptCreationDate }
+    var claimedEnvironment: String? { receiptType }
 }

@@ -124,6 +124,17 @@ public struct AppStoreSignedDataVerifier: Sendable {
         return renewal
     }
 
+    /// A `signedAppTransactionInfo`, verified and decoded as Apple's library does: the app
+    /// (and in production its App Apple ID), then its `receiptType` as the environment.
+    public func verifyAppTransaction(_ signedAppTransaction: String) async throws(AppStoreVerificationError) -> AppStoreAppTransactionPayload {
+        let appTransaction = try await verify(signedAppTransaction, as: AppStoreAppTransactionPayload.self)
+        if appTransaction.bundleId != bundleId || (rules(for: appTransaction.receiptType) == .production && appTransaction.appAppleId != appAppleId) {
+            throw AppStoreVerificationError(.invalidAppIdentifier, "the app transaction is for \(appTransaction.bundleId ?? "no app"), not \(bundleId)")
+        }
+        try checkEnvironment(appTransaction.receiptType, of: "the app transaction")
+        return appTransaction
+    }
+
     private struct Header: Decodable {
         var alg: String?
         var x5c: [String]?

@@ -66,6 +66,8 @@ final class FakeAppStore: Sendable {
         var familyShared: Set<String> = []
         /// Transaction ids whose customer has an app transaction (Get App Transaction Info).
         var appTransactions: Set<String> = []
+        /// Signed app transactions by the id asked for (answered before `appTransactions`).
+        var signedAppTransactions: [String: String] = [:]
         /// Transactions finished (Finish Transaction), in order.
         var finished: [String] = []
     }
@@ -116,6 +118,11 @@ final class FakeAppStore: Sendable {
 
     func shareInFamily(_ transaction: String) {
         state.withLock { _ = $0.familyShared.insert(transaction) }
+    }
+
+    /// Get App Transaction Info answers `signed` (an app transaction signed by a test chain) for `id`.
+    func setAppTransaction(_ signed: String, for id: String) {
+        state.withLock { $0.signedAppTransactions[id] = signed }
     }
 
     /// Get App Transaction Info answers Apple's model for these ids, 404 for others.
@@ -323,6 +330,9 @@ final class FakeAppStore: Sendable {
     private func appTransactionInfo(_ request: Request, context: BasicRequestContext, keys: JWTKeyCollection) async throws -> Response {
         if let refusal = await refusal(of: request, keys: keys, takingFaults: true) { return refusal }
         let id = context.parameters.get("id") ?? ""
+        if let signed = state.withLock({ $0.signedAppTransactions[id] }) {
+            return Self.json(200, #"{"signedAppTransactionInfo": ""# + signed + #""}"#)
+        }
         guard state.withLock({ $0.appTransactions.contains(id) }) else { return Self.json(404, Self.model("appTransactionDoesNotExistError")) }
         return Self.json(200, Self.model("appTransactionInfoResponse"))
     }
