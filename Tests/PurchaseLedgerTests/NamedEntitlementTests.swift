@@ -118,4 +118,32 @@ struct NamedEntitlementTests {
             #expect(!state.replayJSON(asOf: Self.day(400)).contains("namedEntitlements"))
         }
     }
+
+    /// The feed reports each named entitlement in every change's projection, and its end when
+    /// time alone ends it, the same on every derivation.
+    @Test(arguments: Backend.available)
+    func theFeedSaysWhenTimeEndsOne(on backend: Backend) async throws {
+        try await withLedger(on: backend, catalog: Self.catalog) { ledger, _ in
+            let now = Timestamp.now()
+            let ends = Timestamp(seconds: now.seconds + 2, nanoseconds: now.nanoseconds)
+            _ = try await ledger.append(contentsOf: [
+                .storeTransaction(id: "m1", account: "u", signedAt: now, StoreTransaction(
+                    transaction: "t1", originalTransaction: "o1", product: "pro.monthly",
+                    purchasedAt: Timestamp(seconds: now.seconds - 86_400), expiresAt: ends)),
+            ])
+            try await Task.sleep(for: .milliseconds(2500))
+            _ = try await ledger.recordClock()
+            let changes = try await ChangeFeedTests.collect(ledger.changes(follow: false)) { _ in false }
+            #expect(changes.count == 2)
+            #expect(changes.first?.differences.contains(.namedEntitlement(name: "pro", from: nil, to: "pro.monthly")) == true)
+            #expect(changes.first?.projection.namedEntitlements.first?.product == "pro.monthly")
+            let ended = try #require(changes.last)
+            guard case .time = ended.cause else { throw TestFailure("not a time change: \(ended.cause)") }
+            #expect(ended.differences.contains(.namedEntitlement(name: "pro", from: "pro.monthly", to: nil)))
+            #expect(ended.projection.namedEntitlements.map(\.name) == ["pro", "lifetime"])
+            #expect(ended.projection.namedEntitlements.allSatisfy { !$0.isActive })
+            let again = try await ChangeFeedTests.collect(ledger.changes(follow: false)) { _ in false }
+            #expect(again.map(\.json) == changes.map(\.json))
+        }
+    }
 }

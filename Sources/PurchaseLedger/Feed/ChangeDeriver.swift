@@ -29,6 +29,11 @@ struct ChangeDeriver {
     /// At most `cachedProjections` accounts; emptied when full.
     private var projections: [UTF8Key: AccountProjection?] = [:]
     static let cachedProjections = 65_536
+    /// The named entitlements of each catalog the log recorded, by the first position it
+    /// governed: a projection is judged with the catalog in force at its position, so that
+    /// deriving again gives the same bytes however the catalog grew since. Read at the first
+    /// reading, and again when an event names a product the catalog read lacks.
+    private var entitlementHistory: [(effectiveFrom: UInt64, entitlements: [Catalog.Entitlement])]?
 
     init(catalog: Catalog, excluding excluded: Set<StoreEnvironment> = []) {
         self.catalog = catalog
@@ -38,12 +43,13 @@ struct ChangeDeriver {
     /// Follows one reading: reads its events from `log` (those after the last reading, up to
     /// its position, in order) and hands each change to `emit`.
     mutating func advance(to reading: ClockReading, log: LogReader, emit: (LedgerChange) throws -> Void) throws {
+        if entitlementHistory == nil { try readEntitlements(from: log) }
         let time = max(clock, reading.time)
         let position = state.position
         while let (instant, account) = due.first(notAfter: time) {
             due.remove(account)
             if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
-            schedule(account, view: view(of: account), after: instant)
+            schedule(account, view: view(of: account, at: position), after: instant)
         }
         if reading.position > position {
             try log.forEachRecord(from: position + 1, through: reading.position) { record in
@@ -69,13 +75,15 @@ struct ChangeDeriver {
             if key != accounts[0] { accounts.append(key) }
         }
         accounts.sort()
-        let before = accounts.map { projections[$0] ?? state.projection(of: $0, asOf: time, excluding: excluded) }
+        let named = entitlements(at: record.position)
+        let before = accounts.map { projections[$0] ?? state.projection(of: $0, asOf: time, excluding: excluded, entitlements: named) }
         do {
             try state.apply(event, at: record.position, catalog: catalog)
         } catch {
             // A product added to the catalog after this deriver read it.
             guard let newest = try log.currentCatalog() else { throw error }
             catalog = newest
+            try readEntitlements(from: log)
             try state.apply(event, at: record.position, catalog: catalog)
         }
         // A revocation counts in every account that names the transaction, not only those
@@ -84,7 +92,7 @@ struct ChangeDeriver {
         let cause = LedgerChange.Cause.event(id: event.id, type: event.type)
         for (account, before) in zip(accounts, before) {
             // One view of the account for both its next instant and its projection.
-            let view = self.view(of: account)
+            let view = self.view(of: account, at: record.position)
             // Rescheduled even when nothing shows yet: a purchase dated later starts later.
             schedule(account, view: view, after: time)
             let after = view.map { AccountProjection(view: $0, asOf: time) }
@@ -106,9 +114,11 @@ struct ChangeDeriver {
 
     private mutating func timeChange(of account: UTF8Key, at instant: Timestamp, position: UInt64) -> LedgerChange? {
         let remembered = projections[account]
-        let after = state.projection(of: account, asOf: instant, excluding: excluded)
+        let named = entitlements(at: position)
+        let after = state.projection(of: account, asOf: instant, excluding: excluded, entitlements: named)
         remember(after, of: account)
-        guard let after, let before = remembered ?? state.projection(of: account, asOf: instant.justBefore, excluding: excluded),
+        guard let after,
+              let before = remembered ?? state.projection(of: account, asOf: instant.justBefore, excluding: excluded, entitlements: named),
               after != before else { return nil }
         let cause = LedgerChange.Cause.time(instant)
         return LedgerChange(
@@ -117,16 +127,34 @@ struct ChangeDeriver {
             differences: ChangeDifference.between(before, after, cause: cause), projection: after)
     }
 
-    /// The account's state in the feed's view of environments; nil for an account with none.
-    private func view(of account: UTF8Key) -> AccountView? {
+    /// The account's state in the feed's view of environments, with the named entitlements in
+    /// force at `position`; nil for an account with none.
+    private func view(of account: UTF8Key, at position: UInt64) -> AccountView? {
         guard let accountState = state.accounts[account] else { return nil }
+        let named = entitlements(at: position)
         // No lookup (and no hashing) per transaction while nothing was revoked.
         if state.revocations.isEmpty {
-            return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: catalog.entitlements) { _ in false }
+            return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: named) { _ in false }
         }
-        return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: catalog.entitlements) {
+        return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: named) {
             state.revocations[$0] != nil
         }
+    }
+
+    /// The named entitlements of the catalog in force at `position` (the first catalog's
+    /// before any governed; the deriver's own before the log's were read).
+    private func entitlements(at position: UInt64) -> [Catalog.Entitlement] {
+        guard let history = entitlementHistory, let first = history.first else { return catalog.entitlements }
+        return history.last { $0.effectiveFrom <= position }?.entitlements ?? first.entitlements
+    }
+
+    private mutating func readEntitlements(from log: LogReader) throws {
+        let history = try log.catalogHistory().map { ($0.effectiveFrom, $0.catalog.entitlements) }
+        // Projections judged with other definitions are not a "before" any more.
+        if let known = entitlementHistory, !known.elementsEqual(history, by: { $0.0 == $1.0 && $0.1 == $1.1 }) {
+            projections.removeAll(keepingCapacity: true)
+        }
+        entitlementHistory = history
     }
 
     private mutating func schedule(_ account: UTF8Key, view: AccountView?, after time: Timestamp) {

@@ -94,6 +94,17 @@ struct LogReader: Sendable {
         }
     }
 
+    /// Every catalog recorded, with the first position each governed, oldest first.
+    func catalogHistory() throws -> [(effectiveFrom: UInt64, catalog: Catalog)] {
+        try storage.read { try $0.catalogs() }.map { recorded in
+            do {
+                return (recorded.effectiveFrom, try Catalog(json: recorded.json))
+            } catch {
+                throw StorageError(.damaged, "the ledger's catalog of position \(recorded.effectiveFrom) cannot be read: \(error)")
+            }
+        }
+    }
+
     /// The catalog in force: the last one recorded.
     func currentCatalog() throws -> Catalog? {
         guard let latest = try storage.read({ try $0.catalogs() }).last else { return nil }
