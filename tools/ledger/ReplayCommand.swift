@@ -109,6 +109,14 @@ extension LedgerCommand {
             for projection in projections {
                 out += "\n" + style.bold(projection.account) + "\n"
                 out += "  entitlements: \(projection.entitlements.isEmpty ? none : projection.entitlements.joined(separator: ", "))\n"
+                if !projection.namedEntitlements.isEmpty {
+                    // `pro (pro.yearly until 2027-01-01T00:00:00Z), family: none`
+                    let named = projection.namedEntitlements.map { entitlement in
+                        guard let product = entitlement.product else { return "\(entitlement.name): \(none)" }
+                        return style.green(entitlement.name) + " (\(product)" + (entitlement.expiresAt.map { " until \($0)" } ?? "") + ")"
+                    }
+                    out += "  named:        \(named.joined(separator: ", "))\n"
+                }
                 let balances = projection.balances.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
                 out += "  balances:     \(balances.isEmpty ? none : balances.joined(separator: ", "))\n"
                 if projection.unfinished.isEmpty {
