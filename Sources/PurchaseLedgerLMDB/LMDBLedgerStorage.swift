@@ -437,7 +437,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             StorageCounts(
                 records: try txn.count(tables.log), eventIDs: try txn.count(tables.events),
                 transactions: try txn.count(tables.transactions), revocations: try txn.count(tables.revocations),
-                historyEntries: try txn.count(tables.history))
+                historyEntries: try txn.count(tables.history), appTransactions: try tables.appTransactions.map { try txn.count($0) } ?? 0)
         }
     }
 

@@ -443,10 +443,13 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 """).first
             guard let row else { throw StorageError(.io, "PostgreSQL returned no counts") }
             let (records, transactions, revocations) = try row.decode((Int64, Int64, Int64).self)
+            // A database older than migration 3 has no customers.
+            let hasCustomers = try run("SELECT to_regclass('ledger_app_transactions') IS NOT NULL").first?.decode(Bool.self) == true
+            let customers = hasCustomers ? try run("SELECT count(*) FROM ledger_app_transactions").first?.decode(Int64.self) ?? 0 : 0
             // Event ids and history are columns of the events table: one row each per record.
             return StorageCounts(
                 records: Int(records), eventIDs: Int(records), transactions: Int(transactions),
-                revocations: Int(revocations), historyEntries: Int(records))
+                revocations: Int(revocations), historyEntries: Int(records), appTransactions: Int(customers))
         }
 
         func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {

@@ -88,6 +88,42 @@ struct VerificationTests {
         }
     }
 
+    /// The customers' index (`appTransactionId` → the account of the first report naming it) is
+    /// checked against the log: a customer given to another account, and one the log never
+    /// named, are both found.
+    @Test func aCustomerGivenToAnotherAccountIsFound() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let records = try await makeLedger(path, count: 400)
+            let named = records.filter { $0.event.appTransaction != nil }
+            let first = try #require(named.first)
+            let customer = try #require(first.event.appTransaction)
+            #expect(try verify(path).damage == nil)
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try storage.write { writer in
+                let lmdb = writer as! LMDBLedgerStorage.Writer
+                let table = try #require(lmdb.tables.appTransactions)
+                try (lmdb.txn as! LMDB.WriteTransaction).put(first.event.account + "-not", in: table, forKey: customer)
+            }
+            storage.close()
+            let moved = try verify(path)
+            #expect(moved.damage?.kind == .indexMismatch)
+            #expect(moved.damage?.position == first.position)
+
+            let restored = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try restored.write { writer in
+                let lmdb = writer as! LMDBLedgerStorage.Writer
+                let table = try #require(lmdb.tables.appTransactions)
+                try (lmdb.txn as! LMDB.WriteTransaction).put(first.event.account, in: table, forKey: customer)
+                try (lmdb.txn as! LMDB.WriteTransaction).put("someone", in: table, forKey: "a customer the log never named")
+            }
+            restored.close()
+            let extra = try verify(path)
+            #expect(extra.damage?.kind == .indexMismatch)
+            #expect(extra.damage?.position == nil)
+        }
+    }
+
     @Test func aMissingRecordIsAGap() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"

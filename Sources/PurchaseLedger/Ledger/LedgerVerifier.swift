@@ -76,6 +76,8 @@ struct LedgerVerifier {
         var context = VerificationContext(reader: reader, catalog: catalogs[0].catalog)
         var nextCatalog = 1
         var expected: UInt64 = 1
+        /// The account of the first report naming each customer: what the customers' index holds.
+        var customers: [UTF8Key: String] = [:]
         try reader.forEachRecord(from: 0, through: .max) { position, bytes in
             guard position == expected else {
                 throw damage(.sequenceGap, expected, "the log jumps from position \(expected - 1) to \(position)")
@@ -115,6 +117,14 @@ struct LedgerVerifier {
                 throw damage(.ruleViolation, position, "\(error)")
             }
             try checkIndexes(reader, event: event, position: position, state: context.state)
+            if let customer = event.appTransaction {
+                let key = UTF8Key(customer)
+                let first = customers[key] ?? event.account
+                customers[key] = first
+                guard (try? reader.account(ofAppTransaction: customer)) == first else {
+                    throw damage(.indexMismatch, position, "the customers' index does not give appTransactionId \"\(customer)\" to account \"\(first)\"")
+                }
+            }
             intact = position
             expected += 1
             if position & LogReader.progressMask == 0 { progress(position) }
@@ -143,6 +153,9 @@ struct LedgerVerifier {
         }
         if counts.revocations != context.state.revocations.count {
             throw damage(.indexMismatch, nil, "the revocation index has \(counts.revocations) entries for \(context.state.revocations.count) revoked transactions")
+        }
+        if counts.appTransactions != customers.count {
+            throw damage(.indexMismatch, nil, "the customers' index has \(counts.appTransactions) entries for \(customers.count) customers the log names")
         }
     }
 

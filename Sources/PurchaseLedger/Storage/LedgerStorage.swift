@@ -84,13 +84,16 @@ package struct StorageCounts: Sendable, Hashable {
     package var transactions: Int
     package var revocations: Int
     package var historyEntries: Int
+    /// Customers (`appTransactionId`) with an account.
+    package var appTransactions: Int
 
-    package init(records: Int, eventIDs: Int, transactions: Int, revocations: Int, historyEntries: Int) {
+    package init(records: Int, eventIDs: Int, transactions: Int, revocations: Int, historyEntries: Int, appTransactions: Int = 0) {
         self.records = records
         self.eventIDs = eventIDs
         self.transactions = transactions
         self.revocations = revocations
         self.historyEntries = historyEntries
+        self.appTransactions = appTransactions
     }
 }
 
