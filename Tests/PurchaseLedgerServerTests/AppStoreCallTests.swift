@@ -21,9 +21,7 @@ struct AppStoreCallTests {
     static func caller(
         _ store: FakeAppStore, base: String, ledger: Ledger, settings: AppStoreCallSettings
     ) async throws -> AppStoreCaller {
-        let client = try await AppStoreServerAPIClient(
-            credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
-        return AppStoreCaller(settings: settings, clients: [(.sandbox, client)], ledger: ledger)
+        AppStoreCaller(settings: settings, clients: [(.sandbox, try await AppStoreServerAPIClientTests.client(store, base))], ledger: ledger)
     }
 
     static func calls(in ledger: Ledger, of account: String = account) throws -> [AppStoreCall] {
@@ -130,9 +128,7 @@ struct AppStoreCallTests {
             _ = try await SignedTransactionRouteTests.post(["signedTransaction": signed], client)
             store.setHistory([signed], of: "12345")
             try await store.run { base in
-                let api = try await AppStoreServerAPIClient(
-                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
-                var reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger)
+                var reconciliation = Reconciliation(client: try await AppStoreServerAPIClientTests.client(store, base), verifier: signer.verifier(), ledger: harness.ledger)
                 let unchecked = try await reconciliation.run(apply: false)
                 #expect(unchecked.differences.isEmpty)
                 reconciliation.calls = AppStoreCallSettings(setAppAccountTokens: true, finishTransactions: true, readAppTransactions: false)
@@ -165,10 +161,9 @@ struct AppStoreCallTests {
             appTransaction["receiptType"] = "Sandbox"
             store.setAppTransaction(try signer.sign(appTransaction), for: "71134")
             try await store.run { base in
-                let client = try await AppStoreServerAPIClient(
-                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
                 let caller = AppStoreCaller(
-                    settings: .init(setAppAccountTokens: false), clients: [(.sandbox, client)], verifier: signer.verifier(), ledger: harness.ledger)
+                    settings: .init(setAppAccountTokens: false), clients: [(.sandbox, try await AppStoreServerAPIClientTests.client(store, base))],
+                    verifier: signer.verifier(), ledger: harness.ledger)
                 _ = try await caller.runOnce()
                 let requests = store.requests
                 _ = try await caller.runOnce()

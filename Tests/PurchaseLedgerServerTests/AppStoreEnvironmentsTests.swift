@@ -127,15 +127,4 @@ struct AppStoreEnvironmentsTests {
             #expect { try refused.check() } throws: { "\($0)".contains(message) }
         }
     }
-
-    func expect(_ code: AppStoreVerificationError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
-        do {
-            try await body()
-            Issue.record("expected \(code), nothing was thrown", sourceLocation: sourceLocation)
-        } catch let error as AppStoreVerificationError {
-            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
-        }
-    }
 }

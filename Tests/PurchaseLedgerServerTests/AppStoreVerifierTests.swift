@@ -11,17 +11,6 @@ struct AppStoreVerifierTests {
         AppStoreSignedDataVerifier(trustedRoots: [try AppleFixtures.testCA], bundleId: "com.example", appAppleId: appAppleId, environment: environment)
     }
 
-    func expect(_ code: AppStoreVerificationError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {
-        do {
-            try await body()
-            Issue.record("expected \(code), nothing was thrown", sourceLocation: sourceLocation)
-        } catch let error as AppStoreVerificationError {
-            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
-        }
-    }
-
     /// Apple's TEST notification decodes as Apple's library decodes it (read without its chain,
     /// as for Xcode data).
     @Test func applesTestNotificationDecodes() async throws {

@@ -105,15 +105,11 @@ struct ReconciliationTests {
             ], of: "777")
             try await production.run { productionBase in
                 try await sandbox.run { sandboxBase in
-                    func client(_ base: String, of store: FakeAppStore) async throws -> AppStoreServerAPIClient {
-                        try await AppStoreServerAPIClient(
-                            credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
-                    }
                     let verifier = AppStoreSignedDataVerifier(
                         trustedRoots: [signer.root], bundleId: "com.example", appAppleId: 41234, environments: [.production, .sandbox])
                     let reconciliation = Reconciliation(sides: [
-                        .init(environment: .production, client: try await client(productionBase, of: production), verifier: verifier),
-                        .init(environment: .sandbox, client: try await client(sandboxBase, of: sandbox), verifier: verifier),
+                        .init(environment: .production, client: try await AppStoreServerAPIClientTests.client(production, productionBase), verifier: verifier),
+                        .init(environment: .sandbox, client: try await AppStoreServerAPIClientTests.client(sandbox, sandboxBase), verifier: verifier),
                     ], ledger: harness.ledger)
                     let report = try await reconciliation.run(apply: false)
                     #expect(report.failures.isEmpty)
