@@ -3,7 +3,7 @@ import PostgresNIO
 import PurchaseLedger
 
 /// The rows of one storage write not yet sent: the records appended, the transactions' holders
-/// and the revocations set, the account states of a snapshot put and deleted. `statement` sends
+/// and the revocations set, the customers claimed, the account states of a snapshot put and deleted. `statement` sends
 /// them all as one statement, one round trip, however many there are (postgres-nio sends a
 /// statement once the one before it has been answered, so a statement per holder or state was a
 /// round trip per holder or state).
@@ -16,6 +16,8 @@ struct PendingWrites {
     /// bytes, as the index compares them.
     private var holders: [UTF8Key: TransactionHolder] = [:]
     private var revocations: [UTF8Key: UInt64] = [:]
+    /// Each customer's (`appTransactionId`) first account in this write.
+    private var customers: [UTF8Key: String] = [:]
     /// Account states to put (their bytes) or delete (nil), the last of each kept.
     private var states: [AccountStateKey: ByteBuffer?] = [:]
 
@@ -25,7 +27,7 @@ struct PendingWrites {
     }
 
     var isEmpty: Bool {
-        positions.isEmpty && holders.isEmpty && revocations.isEmpty && states.isEmpty
+        positions.isEmpty && holders.isEmpty && revocations.isEmpty && customers.isEmpty && states.isEmpty
     }
 
     mutating func append(record: [UInt8], at position: UInt64, eventID: String, account: String) {
@@ -41,6 +43,12 @@ struct PendingWrites {
 
     mutating func setRevocation(_ position: UInt64, ofTransaction transaction: String) {
         revocations[UTF8Key(transaction)] = position
+    }
+
+    /// The first claim of a customer in this write stays (as the first committed one does).
+    mutating func claimAppTransaction(_ appTransaction: String, for account: String) {
+        let key = UTF8Key(appTransaction)
+        if customers[key] == nil { customers[key] = account }
     }
 
     mutating func putAccountState(_ bytes: [UInt8], account: String, version: UInt64) {
@@ -90,6 +98,14 @@ struct PendingWrites {
                 INSERT INTO ledger_revocations (transaction_id, position)
                 SELECT * FROM unnest(\(bind(entries.map { Keys.bytes($0.key.string) }))::bytea[], \(bind(entries.map { Int64($0.value) }))::bigint[])
                 ON CONFLICT (transaction_id) DO UPDATE SET position = excluded.position
+                """)
+        }
+        if !customers.isEmpty {
+            let entries = Array(customers)
+            writes.append("""
+                INSERT INTO ledger_app_transactions (app_transaction, account)
+                SELECT * FROM unnest(\(bind(entries.map { Keys.bytes($0.key.string) }))::bytea[], \(bind(entries.map { Keys.bytes($0.value) }))::bytea[])
+                ON CONFLICT (app_transaction) DO NOTHING
                 """)
         }
         var deleted: [AccountStateKey] = []

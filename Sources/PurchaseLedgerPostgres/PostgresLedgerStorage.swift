@@ -689,11 +689,8 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {
-            // The first committed claim stays, whichever server made it.
-            connection.send("""
-                INSERT INTO ledger_app_transactions (app_transaction, account) VALUES (\(Keys.bytes(appTransaction)), \(Keys.bytes(account)))
-                ON CONFLICT (app_transaction) DO NOTHING
-                """)
+            // Sent with the write's other rows; the first committed claim stays, whichever server made it.
+            pending.claimAppTransaction(appTransaction, for: account)
         }
 
         func recordClock(_ reading: ClockReading) throws {

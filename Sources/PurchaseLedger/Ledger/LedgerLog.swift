@@ -53,13 +53,7 @@ public final class LedgerLog: Sendable {
     /// Every catalog the ledger recorded, oldest first, each with the first position it
     /// governs (1 for the one the ledger was created with).
     public func catalogHistory() throws -> [(effectiveFrom: UInt64, catalog: Catalog)] {
-        try storage.read { try $0.catalogs() }.map { recorded in
-            do {
-                return (recorded.effectiveFrom, try Catalog(json: recorded.json))
-            } catch {
-                throw StorageError(.damaged, "the catalog recorded for position \(recorded.effectiveFrom) cannot be read: \(error)")
-            }
-        }
+        try log.catalogHistory()
     }
 
     /// The position of the last event.

@@ -100,7 +100,7 @@ struct LogReader: Sendable {
             do {
                 return (recorded.effectiveFrom, try Catalog(json: recorded.json))
             } catch {
-                throw StorageError(.damaged, "the ledger's catalog of position \(recorded.effectiveFrom) cannot be read: \(error)")
+                throw StorageError(.damaged, "the catalog recorded for position \(recorded.effectiveFrom) cannot be read: \(error)")
             }
         }
     }

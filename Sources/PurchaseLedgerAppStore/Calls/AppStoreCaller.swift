@@ -111,12 +111,7 @@ public struct AppStoreCaller: Sendable {
                 return true
             }
         } catch {
-            guard error.isFinalRefusal else {
-                logger.notice("the App Store could not answer a call; it is tried again", metadata: [
-                    "call": "\(due.call.rawValue)", "transaction": LogSafe.metadata(due.transaction), "error": "\(error)",
-                ])
-                return false
-            }
+            guard error.isFinalRefusal else { return willRetry(due, after: error) }
             call.outcome = .refused
             call.status = error.status
             call.error = String(error.description.prefix(1024))
@@ -151,17 +146,20 @@ public struct AppStoreCaller: Sendable {
                 environment: due.environment, signed: signed)
             return try await record(.appTransaction(account: due.account, signedAt: signedAt, info), of: due, outcome: .accepted)
         } catch let error as AppStoreServerAPIError {
-            guard error.isFinalRefusal else {
-                logger.notice("the App Store could not answer a call; it is tried again", metadata: [
-                    "call": "\(due.call.rawValue)", "transaction": LogSafe.metadata(due.transaction), "error": "\(error)",
-                ])
-                return false
-            }
+            guard error.isFinalRefusal else { return willRetry(due, after: error) }
             (refusal.status, refusal.error) = (error.status, String(error.description.prefix(1024)))
         } catch let error as AppStoreVerificationError {
             refusal.error = String("the app transaction does not verify: \(error)".prefix(1024))
         }
         return try await record(.appStoreCall(account: due.account, at: .now(), refusal), of: due, outcome: .refused)
+    }
+
+    /// Logs a call Apple could not answer now; false (it is made again later).
+    private func willRetry(_ due: DueAppStoreCall, after error: AppStoreServerAPIError) -> Bool {
+        logger.notice("the App Store could not answer a call; it is tried again", metadata: [
+            "call": "\(due.call.rawValue)", "transaction": LogSafe.metadata(due.transaction), "error": "\(error)",
+        ])
+        return false
     }
 
     /// Appends what a call came to; true (the call is answered).

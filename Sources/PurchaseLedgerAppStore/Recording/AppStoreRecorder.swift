@@ -284,17 +284,10 @@ struct AppStoreRecorder: Sendable {
     }
 }
 
-private extension Int {
+private extension FixedWidthInteger {
     /// Self when within `range`.
-    func filter(_ range: ClosedRange<Int64>) -> Int? {
-        range.contains(Int64(self)) ? self : nil
-    }
-}
-
-private extension Int64 {
-    /// Self when within `range`.
-    func filter(_ range: ClosedRange<Int64>) -> Int64? {
-        range.contains(self) ? self : nil
+    func filter(_ range: ClosedRange<Int64>) -> Self? {
+        Int64(exactly: self).map(range.contains) == true ? self : nil
     }
 }
 
