@@ -186,10 +186,10 @@ struct SharedLedgerServerTests {
         }
     }
 
-    /// Three servers on one ledger deliver an endpoint's webhooks: one at a time (only the
-    /// lease holder ever attempts a delivery, by each server's metrics), and when the holder
-    /// is killed mid-delivery another takes the lease over and every change of the feed is
-    /// acknowledged, each account's first deliveries in order.
+    /// Three servers on one ledger deliver an endpoint's webhooks: one at a time (only a
+    /// server that took the lease ever attempts a delivery, by each server's metrics), and when
+    /// the holder is killed mid-delivery another takes the lease over and every change of the
+    /// feed is acknowledged, each account's first deliveries in order.
     @Test func threeServersDeliverAWebhookOneAtATimeAndTheHoldersDeathLosesNoChange() async throws {
         guard let python = await WebhookTests.python() else {
             try #require(!AppleVerifier.isRequired, "standardwebhooks is not installed (tools/test installs it)")
@@ -222,9 +222,19 @@ struct SharedLedgerServerTests {
                 if !receiver.deliveries.isEmpty { break }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            let before = try await servers.asyncMap { try await $0.webhookAttempts() }
-            #expect(before.filter { $0 > 0 }.count == 1, "attempts by server: \(before)")
-            let holder = try #require(before.firstIndex { $0 > 0 })
+            // The holder is the one server whose gauge says so; a server attempts only once it
+            // took the lease, and another attempts only after a hand-over (a lease that could
+            // not be renewed in time on a loaded machine).
+            var before: [ServerProcess.WebhookLeaseMetrics] = []
+            for _ in 0..<100 {
+                before = try await servers.asyncMap { try await $0.webhookMetrics() }
+                if before.filter(\.holdsLease).count == 1 { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(before.filter(\.holdsLease).count == 1, "servers: \(before)")
+            #expect(before.allSatisfy { $0.attempts == 0 || $0.leasesTaken > 0 }, "servers: \(before)")
+            #expect(before.filter { $0.attempts > 0 }.count <= before.map(\.leasesTaken).reduce(0, +), "servers: \(before)")
+            let holder = try #require(before.firstIndex { $0.holdsLease })
             servers[holder].kill()
             let survivors = servers.indices.filter { $0 != holder }.map { servers[$0] }
             for round in 10..<20 { try await append(round, through: survivors[round % 2]) }
@@ -253,8 +263,9 @@ struct SharedLedgerServerTests {
                 let firsts = deliveries.compactMap { delivery in delivery.id.flatMap { seen.insert($0).inserted ? order[$0] : nil } }
                 #expect(firsts == firsts.sorted(), "\(account) first received out of order")
             }
-            let after = try await survivors.asyncMap { try await $0.webhookAttempts() }
-            #expect(after.filter { $0 > 0 }.count == 1, "attempts by the surviving servers: \(after)")
+            let after = try await survivors.asyncMap { try await $0.webhookMetrics() }
+            #expect(after.contains { $0.attempts > 0 && $0.leasesTaken > 0 }, "the surviving servers: \(after)")
+            #expect(after.allSatisfy { $0.attempts == 0 || $0.leasesTaken > 0 }, "the surviving servers: \(after)")
         }
     }
 
@@ -362,12 +373,24 @@ final class ServerProcess: Sendable {
         return UInt64(position)
     }
 
-    /// `ledger_webhook_attempts_total` of this server (0 before its first attempt).
-    func webhookAttempts() async throws -> Int {
+    /// This server's webhook metrics: attempts, leases taken, and whether it holds the lease.
+    struct WebhookLeaseMetrics: CustomStringConvertible {
+        var attempts = 0
+        var leasesTaken = 0
+        var holdsLease = false
+        var description: String { "attempts \(attempts), leases taken \(leasesTaken)\(holdsLease ? ", holding" : "")" }
+    }
+
+    func webhookMetrics() async throws -> WebhookLeaseMetrics {
         let (status, text) = try await request(.get, "/metrics", key: TestKeys.metrics)
         guard status == .ok else { throw TestFailure("GET /metrics answered \(status)") }
-        let line = text.split(separator: "\n").first { $0.hasPrefix("ledger_webhook_attempts_total{") }
-        return line.flatMap { $0.split(separator: " ").last }.flatMap { Int($0) } ?? 0
+        func value(_ name: String) -> Double {
+            let line = text.split(separator: "\n").first { $0.hasPrefix(name + "{") }
+            return line.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? 0
+        }
+        return WebhookLeaseMetrics(
+            attempts: Int(value("ledger_webhook_attempts_total")), leasesTaken: Int(value("ledger_webhook_leases_taken_total")),
+            holdsLease: value("ledger_webhook_lease_held") == 1)
     }
 
     /// The ids of the whole feed, in order (`GET /v1/changes`, page after page).

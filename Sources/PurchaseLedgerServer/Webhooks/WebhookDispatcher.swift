@@ -82,8 +82,13 @@ actor WebhookDispatcher {
             if leased {
                 do {
                     try await deliverWhileLeased()
-                } catch is LeaseLost {
-                    logger.warning("another server took the webhook's lease; this one stops delivering")
+                } catch let end as LeaseEnd {
+                    switch end {
+                    case .takenByAnother:
+                        logger.warning("another server took the webhook's lease; this one stops delivering")
+                    case .expiredBeforeRenewal:
+                        logger.warning("the webhook's lease could not be renewed before it expired; this one stops delivering")
+                    }
                 } catch is CancellationError {
                     throw CancellationError()
                 } catch {
@@ -96,13 +101,27 @@ actor WebhookDispatcher {
 
     // MARK: The lease
 
-    struct LeaseLost: Error {}
+    /// Why this server stopped delivering while it meant to go on.
+    enum LeaseEnd: Error {
+        /// Another server holds the lease (seen when renewing it or in a fenced write).
+        case takenByAnother
+        /// Renewing did not commit before the lease ran out (an overloaded writer, say): the
+        /// holder stops then, since from that instant another server may take it over.
+        case expiredBeforeRenewal
+    }
+
+    /// Until when, on this server's monotonic clock, its lease surely holds: the lease's
+    /// length from before the write that took or renewed it, which ends no later than the
+    /// expiry that write stored.
+    private var leaseHeldUntil = ContinuousClock.now
+    private var holdsLease = false
 
     /// Takes or renews the lease when free, expired, or this server's.
     private func takeLease() async throws -> Bool {
         let key = WebhookState.leaseKey(endpoint.name)
         let (holder, leaseSeconds) = (self.holder, timing.leaseSeconds)
-        return try await ledger.updateFeedState { state in
+        let asked = ContinuousClock.now
+        let taken = try await ledger.updateFeedState { state in
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             if let lease = try WebhookState.decode(WebhookState.Lease.self, try state.value(key), key: key),
                lease.holder != holder, lease.until > now {
@@ -110,6 +129,35 @@ actor WebhookDispatcher {
             }
             try state.set(key, WebhookState.encode(WebhookState.Lease(holder: holder, until: now + leaseSeconds * 1000)))
             return true
+        }
+        if taken {
+            leaseHeldUntil = asked + .seconds(leaseSeconds)
+            if !holdsLease { metrics.leasesTaken.increment() }
+            holdsLease = true
+            metrics.leaseHeld.record(1)
+        }
+        return taken
+    }
+
+    /// Renews the lease, or ends delivery (cancelling attempts in flight) when another server
+    /// holds it or when it runs out before the renewal commits: at no instant do two servers
+    /// deliver, however slow the writer.
+    private func renewLease() async throws {
+        let expiry = leaseHeldUntil
+        let renewed = try await withThrowingTaskGroup(of: Bool?.self) { group in
+            group.addTask { try await self.takeLease() }
+            group.addTask {
+                try await Task.sleep(until: expiry, clock: .continuous)
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        switch renewed {
+        case true?: return
+        case false?: throw LeaseEnd.takenByAnother
+        case nil: throw LeaseEnd.expiredBeforeRenewal
         }
     }
 
@@ -121,6 +169,8 @@ actor WebhookDispatcher {
                 try state.set(key, nil)
             }
         }
+        holdsLease = false
+        metrics.leaseHeld.record(0)
     }
 
     // MARK: Delivering
@@ -134,7 +184,7 @@ actor WebhookDispatcher {
                 group.addTask {
                     while true {
                         try await Task.sleep(for: .milliseconds(self.timing.leaseSeconds * 1000 / 3))
-                        guard try await self.takeLease() else { throw LeaseLost() }
+                        try await self.renewLease()
                     }
                 }
                 try await group.next()
@@ -350,7 +400,7 @@ actor WebhookDispatcher {
         let holder = self.holder
         try await ledger.updateFeedState { state in
             guard try WebhookState.decode(WebhookState.Lease.self, try state.value(key), key: key)?.holder == holder else {
-                throw LeaseLost()
+                throw LeaseEnd.takenByAnother
             }
             try body(state)
         }
@@ -363,7 +413,7 @@ actor WebhookDispatcher {
 }
 
 /// Per endpoint: attempts, failures, changes delivered and parked, the backlog (changes read
-/// and not done) and how far behind it is in seconds.
+/// and not done), how far behind it is in seconds, and whether this server holds the lease.
 struct WebhookMetrics {
     let attempts: Counter
     let failures: Counter
@@ -371,6 +421,10 @@ struct WebhookMetrics {
     let parked: Counter
     let backlog: Gauge
     let lagSeconds: Gauge
+    /// 1 while this server holds the endpoint's lease, else 0.
+    let leaseHeld: Gauge
+    /// Times this server took the lease (renewals not counted).
+    let leasesTaken: Counter
 
     init(endpoint: String, factory: any MetricsFactory) {
         let dimensions = [("endpoint", endpoint)]
@@ -380,5 +434,7 @@ struct WebhookMetrics {
         parked = Counter(label: "ledger_webhook_parked_total", dimensions: dimensions, factory: factory)
         backlog = Gauge(label: "ledger_webhook_backlog_changes", dimensions: dimensions, factory: factory)
         lagSeconds = Gauge(label: "ledger_webhook_lag_seconds", dimensions: dimensions, factory: factory)
+        leaseHeld = Gauge(label: "ledger_webhook_lease_held", dimensions: dimensions, factory: factory)
+        leasesTaken = Counter(label: "ledger_webhook_leases_taken_total", dimensions: dimensions, factory: factory)
     }
 }
