@@ -32,6 +32,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let keys: APIKeys
     public let limits: ServerConfiguration.Limits
     public let notifications: AppStoreNotificationHandler?
+    /// What `POST /v1/transactions` does with a purchase another account owns.
+    public let restores: RestorePolicy
     public let metricsRegistry: PrometheusCollectorRegistry?
     /// The change feed's readers are served from it; without one the routes are not mounted.
     public let changeFeed: ChangeFeedHub?
@@ -44,13 +46,14 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     ///   - keys: the API keys and the scopes each grants.
     ///   - limits: the bounds on requests (body size, events per request).
     ///   - notifications: the App Store's notifications; without a handler the route is not mounted.
+    ///   - restores: what a StoreKit 2 transaction whose purchase another account owns does.
     ///   - metricsRegistry: what `GET /metrics` renders; without one the route is not mounted.
     ///   - changeFeed: what `GET /v1/changes` reads; without one those routes are not mounted.
     ///   - metricsFactory: where the server's own counters go (the ledger's go where its
     ///     configuration says); nil means `MetricsSystem.factory`.
     public init(
         ledger: Ledger, keys: APIKeys, limits: ServerConfiguration.Limits = .init(),
-        notifications: AppStoreNotificationHandler? = nil,
+        notifications: AppStoreNotificationHandler? = nil, restores: RestorePolicy = .keep,
         metricsRegistry: PrometheusCollectorRegistry? = nil, changeFeed: ChangeFeedHub? = nil,
         metricsFactory: (any MetricsFactory)? = nil
     ) {
@@ -59,6 +62,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         self.keys = keys
         self.limits = limits
         self.notifications = notifications
+        self.restores = restores
         self.metricsRegistry = metricsRegistry
         self.requestMetrics = RequestMetrics(factory: metricsFactory ?? MetricsSystem.factory)
     }
@@ -80,7 +84,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         }
         if let notifications {
             routes.post("/v1/appstore/notifications") { request, context in try await appStoreNotification(request, context: context) }
-            let transactions = SignedTransactionHandler(verifier: notifications.verifier, ledger: ledger)
+            let transactions = SignedTransactionHandler(verifier: notifications.verifier, ledger: ledger, restores: restores)
             routes.post("/v1/transactions") { request, context in
                 try await signedTransaction(request, context: context, handler: transactions)
             }

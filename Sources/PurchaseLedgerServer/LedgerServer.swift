@@ -89,7 +89,8 @@ public enum LedgerServer {
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.addRoutes(LedgerRoutes<LedgerRequestContext>(
             ledger: ledger, keys: APIKeys(configuration.keys), limits: configuration.limits,
-            notifications: notifications, metricsRegistry: registry, changeFeed: changeFeed, metricsFactory: factory
+            notifications: notifications, restores: configuration.appStore?.restoresAcrossAccounts ?? .keep,
+            metricsRegistry: registry, changeFeed: changeFeed, metricsFactory: factory
         ).collection)
         let limits = configuration.limits
         return Application(

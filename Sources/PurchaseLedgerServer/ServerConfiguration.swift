@@ -136,6 +136,9 @@ public struct ServerConfiguration: Codable, Sendable {
         /// Calls that close the loop with Apple (Set App Account Token, Finish Transaction);
         /// none without this section.
         public var calls: Calls?
+        /// What a StoreKit 2 transaction an account sends does when another account owns its
+        /// purchase: `keep` (the default) or `transfer` (docs/SERVER.md, "Restores across accounts").
+        public var restoresAcrossAccounts: RestorePolicy?
 
         public init(
             bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String],

@@ -99,6 +99,8 @@ extension LedgerCommand {
                 if let renewsTo = info.renewsTo { detail.append("to \(renewsTo)") }
                 if info.billingRetry == true { detail.append("billing retry") }
                 if let grace = info.gracePeriodEndsAt { detail.append("grace until \(grace)") }
+            case .transferred(let transfer):
+                detail = ["original \(transfer.originalTransaction)", "from \(transfer.from) to \(transfer.to)"]
             case .consumptionConsent(let consent):
                 detail = [consent.consented ? "consented" : "declined"]
             case .consumptionRequest(let request):

@@ -8,9 +8,9 @@
 struct AccountState: Sendable, Hashable {
     /// The version of the state's shape and of its codec: part of the snapshot schema
     /// (`SnapshotFormat`), so that a snapshot of another shape is ignored, never misread.
-    static let version: UInt8 = 6
+    static let version: UInt8 = 7
     /// What the state holds, for the snapshot schema's text.
-    static let fields = "entries, balances, store transactions, renewal infos, consent, reports by environment, app transaction"
+    static let fields = "entries, balances, store transactions, renewal infos, consent, reports by environment, app transaction, transfers"
 
     /// By payment id.
     var entries = QueueEntries()
@@ -29,6 +29,10 @@ struct AccountState: Sendable, Hashable {
     var environmentRenewals: [UTF8Key: [RenewalRecord]] = [:]
     /// The customer's app transaction Apple signed last (`appTransaction` events).
     var appTransaction: AppTransactionRecord?
+    /// The last transfer of each chain this account took part in (`transferred` events), by
+    /// original transaction: a chain whose last transfer left the account is left out of its
+    /// answers (kept, never removed, so that a layer of changes says "transferred back").
+    var transfers: [UTF8Key: ChainTransfer] = [:]
 
     /// Applies one change; returns how the ledger-wide counts of entries and unfinished
     /// entries move with it.
@@ -54,6 +58,8 @@ struct AccountState: Sendable, Hashable {
             if let first = records.first { environmentReports[UTF8Key(first.fact.transaction)] = records }
         case .environmentRenewals(let records):
             if let first = records.first { environmentRenewals[UTF8Key(first.info.originalTransaction)] = records }
+        case .transfer(let chain, let transfer):
+            transfers[chain] = transfer
         case .opened:
             break
         }
@@ -71,7 +77,9 @@ struct AccountState: Sendable, Hashable {
         if let appTransaction { body(.appTransaction(appTransaction)) }
         for records in environmentReports.values { body(.environmentReports(records)) }
         for records in environmentRenewals.values { body(.environmentRenewals(records)) }
-        if entries.count == 0, balances.isEmpty, storeTransactions.isEmpty, renewals.isEmpty, consent == nil, appTransaction == nil {
+        for (chain, transfer) in transfers { body(.transfer(chain: chain, transfer)) }
+        if entries.count == 0, balances.isEmpty, storeTransactions.isEmpty, renewals.isEmpty, consent == nil, appTransaction == nil,
+           transfers.isEmpty {
             body(.opened)
         }
     }
@@ -82,6 +90,52 @@ struct AccountState: Sendable, Hashable {
     /// purchases 10 MB.
     func holds(_ transaction: UTF8Key) -> Bool {
         entries.values.contains { sameBytes($0.transaction, transaction.string) || sameBytes($0.originalTransaction, transaction.string) }
+    }
+
+    /// The chains the account transferred away and not back.
+    var chainsTransferredAway: Set<UTF8Key> {
+        transfers.isEmpty ? [] : Set(transfers.compactMap { $0.value.side == .leaving ? $0.key : nil })
+    }
+
+    /// The state without the store's reports and renewal infos of `chains` (original
+    /// transactions): what the account's answers read once it transferred them away.
+    func leavingOut(chains: Set<UTF8Key>) -> AccountState {
+        var kept = self
+        func isLeftOut(_ fact: StoreTransaction) -> Bool { chains.contains(UTF8Key(fact.originalTransaction ?? fact.transaction)) }
+        kept.storeTransactions = storeTransactions.filter { !isLeftOut($0.value.fact) }
+        kept.environmentReports = environmentReports.filter { !isLeftOut($0.value[0].fact) }
+        kept.renewals = renewals.filter { !chains.contains($0.key) }
+        kept.environmentRenewals = environmentRenewals.filter { !chains.contains($0.key) }
+        return kept
+    }
+
+    /// The product type of the chain `originalTransaction` names, when the account holds it (an
+    /// entry purchased or restored, or a store report, of it or of a later transaction of it).
+    func productType(ofChain originalTransaction: UTF8Key) -> Catalog.ProductType? {
+        let chain = originalTransaction.string
+        for entry in entries.values where entry.state == .purchased || entry.state == .restored {
+            if sameBytes(entry.transaction, chain) || sameBytes(entry.originalTransaction, chain) { return entry.productType }
+        }
+        for record in storeTransactions.values where sameBytes(record.fact.originalTransaction ?? record.fact.transaction, chain) {
+            return record.productType
+        }
+        return nil
+    }
+
+    /// The store transactions of the chain `originalTransaction` names that the account's
+    /// entries (purchased or restored) and store reports hold.
+    func transactions(ofChain originalTransaction: UTF8Key) -> [UTF8Key] {
+        let chain = originalTransaction.string
+        var found: [UTF8Key] = []
+        for entry in entries.values where entry.state == .purchased || entry.state == .restored {
+            guard let transaction = entry.transaction,
+                  sameBytes(transaction, chain) || sameBytes(entry.originalTransaction, chain) else { continue }
+            found.append(UTF8Key(transaction))
+        }
+        for (transaction, record) in storeTransactions where sameBytes(record.fact.originalTransaction ?? record.fact.transaction, chain) {
+            found.append(transaction)
+        }
+        return found
     }
 
     /// Entries and unfinished entries, for the ledger-wide counts.
@@ -107,6 +161,8 @@ enum AccountChange: Sendable, Hashable {
     case environmentReports([StoreTransactionRecord])
     /// The latest renewal info of each environment about one original transaction.
     case environmentRenewals([RenewalRecord])
+    /// The account's last transfer of a chain.
+    case transfer(chain: UTF8Key, ChainTransfer)
     /// The account has an event that changes none of its state (a refund request): it exists,
     /// owning nothing.
     case opened

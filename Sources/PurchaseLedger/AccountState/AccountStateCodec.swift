@@ -13,6 +13,8 @@
 ///                then each as a store transaction above; then the same for renewal infos
 ///     byte       app transaction: 0 none, 1 present; then signedAt, event id, its fields
 ///                (`AppStoreCallCoding`)
+///     varint     chains transferred, then each: original transaction, side (0 leaving,
+///                1 joining), the other account, position
 ///     4 bytes    CRC-32C (little-endian) of every byte before it
 enum AccountStateCodec {
     static func encode(_ state: AccountState) -> [UInt8] {
@@ -84,6 +86,14 @@ enum AccountStateCodec {
             writer.appTransaction(record.info)
         } else {
             writer.byte(0)
+        }
+        writer.varint(UInt64(state.transfers.count))
+        for chain in state.transfers.keys.sorted() {
+            let transfer = state.transfers[chain]!
+            writer.string(chain.string)
+            writer.byte(transfer.side == .leaving ? 0 : 1)
+            writer.string(transfer.other)
+            writer.varint(transfer.position)
         }
         writer.uint32(CRC32C.checksum(writer.bytes))
         return writer.bytes
@@ -194,6 +204,16 @@ enum AccountStateCodec {
                 let eventID = try reader.string()
                 state.appTransaction = AppTransactionRecord(info: try reader.appTransaction(), signedAt: signedAt, eventID: eventID)
             default: throw Damage(description: "unknown app transaction marker")
+            }
+            for _ in 0..<(try reader.varint()) {
+                let chain = try reader.string()
+                let side: Transferred.Side
+                switch try reader.byte() {
+                case 0: side = .leaving
+                case 1: side = .joining
+                default: throw Damage(description: "unknown transfer side")
+                }
+                state.transfers[UTF8Key(chain)] = ChainTransfer(side: side, other: try reader.string(), position: try reader.varint())
             }
             guard reader.isAtEnd else { throw Damage(description: "trailing bytes") }
             return state

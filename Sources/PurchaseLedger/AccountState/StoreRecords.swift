@@ -73,3 +73,11 @@ struct AppTransactionRecord: Sendable, Hashable {
         signedAt != other.signedAt ? signedAt > other.signedAt : utf8Order(other.eventID, eventID)
     }
 }
+
+/// An account's last transfer of a chain: which side it was, the other account, and the
+/// position of the `transferred` event.
+struct ChainTransfer: Sendable, Hashable {
+    var side: Transferred.Side
+    var other: String
+    var position: UInt64
+}

@@ -263,6 +263,21 @@ public final class Ledger: Sendable {
         return try storage.read { try $0.holder(ofTransaction: transaction) }?.entry.account
     }
 
+    /// The account that owns the chain `originalTransaction` names now, starting from
+    /// `account` (Apple's token, say): where its transfers took it, or `account` itself.
+    public func account(owningChain originalTransaction: String, namedBy account: String) throws -> String {
+        guard EventLimits.nameBytes.contains(originalTransaction.utf8.count) else { return account }
+        let chain = UTF8Key(originalTransaction)
+        var owner = account
+        var visited: Set<UTF8Key> = [UTF8Key(account)]
+        while let next = try live.withAccount(UTF8Key(owner), { state, _, _ in
+            state.transfers[chain].flatMap { $0.side == .leaving ? $0.other : nil }
+        }) ?? nil, visited.insert(UTF8Key(next)).inserted {
+            owner = next
+        }
+        return owner
+    }
+
     /// The account of the first store report that named Apple's `appTransactionId` (one per
     /// customer and app), nil when none did: for a notification without `appAccountToken`
     /// about a transaction no account holds yet.

@@ -5,7 +5,7 @@
 ///                   or copied elsewhere, is detected)
 ///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo,
 ///                   9 consumptionConsent, 10 consumptionRequest, 11 consumptionAnswer,
-///                   12 appStoreCall, 13 appTransaction)
+///                   12 appStoreCall, 13 appTransaction, 14 transferred)
 ///     string ×2     id, account            (string = varint length + UTF-8)
 ///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
 ///     …             the type's fields; optional fields behind a presence mask (a byte; a
@@ -96,6 +96,10 @@ enum LogRecordCodec {
             writer.appStoreCall(call)
         case .appTransaction(let info):
             writer.appTransaction(info)
+        case .transferred(let transfer):
+            writer.string(transfer.originalTransaction)
+            writer.string(transfer.from)
+            writer.string(transfer.to)
         }
     }
 
@@ -192,6 +196,8 @@ enum LogRecordCodec {
             payload = .appStoreCall(try reader.appStoreCall())
         case .appTransaction:
             payload = .appTransaction(try reader.appTransaction())
+        case .transferred:
+            payload = .transferred(Transferred(originalTransaction: try reader.string(), from: try reader.string(), to: try reader.string()))
         }
         return Event(id: id, account: account, at: at, payload: payload)
     }

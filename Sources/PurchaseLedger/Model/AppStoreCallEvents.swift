@@ -30,9 +30,11 @@ public struct AppStoreCall: Sendable, Hashable {
         self.error = error
     }
 
-    /// The id of the event recording `call` of `transaction`: one per call and transaction.
-    public static func eventID(_ call: AppStoreCallKind, transaction: String) -> String {
-        "appstore-call/\(call.rawValue)/\(transaction)"
+    /// The id of the event recording `call` of `transaction`: one per call and transaction,
+    /// and for `setAppAccountToken` per token too (a chain transferred to another account
+    /// has its token set again, to the new account's).
+    public static func eventID(_ call: AppStoreCallKind, transaction: String, token: String? = nil) -> String {
+        "appstore-call/\(call.rawValue)/\(transaction)" + (call == .setAppAccountToken ? token.map { "/" + $0 } ?? "" : "")
     }
 }
 
@@ -57,7 +59,7 @@ public enum AppStoreCallOutcome: String, Sendable, Hashable, CaseIterable {
 
 extension Event {
     public static func appStoreCall(account: String, at: Timestamp, _ call: AppStoreCall) -> Event {
-        Event(id: AppStoreCall.eventID(call.call, transaction: call.transaction), account: account, at: at, payload: .appStoreCall(call))
+        Event(id: AppStoreCall.eventID(call.call, transaction: call.transaction, token: call.appAccountToken), account: account, at: at, payload: .appStoreCall(call))
     }
 }
 

@@ -40,6 +40,8 @@ public struct Event: Sendable, Hashable {
         case appStoreCall(AppStoreCall)
         /// The customer's app transaction, as Apple signed it.
         case appTransaction(AppTransactionInfo)
+        /// A purchase's chain moved between accounts (`TransferEvents.swift`).
+        case transferred(Transferred)
     }
 
     /// The `type` field of the interchange format.
@@ -58,6 +60,7 @@ public struct Event: Sendable, Hashable {
         case .consumptionAnswer: .consumptionAnswer
         case .appStoreCall: .appStoreCall
         case .appTransaction: .appTransaction
+        case .transferred: .transferred
         }
     }
 
@@ -68,7 +71,7 @@ public struct Event: Sendable, Hashable {
         case .transactionUpdated(let u): u.payment
         case .downloadUpdated(let d): d.payment
         case .transactionFinished(let f): f.payment
-        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction: nil
+        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred: nil
         }
     }
 }
@@ -79,6 +82,7 @@ public enum EventType: String, Sendable, Hashable, CaseIterable {
     case storeTransaction, renewalInfo
     case consumptionConsent, consumptionRequest, consumptionAnswer
     case appStoreCall, appTransaction
+    case transferred
 }
 
 /// The app called `addPayment`: opens a queue entry in state `added`.

@@ -145,6 +145,10 @@ extension Event {
                 preorderedAt: try reader.optionalTimestamp("preorderedAt"),
                 environment: try reader.optionalEnumeration("environment"),
                 signed: try reader.optionalString("signed")))
+        case .transferred:
+            payload = .transferred(Transferred(
+                originalTransaction: try reader.string("originalTransaction"),
+                from: try reader.string("from"), to: try reader.string("to")))
         case .appStoreCall:
             guard let call: AppStoreCallKind = try reader.optionalEnumeration("call") else {
                 throw .invalid("missing required field `call`")
@@ -243,6 +247,10 @@ extension Event {
             writer.member("appTransaction", info.appTransaction)
             info.writeDetails(to: &writer)
             writer.member("signed", ifPresent: info.signed)
+        case .transferred(let transfer):
+            writer.member("originalTransaction", transfer.originalTransaction)
+            writer.member("from", transfer.from)
+            writer.member("to", transfer.to)
         case .appStoreCall(let call):
             writer.member("call", call.call.rawValue)
             writer.member("transaction", call.transaction)

@@ -84,6 +84,16 @@ extension Event {
             if consumed.amount < 1 {
                 throw .invalid("`amount` must be an integer ≥ 1 (got \(consumed.amount))")
             }
+        case .transferred(let transfer):
+            try Self.checkName(transfer.originalTransaction, "originalTransaction")
+            try Self.checkKey(transfer.from, "from")
+            try Self.checkKey(transfer.to, "to")
+            guard !sameBytes(transfer.from, transfer.to) else {
+                throw .invalid("`from` and `to` must be different accounts")
+            }
+            guard transfer.side(of: account) != nil else {
+                throw .invalid("a `transferred` event belongs to its `from` or its `to` account")
+            }
         case .revoked(let revoked):
             try Self.checkName(revoked.transaction, "transaction")
             try Self.checkText(revoked.reason, "reason")

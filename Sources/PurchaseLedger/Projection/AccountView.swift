@@ -32,6 +32,9 @@ struct AccountView {
     /// The catalog's named entitlements, reported with the projection.
     let entitlementDefinitions: [Catalog.Entitlement]
     private let revokedByEvent: Set<UTF8Key>
+    /// The chains the account transferred to another: its entries of them grant nothing, and
+    /// the store's reports of them are left out (FORMAT.md, "Transfers").
+    private let transferredAway: Set<UTF8Key>
 
     init(
         account: String, state: AccountState, excluding excluded: Set<StoreEnvironment>,
@@ -39,8 +42,10 @@ struct AccountView {
     ) rethrows {
         self.account = account
         entitlementDefinitions = definitions
-        unscoped = state
-        self.state = state.scoped(excluding: excluded)
+        transferredAway = state.chainsTransferredAway
+        let owned = transferredAway.isEmpty ? state : state.leavingOut(chains: transferredAway)
+        unscoped = owned
+        self.state = owned.scoped(excluding: excluded)
         // `revoked` events are final: read once for every transaction the account names.
         var revoked: Set<UTF8Key> = []
         func check(_ transaction: String?) throws {
@@ -62,6 +67,11 @@ struct AccountView {
             byGroup[record.group, default: []].append(record)
         }
         groups = byGroup.keys.sorted(by: utf8Order).map { SubscriptionGroup(name: $0, records: byGroup[$0]!) }
+    }
+
+    private func isTransferredAway(_ entry: QueueEntry) -> Bool {
+        guard !transferredAway.isEmpty, let chain = entry.originalTransaction ?? entry.transaction else { return false }
+        return transferredAway.contains(UTF8Key(chain))
     }
 
     func isRevokedByEvent(_ transaction: UTF8Key) -> Bool {
@@ -93,7 +103,7 @@ struct AccountView {
             if !unscoped.storeTransactions.isEmpty, let transaction = entry.transaction,
                unscoped.storeTransactions[UTF8Key(transaction)] != nil { continue }
             let product = UTF8Key(entry.product)
-            if grants[product] == nil, entry.entitles(at: time, isRevoked: isRevokedByEvent) {
+            if grants[product] == nil, !isTransferredAway(entry), entry.entitles(at: time, isRevoked: isRevokedByEvent) {
                 grants[product] = Grant(transaction: entry.transaction, entryExpiresAt: entry.expiresAt)
             }
         }
@@ -132,7 +142,7 @@ struct AccountView {
         let reportedOn = unscoped.storeTransactions
         for entry in unscoped.entries.values {
             if !reportedOn.isEmpty, let transaction = entry.transaction, reportedOn[UTF8Key(transaction)] != nil { continue }
-            if entry.entitles(at: time, isRevoked: isRevokedByEvent) { grant(entry.product) }
+            if !isTransferredAway(entry), entry.entitles(at: time, isRevoked: isRevokedByEvent) { grant(entry.product) }
         }
         for record in state.storeTransactions.values where record.productType == .nonConsumable || record.productType == .nonRenewing {
             if record.hasStarted(by: time), !record.hasExpired(by: time), !isRevoked(record, at: time) { grant(record.fact.product) }

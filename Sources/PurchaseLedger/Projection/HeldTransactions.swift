@@ -35,8 +35,11 @@ extension HeldTransaction {
     /// The store transactions one account's state holds, by transaction id.
     static func all(of account: String, in state: AccountState, isRevoked: (UTF8Key) throws -> Bool) rethrows -> [HeldTransaction] {
         var byTransaction: [UTF8Key: HeldTransaction] = [:]
+        // Chains transferred to another account are that account's to hold.
+        let away = state.chainsTransferredAway
+        let state = away.isEmpty ? state : state.leavingOut(chains: away)
         for entry in state.entries.values where entry.state == .purchased || entry.state == .restored {
-            guard let transaction = entry.transaction else { continue }
+            guard let transaction = entry.transaction, !away.contains(UTF8Key(entry.originalTransaction ?? transaction)) else { continue }
             let key = UTF8Key(transaction)
             if byTransaction[key] == nil {
                 byTransaction[key] = HeldTransaction(

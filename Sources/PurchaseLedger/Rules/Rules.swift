@@ -47,6 +47,8 @@ enum Rules {
             lookups.transactions.append(revoked.transaction)
         case .storeTransaction(let fact):
             lookups.transactions.append(fact.transaction)
+        case .transferred(let transfer):
+            lookups.transactions.append(transfer.originalTransaction)
         default:
             break
         }
@@ -81,6 +83,8 @@ enum Rules {
             // Informational products (`product`, `renewsTo`) need not be in the catalog: the
             // report is kept whatever Apple renews to.
             return .append
+        case .transferred(let transfer):
+            return try transferred(transfer, account: account, in: context)
         case .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction:
             // Records of what was said: a request may name a transaction the ledger never saw
             // (that is the answer: not delivered), and an answer is the server's own.
@@ -243,6 +247,29 @@ enum Rules {
         }
         if let first = try context.revocation(of: transaction) {
             return .duplicate(of: first)
+        }
+        return .append
+    }
+
+    // MARK: transferred
+
+    /// The account a chain leaves must hold it (`unknownTransaction`: an entry or a store
+    /// report of it, not transferred away already), and only what StoreKit restores moves
+    /// (`notRestorable`). The account it joins needs nothing: its event records the arrival.
+    private static func transferred(_ transfer: Transferred, account: UTF8Key, in context: some RuleContext) throws -> Decision {
+        guard transfer.side(of: account.string) == .leaving else { return .append }
+        let chain = UTF8Key(transfer.originalTransaction)
+        if let last = try context.read(account, { $0.transfers[chain] }), last.side == .leaving {
+            return .reject(LedgerError(.unknownTransaction,
+                "this account transferred \"\(transfer.originalTransaction)\" to \"\(last.other)\" at position \(last.position); it no longer holds it"))
+        }
+        guard let type = try context.read(account, { $0.productType(ofChain: chain) }) else {
+            return .reject(LedgerError(.unknownTransaction,
+                "no entry or store report of this account holds \"\(transfer.originalTransaction)\" or a transaction of it"))
+        }
+        guard type.isRestorable else {
+            return .reject(LedgerError(.notRestorable,
+                "\(type.rawValue) products are never restored, so never transferred; only non-consumables and auto-renewable subscriptions are"))
         }
         return .append
     }

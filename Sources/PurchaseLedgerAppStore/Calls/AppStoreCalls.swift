@@ -33,7 +33,7 @@ public struct DueAppStoreCall: Sendable, Hashable {
     public var token: UUID?
 
     /// The id of the event that records it.
-    public var eventID: String { AppStoreCall.eventID(call, transaction: transaction) }
+    public var eventID: String { AppStoreCall.eventID(call, transaction: transaction, token: token?.uuidString.lowercased()) }
 }
 
 extension DueAppStoreCall {

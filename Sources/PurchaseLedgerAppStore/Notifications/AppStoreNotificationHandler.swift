@@ -73,7 +73,8 @@ public struct AppStoreNotificationHandler: Sendable {
 
         let action = try AppStoreRecorder.action(
             for: notification, transaction: transaction, renewal: renewal,
-            accountHolding: { try ledger.account(holdingTransaction: $0) }, customerAccount: { try ledger.account(ofAppTransaction: $0) })
+            accountHolding: { try ledger.account(holdingTransaction: $0) }, customerAccount: { try ledger.account(ofAppTransaction: $0) },
+            chainOwner: { try ledger.account(owningChain: $1, namedBy: $0) })
         switch action {
         case .record(let recording):
             var outcomes = try await AppStoreRecorder(ledger: ledger).record(recording)

@@ -241,7 +241,8 @@ public struct Reconciliation: Sendable {
             }
             let action = try AppStoreRecorder.action(
                 for: notification, transaction: transaction, renewal: renewal,
-                accountHolding: { try ledger.account(holdingTransaction: $0) }, customerAccount: { try ledger.account(ofAppTransaction: $0) })
+                accountHolding: { try ledger.account(holdingTransaction: $0) }, customerAccount: { try ledger.account(ofAppTransaction: $0) },
+                chainOwner: { try ledger.account(owningChain: $1, namedBy: $0) })
             let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId ?? ""
             let about = transaction?.transactionId ?? original
             let label = notification.notificationType + (notification.subtype.map { " " + $0 } ?? "")

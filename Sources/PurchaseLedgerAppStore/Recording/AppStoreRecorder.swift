@@ -44,6 +44,9 @@ struct AppStoreRecording: Sendable, Equatable {
     /// report does; then, once it is in the log, its finish: the server has recorded the
     /// content, and an entry the store opened must not wait among the unfinished ones forever.
     var purchase: (event: Event, finish: Event)?
+    /// A transfer of the purchase's chain to its account, appended with the purchase, before
+    /// it (`RestorePolicy.transfer`).
+    var transfer: [Event] = []
     /// The store's reports: `storeTransaction`, then `renewalInfo`, as Apple signed them.
     var reports: [Event]
     /// CONSUMPTION_REQUEST: the refund request, after the reports (`ConsumptionResponder`
@@ -52,20 +55,22 @@ struct AppStoreRecording: Sendable, Equatable {
     var action: AppStoreRecordingAction
 
     static func == (lhs: AppStoreRecording, rhs: AppStoreRecording) -> Bool {
-        lhs.purchase?.event == rhs.purchase?.event && lhs.purchase?.finish == rhs.purchase?.finish
+        lhs.purchase?.event == rhs.purchase?.event && lhs.purchase?.finish == rhs.purchase?.finish && lhs.transfer == rhs.transfer
             && lhs.reports == rhs.reports && lhs.consumptionRequest == rhs.consumptionRequest && lhs.action == rhs.action
     }
 }
 
 extension AppStoreRecorder {
-    /// Appends what a payload records: the purchase, then (once it is in the log, also as a
-    /// duplicate: a retry after a crash between the two finishes the entry) its finish, then
-    /// the store's reports, then the refund request. The outcomes in that order.
+    /// Appends what a payload records: a transfer and the purchase (in one append, so that
+    /// the chain never moves without the purchase that asked for it), then (once the purchase
+    /// is in the log, also as a duplicate: a retry after a crash between the two finishes the
+    /// entry) its finish, then the store's reports, then the refund request. The outcomes in
+    /// that order.
     func record(_ recording: AppStoreRecording) async throws -> [AppendResult] {
         var outcomes: [AppendResult] = []
         if let (purchase, finish) = recording.purchase {
-            outcomes += try await ledger.append(contentsOf: [purchase])
-            if case .success = outcomes[0] {
+            outcomes += try await ledger.append(contentsOf: recording.transfer + [purchase])
+            if case .success = outcomes.last {
                 outcomes += try await ledger.append(contentsOf: [finish])
             }
         }
@@ -119,11 +124,14 @@ struct AppStoreRecorder: Sendable {
     /// account that holds the transaction, or its original transaction (a renewal or a refund
     /// of a purchase the app reported without a token), as `accountHolding` answers; else the
     /// account that first had a report of the same customer (`appTransactionId`), as
-    /// `customerAccount` answers.
+    /// `customerAccount` answers. A chain that account transferred goes where the transfer
+    /// took it (`chainOwner`, given the account and the original transaction): Apple's token
+    /// still names the account it left.
     static func action(
         for notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?,
         renewal: AppStoreRenewalPayload? = nil, accountHolding: (String) throws -> String? = { _ in nil },
-        customerAccount: (String) throws -> String? = { _ in nil }
+        customerAccount: (String) throws -> String? = { _ in nil },
+        chainOwner: (_ account: String, _ originalTransaction: String) throws -> String = { account, _ in account }
     ) rethrows -> AppStoreNotificationAction {
         let type = notification.notificationType
         guard transaction != nil || renewal != nil else {
@@ -133,7 +141,7 @@ struct AppStoreRecorder: Sendable {
         let originalId = transaction?.originalTransactionId ?? renewal?.originalTransactionId
         let token = (transaction?.appAccountToken ?? renewal?.appAccountToken).flatMap(account(fromToken:))
         let customer = transaction?.appTransactionId ?? renewal?.appTransactionId
-        guard let account = try token
+        guard let named = try token
             ?? transactionId.flatMap(accountHolding)
             ?? originalId.flatMap(accountHolding)
             ?? customer.flatMap(customerAccount)
@@ -141,6 +149,7 @@ struct AppStoreRecorder: Sendable {
             let about = transactionId.map { "transaction \($0)" } ?? originalId.map { "original transaction \($0)" } ?? "a transaction"
             return .unattributed("\(type) for \(about) has no appAccountToken, no account holds the transaction, and no account has its customer's appTransactionId")
         }
+        let account = try (originalId ?? transactionId).map { try chainOwner(named, $0) } ?? named
         let uuid = notification.notificationUUID
         guard let notified = notification.signedDate.map(timestamp) else {
             return .refused("\(type) has no signedDate")
@@ -191,15 +200,26 @@ struct AppStoreRecorder: Sendable {
     /// What a StoreKit 2 transaction the device sent records: its purchase, finish and Apple's
     /// report, under ids from Apple's transaction id (`storekit:<id>`) and, for the report,
     /// its signing time. Nil without a `transactionId` or `signedDate`.
-    static func deviceTransaction(_ transaction: AppStoreTransactionPayload, signed: String, account: String) -> AppStoreRecording? {
+    ///
+    /// With `transferredFrom`, the chain moves from that account to this one first, at the
+    /// signing time, and the ids name the account (`storekit:<id>/to/<account>/…`): the
+    /// account it came from used the plain ones.
+    static func deviceTransaction(
+        _ transaction: AppStoreTransactionPayload, signed: String, account: String, transferredFrom: String? = nil
+    ) -> AppStoreRecording? {
         guard let transactionId = transaction.transactionId, let signedAt = transaction.signedDate.map(timestamp) else { return nil }
-        let prefix = "storekit:" + transactionId
+        let prefix = "storekit:" + transactionId + (transferredFrom == nil ? "" : "/to/" + account)
         let report = Event.storeTransaction(
             id: prefix + "/" + signedAt.description, account: account, signedAt: signedAt,
             storeTransaction(transaction, id: transactionId, source: storeKit2Source, signed: signed))
-        return AppStoreRecording(
+        var recording = AppStoreRecording(
             purchase: purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signedAt), reports: [report],
             action: .purchase)
+        if let transferredFrom {
+            recording.transfer = Event.transfer(
+                originalTransaction: transaction.originalTransactionId ?? transactionId, from: transferredFrom, to: account, at: signedAt)
+        }
+        return recording
     }
 
     /// The device-side purchase of a store transaction, and its finish.

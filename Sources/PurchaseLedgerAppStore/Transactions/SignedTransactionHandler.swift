@@ -10,10 +10,13 @@ import PurchaseLedger
 public struct SignedTransactionHandler: Sendable {
     public let verifier: AppStoreSignedDataVerifier
     let ledger: Ledger
+    /// What a transaction whose purchase another account owns does.
+    public let restores: RestorePolicy
 
-    public init(verifier: AppStoreSignedDataVerifier, ledger: Ledger) {
+    public init(verifier: AppStoreSignedDataVerifier, ledger: Ledger, restores: RestorePolicy = .keep) {
         self.verifier = verifier
         self.ledger = ledger
+        self.restores = restores
     }
 
     /// What recording one transaction did, as the JSON answered to the app.
@@ -46,19 +49,28 @@ public struct SignedTransactionHandler: Sendable {
     /// The event ids come from Apple's transaction id (`storekit:<id>`), and the report's from
     /// its signing time too, so the app sending the same transaction again appends nothing.
     /// A transaction another account holds is refused `transactionAlreadyCredited` (store
-    /// transaction ids are global), never answered as that account's duplicate.
+    /// transaction ids are global), never answered as that account's duplicate; unless the
+    /// policy is `transfer`: then the purchase's chain moves to this account first, in the
+    /// same append, when it is a subscription or a non-consumable (what StoreKit restores).
     package func handle(signedTransaction: String, account given: String?) async throws -> Handled {
         let transaction = try await verifier.verifyTransaction(signedTransaction)
         guard let transactionId = transaction.transactionId else { throw Refusal.noTransactionID }
-        let token = transaction.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:))
-        // Apple bound the purchase to its token: another account may not take it.
-        if let token, let given, given != token { throw Refusal.notTheTokensAccount(token: token) }
+        let chain = transaction.originalTransactionId ?? transactionId
+        // Apple's token names the account that bought it; transfers may have moved it since.
+        let token = try transaction.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:))
+            .map { try ledger.account(owningChain: chain, namedBy: $0) }
         guard let account = given ?? token else { throw Refusal.noAccount }
-        guard let recording = AppStoreRecorder.deviceTransaction(transaction, signed: signedTransaction, account: account) else {
+        let owner = try ledger.account(holdingTransaction: transactionId) ?? ledger.account(holdingTransaction: chain) ?? token
+        let transfer = restores == .transfer && owner != nil && owner != account && transaction.isRestorable
+        // Apple bound the purchase to its token: another account may not take it, but by a transfer.
+        if let token, let given, given != token, !transfer { throw Refusal.notTheTokensAccount(token: token) }
+        guard let recording = AppStoreRecorder.deviceTransaction(
+            transaction, signed: signedTransaction, account: account, transferredFrom: transfer ? owner : nil)
+        else {
             throw Refusal.noSignedDate
         }
         let alreadyCredited = { () throws -> Handled? in
-            guard let holder = try ledger.account(holdingTransaction: transactionId), holder != account else { return nil }
+            guard !transfer, let holder = try ledger.account(holdingTransaction: transactionId), holder != account else { return nil }
             let refusal = LedgerError(.transactionAlreadyCredited, "transaction \(transactionId) is held by another account")
             return Handled(account: account, transaction: transactionId, outcomes: [.failure(refusal)])
         }
@@ -66,7 +78,9 @@ public struct SignedTransactionHandler: Sendable {
         let outcomes = try await AppStoreRecorder(ledger: ledger).record(recording)
         // Another account's request for the same transaction may have come first meanwhile:
         // its purchase event has this one's id, and this one is a duplicate of it.
-        if case .success(.duplicate)? = outcomes.first, let refused = try alreadyCredited() { return refused }
+        if case .success(.duplicate)? = outcomes.dropFirst(recording.transfer.count).first, let refused = try alreadyCredited() {
+            return refused
+        }
         return Handled(account: account, transaction: transactionId, outcomes: outcomes)
     }
 }

@@ -224,3 +224,11 @@ extension AppStoreAppTransactionPayload: AppStoreSignedPayload {
     var signedDate: Double? { receiptCreationDate }
     var claimedEnvironment: String? { receiptType }
 }
+
+extension AppStoreTransactionPayload {
+    /// Whether StoreKit restores it, by Apple's `type`: not a consumable or a non-renewing
+    /// subscription (the ledger's rules check the catalog's type again).
+    var isRestorable: Bool {
+        type != "Consumable" && type != "Non-Renewing Subscription"
+    }
+}

@@ -1,0 +1,12 @@
+/// What the server does with a StoreKit 2 transaction an account sends when its purchase (its
+/// chain) belongs to another account: the customer signed in to a new account and restored
+/// (`appStore.restoresAcrossAccounts`, docs/SERVER.md).
+public enum RestorePolicy: String, Sendable, Hashable, Codable, CaseIterable {
+    /// The purchase stays with the account that holds it; the new account's report is refused
+    /// (`transactionAlreadyCredited`). The default.
+    case keep
+    /// The purchase moves to the new account: a `transferred` pair of events, then the new
+    /// account's report; the old account loses it, and Apple's later reports of the chain go to
+    /// the new one.
+    case transfer
+}
