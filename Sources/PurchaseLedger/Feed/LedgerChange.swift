@@ -36,6 +36,8 @@ public enum ChangeDifference: Sendable, Hashable {
         case familyRevoke
         /// A `revoked` event of the device's queue.
         case revokedEvent
+        /// A `transferred` event moved the purchase to another account.
+        case transferred
     }
 
     case entitlementGranted(product: String)
@@ -124,6 +126,7 @@ extension ChangeDifference {
         of product: String, before: AccountProjection?, after: AccountProjection, cause: LedgerChange.Cause
     ) -> Revocation? {
         if case .event(_, .revoked) = cause { return .revokedEvent }
+        if case .event(_, .transferred) = cause { return .transferred }
         guard let before else { return nil }
         var granting = Set(before.subscriptions.filter { $0.status.grantsAccess && sameBytes($0.product, product) }.map { UTF8Key($0.transaction) })
         for purchase in before.storeTransactions where !purchase.isRevoked && sameBytes(purchase.report.product, product) {

@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+@testable import PurchaseLedger
+import LedgerTestSupport
+import PurchaseLedgerLocation
+
+/// Restores across accounts: a `transferred` pair moves a purchase's chain from one account to
+/// another. The account it leaves stops owning it, the one it joins holds its transactions
+/// (its device's report of them is accepted, another account's refused), Apple's later
+/// reports follow it, a transfer back restores the first account, and a reopened ledger, a
+/// replay and `verify` all agree with what appending built.
+struct TransferTests {
+    static let catalog = try! Catalog(products: [
+        .init(id: "pro.monthly", type: .autoRenewable, group: "pro"),
+        .init(id: "lifetime", type: .nonConsumable),
+        .init(id: "coins", type: .consumable, grants: ["coin": 10]),
+    ])
+
+    static let now = Timestamp.now()
+    static func days(_ count: Int) -> Timestamp { Timestamp(seconds: now.seconds + Int64(count) * 86_400) }
+
+    /// A StoreKit 2 purchase as the server records one: the purchase on entry `appstore:<id>`,
+    /// and Apple's report.
+    static func purchase(_ id: String, account: String, transaction: String, original: String, product: String, expires: Int?) -> [Event] {
+        [
+            .transactionUpdated(id: id, account: account, at: days(-1), TransactionUpdated(
+                payment: "appstore:" + transaction, state: .purchased, transaction: transaction, originalTransaction: original,
+                expiresAt: expires.map(days), product: product)),
+            .storeTransaction(id: id + "/report", account: account, signedAt: days(-1), StoreTransaction(
+                transaction: transaction, originalTransaction: original, product: product, purchasedAt: days(-1),
+                expiresAt: expires.map(days))),
+        ]
+    }
+
+    static func appended(_ outcomes: [AppendResult]) throws {
+        for outcome in outcomes {
+            guard case .success(.appended) = outcome else { throw TestFailure("not appended: \(outcome)") }
+        }
+    }
+
+    static func refusal(_ outcome: AppendResult?) -> LedgerError.Code? {
+        if case .failure(let error)? = outcome { return error.code }
+        return nil
+    }
+
+    @Test(arguments: Backend.available)
+    func aTransferMovesTheChainAndATransferBackReturnsIt(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            var positions: [String: UInt64] = [:]
+            var answers: [String: [String]] = [:]
+            do {
+                let ledger = try Ledger.open(location: location, catalog: Self.catalog, configuration: .testing)
+                do {
+                    try Self.appended(try await ledger.append(contentsOf:
+                        Self.purchase("a1", account: "A", transaction: "t1", original: "t1", product: "pro.monthly", expires: 30)
+                        + Self.purchase("a2", account: "A", transaction: "L1", original: "L1", product: "lifetime", expires: nil)
+                        + Self.purchase("a3", account: "A", transaction: "C1", original: "C1", product: "coins", expires: nil)))
+                    #expect(try ledger.entitlements(of: "A") == ["lifetime", "pro.monthly"])
+                    positions["before"] = ledger.position
+
+                    // What cannot move: a consumable, a chain the account does not hold, a transfer
+                    // naming neither of its accounts or the same account twice.
+                    let refused = try await ledger.append(contentsOf:
+                        Event.transfer(originalTransaction: "C1", from: "A", to: "B", at: Self.now).prefix(1)
+                        + Event.transfer(originalTransaction: "nothing", from: "A", to: "B", at: Self.now).prefix(1)
+                        + [Event(id: "x1", account: "C", at: Self.now, payload: .transferred(Transferred(originalTransaction: "t1", from: "A", to: "B"))),
+                           Event(id: "x2", account: "A", at: Self.now, payload: .transferred(Transferred(originalTransaction: "t1", from: "A", to: "A")))])
+                    #expect(refused.map(Self.refusal) == [.notRestorable, .unknownTransaction, .invalidEvent, .invalidEvent])
+                    #expect(ledger.position == positions["before"])
+
+                    // The customer restores on account B: the subscription moves, the lifetime stays.
+                    let transfer = Event.transfer(originalTransaction: "t1", from: "A", to: "B", at: Self.now)
+                    try Self.appended(try await ledger.append(contentsOf: transfer))
+                    positions["transferred"] = ledger.position
+                    #expect(try ledger.entitlements(of: "A") == ["lifetime"])
+                    #expect(try ledger.projection(of: "A")?.subscriptions.isEmpty == true)
+                    #expect(try ledger.entitlements(of: "B") == [])
+                    #expect(try ledger.account(holdingTransaction: "t1") == "B")
+                    #expect(try ledger.account(owningChain: "t1", namedBy: "A") == "B")
+                    #expect(try ledger.account(owningChain: "L1", namedBy: "A") == "A")
+                    // The same request again is a duplicate; another from A, which no longer holds it, is refused.
+                    #expect(try await ledger.append(contentsOf: transfer).allSatisfy { if case .success(.duplicate) = $0 { true } else { false } })
+                    let again = try await ledger.append(contentsOf: Event.transfer(originalTransaction: "t1", from: "A", to: "C", at: Timestamp(seconds: Self.now.seconds + 2)))
+                    #expect(Self.refusal(again.first) == .unknownTransaction)
+
+                    // B's device reports it: B holds and is entitled; A's device may no longer claim it.
+                    try Self.appended(try await ledger.append(contentsOf:
+                        Self.purchase("b1", account: "B", transaction: "t1", original: "t1", product: "pro.monthly", expires: 30)))
+                    #expect(try ledger.entitlements(of: "B") == ["pro.monthly"])
+                    let claim = try await ledger.append(contentsOf: [.transactionUpdated(id: "a4", account: "A", at: Self.now, TransactionUpdated(
+                        payment: "again", state: .purchased, transaction: "t1", originalTransaction: "t1", product: "pro.monthly"))])
+                    #expect(Self.refusal(claim.first) == .transactionAlreadyCredited)
+                    // A report of the chain that still reaches A (its token) grants A nothing.
+                    try Self.appended(try await ledger.append(contentsOf: [
+                        .storeTransaction(id: "a5", account: "A", signedAt: Self.now, StoreTransaction(
+                            transaction: "t2", originalTransaction: "t1", product: "pro.monthly", purchasedAt: Self.days(0), expiresAt: Self.days(60))),
+                    ]))
+                    #expect(try ledger.entitlements(of: "A") == ["lifetime"])
+                    positions["atB"] = ledger.position
+                    answers["A@B"] = try ledger.entitlements(of: "A")
+                    answers["B@B"] = try ledger.entitlements(of: "B")
+
+                    // And back to A, later: A owns it again (its own entries and reports count), B not.
+                    try Self.appended(try await ledger.append(contentsOf: Event.transfer(
+                        originalTransaction: "t1", from: "B", to: "A", at: Timestamp(seconds: Self.now.seconds + 1))))
+                    #expect(try ledger.entitlements(of: "A") == ["lifetime", "pro.monthly"])
+                    #expect(try ledger.projection(of: "A")?.subscriptions.first?.transaction == "t2")
+                    #expect(try ledger.entitlements(of: "B") == [])
+                    #expect(try ledger.account(holdingTransaction: "t1") == "A")
+                    #expect(try ledger.account(owningChain: "t1", namedBy: "B") == "A")
+                    answers["A"] = try ledger.entitlements(of: "A")
+                    answers["B"] = try ledger.entitlements(of: "B")
+
+                    // The feed says A lost it by the transfer, and B gained it by its report.
+                    let changes = try await ChangeFeedTests.collect(ledger.changes(follow: false)) { _ in false }
+                    let leaving = try #require(changes.first { if case .event(transfer[0].id, .transferred) = $0.cause { true } else { false } })
+                    #expect(leaving.account == "A")
+                    #expect(leaving.differences.contains(.entitlementRevoked(product: "pro.monthly", reason: .transferred)))
+                    #expect(changes.contains { $0.account == "B" && $0.differences.contains(.entitlementGranted(product: "pro.monthly")) })
+                    _ = try await ledger.writeSnapshot()
+                } catch {
+                    await ledger.close()
+                    throw error
+                }
+                await ledger.close()
+            }
+
+            // Reopened (from the snapshot), replayed from the log, and verified: the same answers.
+            let reopened = try Ledger.open(location: location, catalog: Self.catalog, configuration: .testing)
+            #expect(try reopened.entitlements(of: "A") == answers["A"])
+            #expect(try reopened.entitlements(of: "B") == answers["B"])
+            let replayed = try reopened.state(at: reopened.position)
+            #expect(replayed.projection(of: "A", asOf: .now())?.entitlements == answers["A"])
+            #expect(replayed.projection(of: "B", asOf: .now())?.entitlements == answers["B"])
+            // At a position in between, what the accounts had then.
+            let atB = try #require(positions["atB"])
+            #expect(try reopened.projection(of: "A", atPosition: atB)?.entitlements == answers["A@B"])
+            #expect(try reopened.projection(of: "B", atPosition: atB)?.entitlements == answers["B@B"])
+            #expect(try reopened.projection(of: "A", atPosition: try #require(positions["before"]))?.entitlements == ["lifetime", "pro.monthly"])
+            await reopened.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(log.verify().isIntact)
+        }
+    }
+}
