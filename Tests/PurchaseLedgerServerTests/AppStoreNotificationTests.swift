@@ -17,13 +17,14 @@ struct AppStoreNotificationTests {
 
     /// The harness with notifications signed by `signer`'s root, in the sandbox.
     static func run(
-        signer: TestAppStoreSigner, _ body: @Sendable (ServerHarness, any TestClientProtocol) async throws -> Void
+        signer: TestAppStoreSigner, restores: RestorePolicy = .keep,
+        _ body: @Sendable (ServerHarness, any TestClientProtocol) async throws -> Void
     ) async throws {
         let verifier = signer.verifier()
         try await ServerHarness.run(notifications: { ledger, directory in
             AppStoreNotificationHandler(
                 verifier: verifier, unattributed: UnattributedNotificationLog(path: directory + "/unattributed.jsonl"), ledger: ledger)
-        }, body)
+        }, restores: restores, body)
     }
 
     /// Apple's `signedTransaction.json`, for the sandbox, without its revocation unless asked

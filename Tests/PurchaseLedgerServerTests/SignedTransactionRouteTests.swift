@@ -61,6 +61,58 @@ struct SignedTransactionRouteTests {
         }
     }
 
+    /// Restores across accounts: the customer signs in to another account and StoreKit 2 sends
+    /// the same transaction. `keep` refuses it there; `transfer` moves the subscription (the
+    /// old account loses it, Apple's later notifications, which still carry the old account's
+    /// token, go to the new one), and the old account restoring takes it back.
+    @Test(arguments: RestorePolicy.allCases)
+    func aTransactionAnotherAccountOwnsFollowsThePolicy(_ policy: RestorePolicy) async throws {
+        let signer = try TestAppStoreSigner()
+        let (first, second) = (Notifications.account, "player-2")
+        try await Notifications.run(signer: signer, restores: policy) { harness, client in
+            let signed = try signer.sign(Notifications.transaction())
+            #expect(try await Self.post(["signedTransaction": signed], client).status == .ok)
+            let restored = try await Self.post(["signedTransaction": signed, "account": second], client)
+            func entitlements(_ account: String) async throws -> [String]? {
+                try await client.account(account, asOf: Notifications.duringSubscription)["entitlements"] as? [String]
+            }
+            switch policy {
+            case .keep:
+                #expect(restored.status == .badRequest)
+                #expect(try await entitlements(first) == ["com.example.product"])
+                #expect(try await entitlements(second)?.isEmpty ?? true)
+                // Without Apple's token the transaction stays with the account holding it.
+                let unbound = try signer.sign(Notifications.transaction(["appAccountToken": NSNull(), "transactionId": "23999", "originalTransactionId": "23999"]))
+                #expect(try await Self.post(["signedTransaction": unbound, "account": "player-3"], client).status == .ok)
+                let refused = try await Self.post(["signedTransaction": unbound, "account": second], client).object
+                #expect((refused["outcomes"] as? [[String: Any]])?.first?["error"] as? String == "transactionAlreadyCredited")
+                #expect(try harness.ledger.account(holdingTransaction: "23999") == "player-3")
+            case .transfer:
+                #expect(restored.status == .ok)
+                let outcomes = try #require(try restored.object["outcomes"] as? [[String: Any]])
+                #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "appended", "appended", "appended", "appended"])
+                #expect(try await entitlements(first) == [])
+                #expect(try await entitlements(second) == ["com.example.product"])
+                let transaction = try Notifications.transaction()
+                let original = try #require(transaction["originalTransactionId"] as? String)
+                #expect(try harness.ledger.account(owningChain: original, namedBy: first) == second)
+                // Apple renews it, naming the first account's token: the report goes to the second.
+                let renewed = try Notifications.transaction(["transactionId": "23457"])
+                let notified = try await Notifications.post(try Notifications.notification(
+                    "DID_RENEW", uuid: "renewal-1", transaction: renewed, signer: signer), client)
+                #expect(notified.status == .ok)
+                #expect(try harness.ledger.history(account: second).contains { $0.event.id.hasPrefix("renewal-1") })
+                #expect(try harness.ledger.history(account: first).allSatisfy { !$0.event.id.hasPrefix("renewal-1") })
+                // The first account restores: it is its own again.
+                let back = try await Self.post(["signedTransaction": signed, "account": first], client)
+                #expect(back.status == .ok)
+                #expect(try await entitlements(first) == ["com.example.product"])
+                #expect(try await entitlements(second) == [])
+                #expect(try harness.ledger.history(account: first).filter { $0.event.type == .transferred }.count == 2)
+            }
+        }
+    }
+
     @Test func aForgedOrUnauthorizedTransactionChangesNothing() async throws {
         let signer = try TestAppStoreSigner()
         let stranger = try TestAppStoreSigner()

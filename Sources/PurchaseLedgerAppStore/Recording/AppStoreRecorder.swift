@@ -201,23 +201,24 @@ struct AppStoreRecorder: Sendable {
     /// report, under ids from Apple's transaction id (`storekit:<id>`) and, for the report,
     /// its signing time. Nil without a `transactionId` or `signedDate`.
     ///
-    /// With `transferredFrom`, the chain moves from that account to this one first, at the
-    /// signing time, and the ids name the account (`storekit:<id>/to/<account>/…`): the
-    /// account it came from used the plain ones.
+    /// With `transfer`, the chain moves from that account to this one first, at the instant
+    /// given (the server's: the same signed transaction may move one way and back), and the
+    /// ids name the account (`storekit:<id>/to/<account>/…`): the account it came from used
+    /// the plain ones.
     static func deviceTransaction(
-        _ transaction: AppStoreTransactionPayload, signed: String, account: String, transferredFrom: String? = nil
+        _ transaction: AppStoreTransactionPayload, signed: String, account: String, transfer: (from: String, at: Timestamp)? = nil
     ) -> AppStoreRecording? {
         guard let transactionId = transaction.transactionId, let signedAt = transaction.signedDate.map(timestamp) else { return nil }
-        let prefix = "storekit:" + transactionId + (transferredFrom == nil ? "" : "/to/" + account)
+        let prefix = "storekit:" + transactionId + (transfer == nil ? "" : "/to/" + account)
         let report = Event.storeTransaction(
             id: prefix + "/" + signedAt.description, account: account, signedAt: signedAt,
             storeTransaction(transaction, id: transactionId, source: storeKit2Source, signed: signed))
         var recording = AppStoreRecording(
             purchase: purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signedAt), reports: [report],
             action: .purchase)
-        if let transferredFrom {
+        if let transfer {
             recording.transfer = Event.transfer(
-                originalTransaction: transaction.originalTransactionId ?? transactionId, from: transferredFrom, to: account, at: signedAt)
+                originalTransaction: transaction.originalTransactionId ?? transactionId, from: transfer.from, to: account, at: transfer.at)
         }
         return recording
     }

@@ -62,10 +62,11 @@ public struct SignedTransactionHandler: Sendable {
         guard let account = given ?? token else { throw Refusal.noAccount }
         let owner = try ledger.account(holdingTransaction: transactionId) ?? ledger.account(holdingTransaction: chain) ?? token
         let transfer = restores == .transfer && owner != nil && owner != account && transaction.isRestorable
+        let transferFrom = transfer ? owner.map { (from: $0, at: Timestamp.now()) } : nil
         // Apple bound the purchase to its token: another account may not take it, but by a transfer.
         if let token, let given, given != token, !transfer { throw Refusal.notTheTokensAccount(token: token) }
         guard let recording = AppStoreRecorder.deviceTransaction(
-            transaction, signed: signedTransaction, account: account, transferredFrom: transfer ? owner : nil)
+            transaction, signed: signedTransaction, account: account, transfer: transferFrom)
         else {
             throw Refusal.noSignedDate
         }

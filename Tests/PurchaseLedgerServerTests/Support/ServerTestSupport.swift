@@ -55,6 +55,7 @@ struct ServerHarness: Sendable {
         _ setup: TestingSetup = .router,
         limits: ServerConfiguration.Limits = .init(),
         notifications: (@Sendable (Ledger, String) throws -> AppStoreNotificationHandler)? = nil,
+        restores: RestorePolicy = .keep,
         _ body: @Sendable (ServerHarness, any TestClientProtocol) async throws -> R
     ) async throws -> R {
         try await withTemporaryDirectory { directory in
@@ -69,7 +70,7 @@ struct ServerHarness: Sendable {
             do {
                 let routes = LedgerRoutes<LedgerRequestContext>(
                     ledger: ledger, keys: APIKeys(TestKeys.configured), limits: limits,
-                    notifications: try notifications?(ledger, directory),
+                    notifications: try notifications?(ledger, directory), restores: restores,
                     metricsRegistry: registry, metricsFactory: factory)
                 let router = Router(context: LedgerRequestContext.self)
                 router.addRoutes(routes.collection)
