@@ -435,6 +435,8 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     /// The event types a key needs more than `events:write` for, and the scope each needs.
     static let beyondWriting: [(types: Set<EventType>, scope: Scope)] = [
         ([.revoked], .eventsRevoke),
-        ([.storeTransaction, .renewalInfo, .consumptionRequest, .consumptionAnswer], .eventsStore),
+        // A transfer moves another account's purchase, and the calls to Apple and their
+        // answers are Apple's word: none is a device's to send.
+        ([.storeTransaction, .renewalInfo, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred], .eventsStore),
     ]
 }
