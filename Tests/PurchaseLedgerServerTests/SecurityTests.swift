@@ -117,6 +117,16 @@ struct SecurityTests {
             let outcomes = try await client.post(events: [report], key: TestKeys.backOffice)
             #expect(outcomes.map { $0["outcome"] as? String } == ["appended"])
             #expect(try await client.account("ana")["entitlements"] as? [String] == ["com.example.hardwords"])
+
+            // A transfer takes a purchase from another account: the device's key may not send one.
+            let transfer = Event.transfer(originalTransaction: "t9", from: "ana", to: "eve", at: Timestamp(seconds: 1_767_225_700))
+                .map(\.jsonLine).joined(separator: "\n")
+            let refused = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: "application/x-ndjson", body: transfer)
+            #expect(refused.status == .forbidden)
+            #expect(try await client.account("ana")["entitlements"] as? [String] == ["com.example.hardwords"])
+            let moved = try await client.send(.post, "/v1/events", key: TestKeys.backOffice, contentType: "application/x-ndjson", body: transfer)
+            #expect(moved.status == .ok)
+            #expect(try await client.account("ana")["entitlements"] as? [String] == [])
         }
     }
 
