@@ -437,6 +437,6 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
         ([.revoked], .eventsRevoke),
         // A transfer moves another account's purchase, and the calls to Apple and their
         // answers are Apple's word: none is a device's to send.
-        ([.storeTransaction, .renewalInfo, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred], .eventsStore),
+        ([.storeTransaction, .renewalInfo, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred, .shared], .eventsStore),
     ]
 }

@@ -64,7 +64,8 @@ struct SignedTransactionRouteTests {
     /// Restores across accounts: the customer signs in to another account and StoreKit 2 sends
     /// the same transaction. `keep` refuses it there; `transfer` moves the subscription (the
     /// old account loses it, Apple's later notifications, which still carry the old account's
-    /// token, go to the new one), and the old account restoring takes it back.
+    /// token, go to the new one), and the old account restoring takes it back; `share` gives
+    /// it to both, once.
     @Test(arguments: RestorePolicy.allCases)
     func aTransactionAnotherAccountOwnsFollowsThePolicy(_ policy: RestorePolicy) async throws {
         let signer = try TestAppStoreSigner()
@@ -109,6 +110,21 @@ struct SignedTransactionRouteTests {
                 #expect(try await entitlements(first) == ["com.example.product"])
                 #expect(try await entitlements(second) == [])
                 #expect(try harness.ledger.history(account: first).filter { $0.event.type == .transferred }.count == 2)
+            case .share:
+                #expect(restored.status == .ok)
+                let outcomes = try #require(try restored.object["outcomes"] as? [[String: Any]])
+                #expect(outcomes.map { $0["outcome"] as? String } == ["appended", "appended", "appended", "appended"])
+                #expect(try await entitlements(first) == ["com.example.product"])
+                #expect(try await entitlements(second) == ["com.example.product"])
+                // Sent again: nothing new, and the purchase is shared once.
+                let again = try await Self.post(["signedTransaction": signed, "account": second], client).object
+                #expect((again["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["duplicate", "duplicate", "duplicate"])
+                #expect(try harness.ledger.history(account: second).filter { $0.event.type == .shared }.count == 1)
+                // Apple's renewal goes to the owner, whose token it carries.
+                let renewed = try Notifications.transaction(["transactionId": "23457"])
+                #expect(try await Notifications.post(try Notifications.notification(
+                    "DID_RENEW", uuid: "renewal-1", transaction: renewed, signer: signer), client).status == .ok)
+                #expect(try harness.ledger.history(account: first).contains { $0.event.id.hasPrefix("renewal-1") })
             }
         }
     }

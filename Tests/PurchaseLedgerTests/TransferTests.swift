@@ -143,4 +143,47 @@ struct TransferTests {
             #expect(log.verify().isIntact)
         }
     }
+
+    /// Sharing: the owner keeps the purchase, and the account it is shared with may report and
+    /// hold its transactions too; a third account still may not.
+    @Test(arguments: Backend.available)
+    func aSharedPurchaseGrantsBothAccounts(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: Self.catalog, configuration: .testing)
+            defer { Task { await ledger.close() } }
+            try Self.appended(try await ledger.append(contentsOf:
+                Self.purchase("a1", account: "A", transaction: "t1", original: "t1", product: "pro.monthly", expires: 30)
+                + Self.purchase("a3", account: "A", transaction: "C1", original: "C1", product: "coins", expires: nil)))
+            let refused = try await ledger.append(contentsOf: [
+                Event.share(originalTransaction: "C1", from: "A", to: "B", at: Self.now),
+                Event.share(originalTransaction: "t1", from: "D", to: "B", at: Self.now),
+                Event(id: "x", account: "A", at: Self.now, payload: .shared(Transferred(originalTransaction: "t1", from: "A", to: "B"))),
+            ])
+            #expect(refused.map(Self.refusal) == [.notRestorable, .unknownTransaction, .invalidEvent])
+            // Before the share, B's device may not report it.
+            let early = try await ledger.append(contentsOf: Self.purchase("b0", account: "B", transaction: "t1", original: "t1", product: "pro.monthly", expires: 30))
+            #expect(early.map(Self.refusal) == [.transactionAlreadyCredited, .transactionAlreadyCredited])
+
+            let share = Event.share(originalTransaction: "t1", from: "A", to: "B", at: Self.now)
+            try Self.appended(try await ledger.append(contentsOf: [share]
+                + Self.purchase("b1", account: "B", transaction: "t1", original: "t1", product: "pro.monthly", expires: 30)))
+            #expect(try ledger.entitlements(of: "A") == ["pro.monthly"])
+            #expect(try ledger.entitlements(of: "B") == ["pro.monthly"])
+            #expect(try ledger.account(holdingTransaction: "t1") == "A")
+            #expect(try ledger.account("B", sharesChain: "t1", from: "A"))
+            #expect(try !ledger.account("C", sharesChain: "t1", from: "A"))
+            let again = try await ledger.append(contentsOf: [Event.share(originalTransaction: "t1", from: "A", to: "B", at: Self.days(1))])
+            #expect(again.allSatisfy { if case .success(.duplicate) = $0 { true } else { false } })
+            let third = try await ledger.append(contentsOf: Self.purchase("c1", account: "C", transaction: "t1", original: "t1", product: "pro.monthly", expires: 30))
+            #expect(third.map(Self.refusal) == [.transactionAlreadyCredited, .transactionAlreadyCredited])
+
+            let answers = try ["A", "B"].map { try ledger.entitlements(of: $0) }
+            let replayed = try ledger.state(at: ledger.position)
+            #expect(["A", "B"].map { replayed.projection(of: $0, asOf: .now())?.entitlements ?? [] } == answers)
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(log.verify().isIntact)
+        }
+    }
 }

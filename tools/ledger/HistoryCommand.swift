@@ -101,6 +101,8 @@ extension LedgerCommand {
                 if let grace = info.gracePeriodEndsAt { detail.append("grace until \(grace)") }
             case .transferred(let transfer):
                 detail = ["original \(transfer.originalTransaction)", "from \(transfer.from) to \(transfer.to)"]
+            case .shared(let transfer):
+                detail = ["original \(transfer.originalTransaction)", "shared by \(transfer.from)"]
             case .consumptionConsent(let consent):
                 detail = [consent.consented ? "consented" : "declined"]
             case .consumptionRequest(let request):

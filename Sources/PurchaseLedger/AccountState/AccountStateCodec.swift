@@ -14,7 +14,7 @@
 ///     byte       app transaction: 0 none, 1 present; then signedAt, event id, its fields
 ///                (`AppStoreCallCoding`)
 ///     varint     chains transferred, then each: original transaction, side (0 leaving,
-///                1 joining), the other account, position
+///                1 joining, 2 sharing), the other account, position
 ///     4 bytes    CRC-32C (little-endian) of every byte before it
 enum AccountStateCodec {
     static func encode(_ state: AccountState) -> [UInt8] {
@@ -91,7 +91,8 @@ enum AccountStateCodec {
         for chain in state.transfers.keys.sorted() {
             let transfer = state.transfers[chain]!
             writer.string(chain.string)
-            writer.byte(transfer.side == .leaving ? 0 : 1)
+            let side: UInt8 = switch transfer.side { case .leaving: 0; case .joining: 1; case .sharing: 2 }
+            writer.byte(side)
             writer.string(transfer.other)
             writer.varint(transfer.position)
         }
@@ -211,6 +212,7 @@ enum AccountStateCodec {
                 switch try reader.byte() {
                 case 0: side = .leaving
                 case 1: side = .joining
+                case 2: side = .sharing
                 default: throw Damage(description: "unknown transfer side")
                 }
                 state.transfers[UTF8Key(chain)] = ChainTransfer(side: side, other: try reader.string(), position: try reader.varint())

@@ -278,6 +278,15 @@ public final class Ledger: Sendable {
         return owner
     }
 
+    /// Whether `owner` shared the chain `originalTransaction` names with `account` (a `shared`
+    /// event), and no transfer of it to or from `account` came since.
+    public func account(_ account: String, sharesChain originalTransaction: String, from owner: String) throws -> Bool {
+        guard EventLimits.nameBytes.contains(originalTransaction.utf8.count) else { return false }
+        return try live.withAccount(UTF8Key(account)) { state, _, _ in
+            state.transfers[UTF8Key(originalTransaction)].map { $0.side == .sharing && sameBytes($0.other, owner) } ?? false
+        } ?? false
+    }
+
     /// The account of the first store report that named Apple's `appTransactionId` (one per
     /// customer and app), nil when none did: for a notification without `appAccountToken`
     /// about a transaction no account holds yet.

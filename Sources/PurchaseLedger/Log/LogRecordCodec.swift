@@ -5,7 +5,7 @@
 ///                   or copied elsewhere, is detected)
 ///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo,
 ///                   9 consumptionConsent, 10 consumptionRequest, 11 consumptionAnswer,
-///                   12 appStoreCall, 13 appTransaction, 14 transferred)
+///                   12 appStoreCall, 13 appTransaction, 14 transferred, 15 shared)
 ///     string ×2     id, account            (string = varint length + UTF-8)
 ///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
 ///     …             the type's fields; optional fields behind a presence mask (a byte; a
@@ -96,7 +96,7 @@ enum LogRecordCodec {
             writer.appStoreCall(call)
         case .appTransaction(let info):
             writer.appTransaction(info)
-        case .transferred(let transfer):
+        case .transferred(let transfer), .shared(let transfer):
             writer.string(transfer.originalTransaction)
             writer.string(transfer.from)
             writer.string(transfer.to)
@@ -196,8 +196,9 @@ enum LogRecordCodec {
             payload = .appStoreCall(try reader.appStoreCall())
         case .appTransaction:
             payload = .appTransaction(try reader.appTransaction())
-        case .transferred:
-            payload = .transferred(Transferred(originalTransaction: try reader.string(), from: try reader.string(), to: try reader.string()))
+        case .transferred, .shared:
+            let transfer = Transferred(originalTransaction: try reader.string(), from: try reader.string(), to: try reader.string())
+            payload = type == .shared ? .shared(transfer) : .transferred(transfer)
         }
         return Event(id: id, account: account, at: at, payload: payload)
     }

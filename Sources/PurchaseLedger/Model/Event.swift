@@ -42,6 +42,8 @@ public struct Event: Sendable, Hashable {
         case appTransaction(AppTransactionInfo)
         /// A purchase's chain moved between accounts (`TransferEvents.swift`).
         case transferred(Transferred)
+        /// Another account's purchase shared with this one (`to`), its owner keeping it.
+        case shared(Transferred)
     }
 
     /// The `type` field of the interchange format.
@@ -61,6 +63,7 @@ public struct Event: Sendable, Hashable {
         case .appStoreCall: .appStoreCall
         case .appTransaction: .appTransaction
         case .transferred: .transferred
+        case .shared: .shared
         }
     }
 
@@ -71,7 +74,7 @@ public struct Event: Sendable, Hashable {
         case .transactionUpdated(let u): u.payment
         case .downloadUpdated(let d): d.payment
         case .transactionFinished(let f): f.payment
-        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred: nil
+        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred, .shared: nil
         }
     }
 }
@@ -82,7 +85,7 @@ public enum EventType: String, Sendable, Hashable, CaseIterable {
     case storeTransaction, renewalInfo
     case consumptionConsent, consumptionRequest, consumptionAnswer
     case appStoreCall, appTransaction
-    case transferred
+    case transferred, shared
 }
 
 /// The app called `addPayment`: opens a queue entry in state `added`.

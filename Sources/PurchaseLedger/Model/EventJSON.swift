@@ -145,10 +145,11 @@ extension Event {
                 preorderedAt: try reader.optionalTimestamp("preorderedAt"),
                 environment: try reader.optionalEnumeration("environment"),
                 signed: try reader.optionalString("signed")))
-        case .transferred:
-            payload = .transferred(Transferred(
+        case .transferred, .shared:
+            let transfer = Transferred(
                 originalTransaction: try reader.string("originalTransaction"),
-                from: try reader.string("from"), to: try reader.string("to")))
+                from: try reader.string("from"), to: try reader.string("to"))
+            payload = type == .shared ? .shared(transfer) : .transferred(transfer)
         case .appStoreCall:
             guard let call: AppStoreCallKind = try reader.optionalEnumeration("call") else {
                 throw .invalid("missing required field `call`")
@@ -247,7 +248,7 @@ extension Event {
             writer.member("appTransaction", info.appTransaction)
             info.writeDetails(to: &writer)
             writer.member("signed", ifPresent: info.signed)
-        case .transferred(let transfer):
+        case .transferred(let transfer), .shared(let transfer):
             writer.member("originalTransaction", transfer.originalTransaction)
             writer.member("from", transfer.from)
             writer.member("to", transfer.to)

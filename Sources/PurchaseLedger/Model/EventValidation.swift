@@ -84,13 +84,13 @@ extension Event {
             if consumed.amount < 1 {
                 throw .invalid("`amount` must be an integer ≥ 1 (got \(consumed.amount))")
             }
-        case .transferred(let transfer):
-            try Self.checkName(transfer.originalTransaction, "originalTransaction")
-            try Self.checkKey(transfer.from, "from")
-            try Self.checkKey(transfer.to, "to")
-            guard !sameBytes(transfer.from, transfer.to) else {
-                throw .invalid("`from` and `to` must be different accounts")
+        case .shared(let transfer):
+            try Self.checkTransfer(transfer)
+            guard transfer.side(of: account) == .joining else {
+                throw .invalid("a `shared` event belongs to its `to` account")
             }
+        case .transferred(let transfer):
+            try Self.checkTransfer(transfer)
             guard transfer.side(of: account) != nil else {
                 throw .invalid("a `transferred` event belongs to its `from` or its `to` account")
             }
@@ -203,6 +203,15 @@ extension Event {
     }
 
     /// A name the event cannot do without: 1 to 256 bytes.
+    private static func checkTransfer(_ transfer: Transferred) throws(LedgerError) {
+        try checkName(transfer.originalTransaction, "originalTransaction")
+        try checkKey(transfer.from, "from")
+        try checkKey(transfer.to, "to")
+        guard !sameBytes(transfer.from, transfer.to) else {
+            throw .invalid("`from` and `to` must be different accounts")
+        }
+    }
+
     private static func checkID(_ value: String, _ field: String) throws(LedgerError) {
         let count = value.utf8.count
         guard count >= 1, EventLimits.nameBytes.contains(count) else {

@@ -1,4 +1,5 @@
-/// A subscription or non-consumable purchase moved from one account to another: the customer
+/// A subscription or non-consumable purchase moved from one account to another (`transferred`),
+/// or shared with another (`shared`): the customer
 /// restored on a new account the purchase another account holds, and the server's policy for
 /// restores across accounts is to transfer (docs/FORMAT.md, "Transfers").
 ///
@@ -25,6 +26,8 @@ public struct Transferred: Sendable, Hashable {
         case leaving
         /// The account the purchase joins.
         case joining
+        /// The account the purchase is shared with (`shared`), its owner keeping it.
+        case sharing
     }
 
     public func side(of account: String) -> Side? {
@@ -42,6 +45,13 @@ public struct Transferred: Sendable, Hashable {
 }
 
 extension Event {
+    /// The `shared` event giving `to` the purchase `from` owns, which `from` keeps: id
+    /// `share/<originalTransaction>/<at>`.
+    public static func share(originalTransaction: String, from: String, to: String, at: Timestamp) -> Event {
+        Event(id: "share/\(originalTransaction)/\(at)", account: to, at: at,
+              payload: .shared(Transferred(originalTransaction: originalTransaction, from: from, to: to)))
+    }
+
     /// The two events of a transfer of `originalTransaction` from `from` to `to`, in the order
     /// they are appended (leaving first).
     public static func transfer(originalTransaction: String, from: String, to: String, at: Timestamp) -> [Event] {

@@ -181,6 +181,12 @@ enum Projector {
                 try store.setHolder(joining, of: transaction)
             }
 
+        case .shared(let share):
+            // The owner keeps the chain and its holds; this account may hold its transactions
+            // too (`Rules.mayHold`), and its own records of them grant here.
+            try store.change(account, .transfer(
+                chain: UTF8Key(share.originalTransaction), ChainTransfer(side: .sharing, other: share.from, position: position)))
+
         case .consumptionRequest, .consumptionAnswer, .appStoreCall:
             // In the log for audit and for answering again; the account exists (every account
             // with an event is listed), and nothing else changes.

@@ -47,7 +47,7 @@ enum Rules {
             lookups.transactions.append(revoked.transaction)
         case .storeTransaction(let fact):
             lookups.transactions.append(fact.transaction)
-        case .transferred(let transfer):
+        case .transferred(let transfer), .shared(let transfer):
             lookups.transactions.append(transfer.originalTransaction)
         default:
             break
@@ -85,6 +85,8 @@ enum Rules {
             return .append
         case .transferred(let transfer):
             return try transferred(transfer, account: account, in: context)
+        case .shared(let share):
+            return try shared(share, account: account, in: context)
         case .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction:
             // Records of what was said: a request may name a transaction the ledger never saw
             // (that is the answer: not delivered), and an answer is the server's own.
@@ -151,7 +153,7 @@ enum Rules {
         // before the device did); it is appended, and the projector credits nothing for it.
         if update.state == .purchased || update.state == .restored, let transaction = update.transaction,
            let holder = try context.holder(of: UTF8Key(transaction)),
-           !sameBytes(holder.entry.account, accountID) {
+           !(try mayHold(holder, chain: update.originalTransaction ?? transaction, account: accountID, in: context)) {
             return .reject(LedgerError(.transactionAlreadyCredited,
                 "store transaction \"\(transaction)\" is already held by another account; a transaction credits once"))
         }
@@ -274,6 +276,39 @@ enum Rules {
         return .append
     }
 
+    // MARK: shared
+
+    /// The owner must hold the chain (as for a transfer's leaving account: `unknownTransaction`,
+    /// `notRestorable`); sharing it again with the same account is a duplicate of the first.
+    private static func shared(_ share: Transferred, account: UTF8Key, in context: some RuleContext) throws -> Decision {
+        let chain = UTF8Key(share.originalTransaction)
+        let owner = UTF8Key(share.from)
+        if let last = try context.read(account, { $0.transfers[chain] }), last.side == .sharing, sameBytes(last.other, share.from) {
+            return .duplicate(of: last.position)
+        }
+        if let last = try context.read(owner, { $0.transfers[chain] }), last.side == .leaving {
+            return .reject(LedgerError(.unknownTransaction,
+                "\"\(share.from)\" transferred \"\(share.originalTransaction)\" to \"\(last.other)\" at position \(last.position); it no longer holds it"))
+        }
+        guard let type = try context.read(owner, { $0.productType(ofChain: chain) }) else {
+            return .reject(LedgerError(.unknownTransaction,
+                "no entry or store report of \"\(share.from)\" holds \"\(share.originalTransaction)\" or a transaction of it"))
+        }
+        guard type.isRestorable else {
+            return .reject(LedgerError(.notRestorable,
+                "\(type.rawValue) products are never restored, so never shared; only non-consumables and auto-renewable subscriptions are"))
+        }
+        return .append
+    }
+
+    /// Whether `account` may hold a store transaction `holder` holds: its own, or of a chain the
+    /// holder's account shared with it.
+    private static func mayHold(_ holder: TransactionHolder, chain: String, account: String, in context: some RuleContext) throws -> Bool {
+        if sameBytes(holder.entry.account, account) { return true }
+        guard let standing = try context.read(UTF8Key(account), { $0.transfers[UTF8Key(chain)] }) else { return false }
+        return standing.side == .sharing && sameBytes(standing.other, holder.entry.account)
+    }
+
     // MARK: storeTransaction
 
     /// The store's report is kept whatever arrived before it (a refund before its purchase
@@ -288,7 +323,8 @@ enum Rules {
         if let rejection = singleQuantity(fact.quantity, product: product) {
             return .reject(rejection)
         }
-        if let holder = try context.holder(of: UTF8Key(fact.transaction)), !sameBytes(holder.entry.account, account) {
+        if let holder = try context.holder(of: UTF8Key(fact.transaction)),
+           !(try mayHold(holder, chain: fact.originalTransaction ?? fact.transaction, account: account, in: context)) {
             return .reject(LedgerError(.transactionAlreadyCredited,
                 "store transaction \"\(fact.transaction)\" is held by another account; its store reports go to that account"))
         }

@@ -44,8 +44,8 @@ struct AppStoreRecording: Sendable, Equatable {
     /// report does; then, once it is in the log, its finish: the server has recorded the
     /// content, and an entry the store opened must not wait among the unfinished ones forever.
     var purchase: (event: Event, finish: Event)?
-    /// A transfer of the purchase's chain to its account, appended with the purchase, before
-    /// it (`RestorePolicy.transfer`).
+    /// A transfer of the purchase's chain to its account, or its sharing with it, appended with
+    /// the purchase, before it (`RestorePolicy`).
     var transfer: [Event] = []
     /// The store's reports: `storeTransaction`, then `renewalInfo`, as Apple signed them.
     var reports: [Event]
@@ -201,26 +201,40 @@ struct AppStoreRecorder: Sendable {
     /// report, under ids from Apple's transaction id (`storekit:<id>`) and, for the report,
     /// its signing time. Nil without a `transactionId` or `signedDate`.
     ///
-    /// With `transfer`, the chain moves from that account to this one first, at the instant
-    /// given (the server's: the same signed transaction may move one way and back), and the
-    /// ids name the account (`storekit:<id>/to/<account>/…`): the account it came from used
-    /// the plain ones.
+    /// With an `arrival` (the purchase another account owns, `RestorePolicy`), the ids name
+    /// the account (`storekit:<id>/to/<account>/…`): the owner used the plain ones.
     static func deviceTransaction(
-        _ transaction: AppStoreTransactionPayload, signed: String, account: String, transfer: (from: String, at: Timestamp)? = nil
+        _ transaction: AppStoreTransactionPayload, signed: String, account: String, arrival: Arrival? = nil
     ) -> AppStoreRecording? {
         guard let transactionId = transaction.transactionId, let signedAt = transaction.signedDate.map(timestamp) else { return nil }
-        let prefix = "storekit:" + transactionId + (transfer == nil ? "" : "/to/" + account)
+        let prefix = "storekit:" + transactionId + (arrival == nil ? "" : "/to/" + account)
         let report = Event.storeTransaction(
             id: prefix + "/" + signedAt.description, account: account, signedAt: signedAt,
             storeTransaction(transaction, id: transactionId, source: storeKit2Source, signed: signed))
         var recording = AppStoreRecording(
             purchase: purchase(transaction, id: transactionId, account: account, uuid: prefix, at: signedAt), reports: [report],
             action: .purchase)
-        if let transfer {
-            recording.transfer = Event.transfer(
-                originalTransaction: transaction.originalTransactionId ?? transactionId, from: transfer.from, to: account, at: transfer.at)
+        let chain = transaction.originalTransactionId ?? transactionId
+        switch arrival {
+        case .transfer(let from, let at)?:
+            recording.transfer = Event.transfer(originalTransaction: chain, from: from, to: account, at: at)
+        case .share(let from, let at)?:
+            recording.transfer = [Event.share(originalTransaction: chain, from: from, to: account, at: at)]
+        case .shared?, nil:
+            break
         }
         return recording
+    }
+
+    /// How a purchase another account owns comes to the account a device reports it for. The
+    /// instants are the server's: the same signed transaction may move one way and back.
+    enum Arrival: Equatable {
+        /// Moved here now (`transferred`).
+        case transfer(from: String, at: Timestamp)
+        /// Shared with it now (`shared`).
+        case share(from: String, at: Timestamp)
+        /// Shared with it before.
+        case shared
     }
 
     /// The device-side purchase of a store transaction, and its finish.

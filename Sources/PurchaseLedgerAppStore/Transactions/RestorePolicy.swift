@@ -9,4 +9,8 @@ public enum RestorePolicy: String, Sendable, Hashable, Codable, CaseIterable {
     /// account's report; the old account loses it, and Apple's later reports of the chain go to
     /// the new one.
     case transfer
+    /// Both accounts have it: a `shared` event, then the new account's report. The owner keeps
+    /// it, and Apple's later notifications (whose token names the owner) go to the owner; the
+    /// new account's answers follow what its device reports.
+    case share
 }

@@ -50,8 +50,9 @@ public struct SignedTransactionHandler: Sendable {
     /// its signing time too, so the app sending the same transaction again appends nothing.
     /// A transaction another account holds is refused `transactionAlreadyCredited` (store
     /// transaction ids are global), never answered as that account's duplicate; unless the
-    /// policy is `transfer`: then the purchase's chain moves to this account first, in the
-    /// same append, when it is a subscription or a non-consumable (what StoreKit restores).
+    /// policy is `transfer` or `share` and it is a subscription or a non-consumable (what
+    /// StoreKit restores): then the purchase's chain moves to this account, or is shared with
+    /// it, in the same append as its purchase.
     package func handle(signedTransaction: String, account given: String?) async throws -> Handled {
         let transaction = try await verifier.verifyTransaction(signedTransaction)
         guard let transactionId = transaction.transactionId else { throw Refusal.noTransactionID }
@@ -61,17 +62,23 @@ public struct SignedTransactionHandler: Sendable {
             .map { try ledger.account(owningChain: chain, namedBy: $0) }
         guard let account = given ?? token else { throw Refusal.noAccount }
         let owner = try ledger.account(holdingTransaction: transactionId) ?? ledger.account(holdingTransaction: chain) ?? token
-        let transfer = restores == .transfer && owner != nil && owner != account && transaction.isRestorable
-        let transferFrom = transfer ? owner.map { (from: $0, at: Timestamp.now()) } : nil
-        // Apple bound the purchase to its token: another account may not take it, but by a transfer.
-        if let token, let given, given != token, !transfer { throw Refusal.notTheTokensAccount(token: token) }
+        var arrival: AppStoreRecorder.Arrival?
+        if let owner, owner != account, transaction.isRestorable {
+            switch restores {
+            case .keep: arrival = nil
+            case .transfer: arrival = .transfer(from: owner, at: .now())
+            case .share: arrival = try ledger.account(account, sharesChain: chain, from: owner) ? .shared : .share(from: owner, at: .now())
+            }
+        }
+        // Apple bound the purchase to its token: another account may not take it, but by the policy.
+        if let token, let given, given != token, arrival == nil { throw Refusal.notTheTokensAccount(token: token) }
         guard let recording = AppStoreRecorder.deviceTransaction(
-            transaction, signed: signedTransaction, account: account, transfer: transferFrom)
+            transaction, signed: signedTransaction, account: account, arrival: arrival)
         else {
             throw Refusal.noSignedDate
         }
         let alreadyCredited = { () throws -> Handled? in
-            guard !transfer, let holder = try ledger.account(holdingTransaction: transactionId), holder != account else { return nil }
+            guard arrival == nil, let holder = try ledger.account(holdingTransaction: transactionId), holder != account else { return nil }
             let refusal = LedgerError(.transactionAlreadyCredited, "transaction \(transactionId) is held by another account")
             return Handled(account: account, transaction: transactionId, outcomes: [.failure(refusal)])
         }
