@@ -32,8 +32,9 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let keys: APIKeys
     public let limits: ServerConfiguration.Limits
     public let notifications: AppStoreNotificationHandler?
-    /// What `POST /v1/transactions` does with a purchase another account owns.
-    public let restores: RestorePolicy
+    /// What a restore of a purchase another account owns does (`POST /v1/transactions`, and
+    /// StoreKit 1 restores on `POST /v1/events`); nil: the defaults (`RestoresAcrossAccounts`).
+    public let restores: RestorePolicy?
     public let metricsRegistry: PrometheusCollectorRegistry?
     /// The change feed's readers are served from it; without one the routes are not mounted.
     public let changeFeed: ChangeFeedHub?
@@ -46,14 +47,14 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     ///   - keys: the API keys and the scopes each grants.
     ///   - limits: the bounds on requests (body size, events per request).
     ///   - notifications: the App Store's notifications; without a handler the route is not mounted.
-    ///   - restores: what a StoreKit 2 transaction whose purchase another account owns does.
+    ///   - restores: what a restore of a purchase another account owns does.
     ///   - metricsRegistry: what `GET /metrics` renders; without one the route is not mounted.
     ///   - changeFeed: what `GET /v1/changes` reads; without one those routes are not mounted.
     ///   - metricsFactory: where the server's own counters go (the ledger's go where its
     ///     configuration says); nil means `MetricsSystem.factory`.
     public init(
         ledger: Ledger, keys: APIKeys, limits: ServerConfiguration.Limits = .init(),
-        notifications: AppStoreNotificationHandler? = nil, restores: RestorePolicy = .keep,
+        notifications: AppStoreNotificationHandler? = nil, restores: RestorePolicy? = nil,
         metricsRegistry: PrometheusCollectorRegistry? = nil, changeFeed: ChangeFeedHub? = nil,
         metricsFactory: (any MetricsFactory)? = nil
     ) {
@@ -84,7 +85,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         }
         if let notifications {
             routes.post("/v1/appstore/notifications") { request, context in try await appStoreNotification(request, context: context) }
-            let transactions = SignedTransactionHandler(verifier: notifications.verifier, ledger: ledger, restores: restores)
+            let transactions = SignedTransactionHandler(verifier: notifications.verifier, ledger: ledger, restores: restores ?? .keep)
             routes.post("/v1/transactions") { request, context in
                 try await signedTransaction(request, context: context, handler: transactions)
             }
@@ -109,9 +110,11 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
                 throw LedgerHTTPError.forbidden("\(names) events need the scope \(scope.rawValue); nothing of this request was appended")
             }
         }
+        let restores = RestoresAcrossAccounts(ledger: ledger, policy: restores)
         let results: [AppendResult]
         do {
-            results = try await ledger.append(lines: decoded)
+            results = try await ledger.append(lines: try restores.admitting(decoded))
+            try await restores.transfer(after: decoded, results: results)
         } catch {
             throw Self.httpError(storage: error, logger: context.logger)
         }

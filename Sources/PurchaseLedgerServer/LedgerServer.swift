@@ -89,7 +89,7 @@ public enum LedgerServer {
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.addRoutes(LedgerRoutes<LedgerRequestContext>(
             ledger: ledger, keys: APIKeys(configuration.keys), limits: configuration.limits,
-            notifications: notifications, restores: configuration.appStore?.restoresAcrossAccounts ?? .keep,
+            notifications: notifications, restores: configuration.restoresAcrossAccounts,
             metricsRegistry: registry, changeFeed: changeFeed, metricsFactory: factory
         ).collection)
         let limits = configuration.limits

@@ -136,9 +136,6 @@ public struct ServerConfiguration: Codable, Sendable {
         /// Calls that close the loop with Apple (Set App Account Token, Finish Transaction);
         /// none without this section.
         public var calls: Calls?
-        /// What a StoreKit 2 transaction an account sends does when another account owns its
-        /// purchase: `keep` (the default) or `transfer` (docs/SERVER.md, "Restores across accounts").
-        public var restoresAcrossAccounts: RestorePolicy?
 
         public init(
             bundleId: String, appAppleId: Int64?, environments: [AppStoreEnvironment], trustedRoots: [String],
@@ -241,6 +238,10 @@ public struct ServerConfiguration: Codable, Sendable {
     /// How long the lease of a server delivering for an endpoint lasts unless renewed (every
     /// third of it), in seconds (default 30): how soon another server takes over from one that died.
     public var webhookLeaseSeconds: Int?
+    /// What a restore does when another account owns the purchase: `keep`, `transfer` or
+    /// `share` (docs/SERVER.md, "Restores across accounts"). Unset: StoreKit 2 transactions
+    /// are kept, StoreKit 1 restores follow the interchange format's rules.
+    public var restoresAcrossAccounts: RestorePolicy?
     /// The scheduling of the change feed's derivation and webhook delivery (default
     /// `background`: below the appends, docs/FEEDS.md).
     public var feedPriority: FeedPriority?
@@ -270,7 +271,7 @@ public struct ServerConfiguration: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case ledger, catalog, bind, keys, limits, snapshotEvery, appStore, webhooks, webhookFirstRetrySeconds, webhookTimeoutSeconds, webhookLeaseSeconds,
-            feedPriority
+            feedPriority, restoresAcrossAccounts
     }
 
     public init(from decoder: any Decoder) throws {
@@ -287,6 +288,7 @@ public struct ServerConfiguration: Codable, Sendable {
         webhookTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .webhookTimeoutSeconds)
         webhookLeaseSeconds = try container.decodeIfPresent(Int.self, forKey: .webhookLeaseSeconds)
         feedPriority = try container.decodeIfPresent(FeedPriority.self, forKey: .feedPriority)
+        restoresAcrossAccounts = try container.decodeIfPresent(RestorePolicy.self, forKey: .restoresAcrossAccounts)
     }
 
     /// Reads and checks a configuration file; errors name the file and the field.

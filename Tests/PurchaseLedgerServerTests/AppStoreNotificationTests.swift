@@ -17,7 +17,7 @@ struct AppStoreNotificationTests {
 
     /// The harness with notifications signed by `signer`'s root, in the sandbox.
     static func run(
-        signer: TestAppStoreSigner, restores: RestorePolicy = .keep,
+        signer: TestAppStoreSigner, restores: RestorePolicy? = nil,
         _ body: @Sendable (ServerHarness, any TestClientProtocol) async throws -> Void
     ) async throws {
         let verifier = signer.verifier()

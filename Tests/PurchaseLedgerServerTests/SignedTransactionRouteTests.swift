@@ -129,6 +129,42 @@ struct SignedTransactionRouteTests {
         }
     }
 
+    /// StoreKit 1 restores a purchase under a new transaction id of the same original
+    /// transaction, which the format appends in any account: unset and `share` leave it so
+    /// (both accounts have it), `keep` refuses it, `transfer` moves the purchase after it.
+    @Test(arguments: [nil] + RestorePolicy.allCases.map(Optional.some))
+    func aStoreKit1RestoreOnAnotherAccountFollowsThePolicy(_ policy: RestorePolicy?) async throws {
+        try await ServerHarness.run(restores: policy) { harness, client in
+            let at = Timestamp(seconds: 1_767_225_600)
+            let bought = [
+                Event.transactionUpdated(id: "a1", account: "ana", at: at, TransactionUpdated(
+                    payment: "p1", state: .purchased, transaction: "1000", product: "com.example.hardwords")),
+                Event.transactionFinished(id: "a2", account: "ana", at: at, payment: "p1"),
+            ]
+            #expect(try await client.post(events: bought.map(\.jsonLine)).map { $0["outcome"] as? String } == ["appended", "appended"])
+            let restore = Event.transactionUpdated(id: "b1", account: "bo", at: at, TransactionUpdated(
+                payment: "r1", state: .restored, transaction: "2000", originalTransaction: "1000", product: "com.example.hardwords"))
+            let outcome = try #require(try await client.post(events: [restore.jsonLine]).first)
+            let (ana, bo) = (try await client.account("ana")["entitlements"] as? [String], try await client.account("bo")["entitlements"] as? [String])
+            switch policy {
+            case nil, .share?:
+                #expect(outcome["outcome"] as? String == "appended")
+                #expect(ana == ["com.example.hardwords"] && bo == ["com.example.hardwords"])
+            case .keep?:
+                #expect(outcome["error"] as? String == "transactionAlreadyCredited")
+                #expect(ana == ["com.example.hardwords"] && bo?.isEmpty != false)
+            case .transfer?:
+                #expect(outcome["outcome"] as? String == "appended")
+                #expect(ana == [] && bo == ["com.example.hardwords"])
+                #expect(try harness.ledger.account(owningChain: "1000", namedBy: "ana") == "bo")
+                // The device sending the restore again moves nothing more.
+                let position = harness.ledger.position
+                _ = try await client.post(events: [restore.jsonLine])
+                #expect(harness.ledger.position == position)
+            }
+        }
+    }
+
     @Test func aForgedOrUnauthorizedTransactionChangesNothing() async throws {
         let signer = try TestAppStoreSigner()
         let stranger = try TestAppStoreSigner()

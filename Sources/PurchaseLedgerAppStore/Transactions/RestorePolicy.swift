@@ -1,6 +1,6 @@
-/// What the server does with a StoreKit 2 transaction an account sends when its purchase (its
-/// chain) belongs to another account: the customer signed in to a new account and restored
-/// (`appStore.restoresAcrossAccounts`, docs/SERVER.md).
+/// What the server does with a restore of a purchase (its chain) another account owns: the
+/// customer signed in to a new account and restored (`restoresAcrossAccounts`, docs/SERVER.md;
+/// StoreKit 1's restores: `RestoresAcrossAccounts`).
 public enum RestorePolicy: String, Sendable, Hashable, Codable, CaseIterable {
     /// The purchase stays with the account that holds it; the new account's report is refused
     /// (`transactionAlreadyCredited`). The default.

@@ -55,7 +55,7 @@ struct ServerHarness: Sendable {
         _ setup: TestingSetup = .router,
         limits: ServerConfiguration.Limits = .init(),
         notifications: (@Sendable (Ledger, String) throws -> AppStoreNotificationHandler)? = nil,
-        restores: RestorePolicy = .keep,
+        restores: RestorePolicy? = nil,
         _ body: @Sendable (ServerHarness, any TestClientProtocol) async throws -> R
     ) async throws -> R {
         try await withTemporaryDirectory { directory in
