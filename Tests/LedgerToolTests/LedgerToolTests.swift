@@ -246,6 +246,40 @@ struct LedgerToolTests {
         }
     }
 
+    /// `ledger transfer` moves a purchase (or shares it), on both backends: the old account's
+    /// answer loses it, a second move from it is refused (exit 1) and appends nothing, the
+    /// history shows the pair, and the ledger verifies.
+    @Test(arguments: Self.backends)
+    func transferMovesAPurchaseAndRefusesWhatItCannot(_ backend: String) throws {
+        try withDirectory { directory in
+            let catalog = directory.appendingPathComponent("catalog.json")
+            try Data(#"{"products": [{"id": "pro", "type": "autoRenewable", "group": "g"}, {"id": "coins", "type": "consumable", "grants": {"coin": 10}}]}"#.utf8).write(to: catalog)
+            let lines = """
+                {"id":"a1","type":"transactionUpdated","account":"alice","at":"2026-01-01T00:00:00Z","payment":"p1","state":"purchased","transaction":"10","originalTransaction":"10","product":"pro","expiresAt":"2026-02-01T00:00:00Z"}
+                {"id":"a2","type":"transactionUpdated","account":"alice","at":"2026-01-01T00:00:00Z","payment":"p2","state":"purchased","transaction":"20","product":"coins"}
+
+                """
+            try withLedgerLocation(backend, in: directory) { location in
+                #expect(try ledger("import", "--catalog", catalog.path, location, "-", input: Data(lines.utf8)).status == 0)
+                let moved = try ledger("transfer", location, "--original-transaction", "10", "--from", "alice", "--to", "bob")
+                #expect(moved.status == 0, "\(moved.error)")
+                #expect(moved.text.hasPrefix("alice: appended at position 3\nbob: appended at position 4\n"))
+                let replay = try ledger("replay", "--json", "--as-of", "2026-01-15T00:00:00Z", location)
+                let accounts = try #require(try JSONSerialization.jsonObject(with: replay.output) as? [String: Any])["accounts"] as? [String: [String: Any]]
+                #expect(accounts?["alice"]?["entitlements"] as? [String] == [])
+                let again = try ledger("transfer", location, "--original-transaction", "10", "--from", "alice", "--to", "carol", "--json")
+                #expect(again.status == 1)
+                #expect(again.text.contains(#""error": "unknownTransaction""#))
+                let consumable = try ledger("transfer", location, "--original-transaction", "20", "--from", "alice", "--to", "bob", "--share")
+                #expect(consumable.status == 1)
+                #expect(consumable.text.contains("notRestorable"))
+                #expect(try ledger("history", location, "--account", "bob").text.contains("original 10 from alice to bob"))
+                #expect(try ledger("verify", location).status == 0)
+                #expect(try ledger("export", location).text.split(separator: "\n").count == 4)
+            }
+        }
+    }
+
     /// `ledger attribute` runs the server's audit file again with the server's configuration;
     /// what still has no account (here, a line that does not verify) stays in the file.
     @Test func attributeKeepsWhatItCannotAttribute() throws {

@@ -276,7 +276,7 @@ struct LedgerToolUsabilityTests {
     }
 
     /// swift-argument-parser's conventions: lowercase placeholders, short flags for the common options.
-    @Test(arguments: ["import", "replay", "export", "verify", "history", "changes", "webhooks", "stats", "snapshot", "copy", "attribute", "reconcile"])
+    @Test(arguments: ["import", "replay", "export", "verify", "history", "changes", "webhooks", "stats", "snapshot", "copy", "attribute", "transfer", "reconcile"])
     func helpUsesOnePlaceholderStyle(_ command: String) throws {
         let help = try ledger(command, "--help").text
         #expect(help.range(of: #"<[A-Z_]+>"#, options: .regularExpression) == nil, "\(help)")

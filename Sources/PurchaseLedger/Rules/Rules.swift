@@ -257,10 +257,22 @@ enum Rules {
 
     /// The account a chain leaves must hold it (`unknownTransaction`: an entry or a store
     /// report of it, not transferred away already), and only what StoreKit restores moves
-    /// (`notRestorable`). The account it joins needs nothing: its event records the arrival.
+    /// (`notRestorable`). The account it joins records the arrival, and only right after its
+    /// other half: the leaving account's last transfer of the chain must be this one
+    /// (`unknownTransaction`), so a pair whose first half was refused appends nothing.
     private static func transferred(_ transfer: Transferred, account: UTF8Key, in context: some RuleContext) throws -> Decision {
-        guard transfer.side(of: account.string) == .leaving else { return .append }
         let chain = UTF8Key(transfer.originalTransaction)
+        guard transfer.side(of: account.string) == .leaving else {
+            let left = try context.read(UTF8Key(transfer.from), { $0.transfers[chain] })
+            guard let left, left.side == .leaving, sameBytes(left.other, transfer.to) else {
+                return .reject(LedgerError(.unknownTransaction,
+                    "no transfer of \"\(transfer.originalTransaction)\" from \"\(transfer.from)\" to this account precedes this event"))
+            }
+            if let arrived = try context.read(account, { $0.transfers[chain] }), arrived.side == .joining, arrived.position > left.position {
+                return .duplicate(of: arrived.position)
+            }
+            return .append
+        }
         if let last = try context.read(account, { $0.transfers[chain] }), last.side == .leaving {
             return .reject(LedgerError(.unknownTransaction,
                 "this account transferred \"\(transfer.originalTransaction)\" to \"\(last.other)\" at position \(last.position); it no longer holds it"))
