@@ -43,6 +43,8 @@ struct PostgresBackendTests {
         let lmdb = try await run(.lmdb)
         let postgres = try await run(.postgres)
         #expect(Set(lmdb.outcomes.compactMap(\.code)).count >= 6, "the stream should break many rules")
+        // Purchases moved and shared between accounts are among what both agree on.
+        #expect(lmdb.records.contains { $0.event.type == .transferred }, "the stream should move a purchase")
         #expect(postgres.outcomes == lmdb.outcomes)
         #expect(postgres.states == lmdb.states)
         #expect(postgres.records == lmdb.records)

@@ -75,7 +75,8 @@ struct TransferTests {
                     #expect(try ledger.entitlements(of: "A") == ["lifetime"])
                     #expect(try ledger.projection(of: "A")?.subscriptions.isEmpty == true)
                     #expect(try ledger.entitlements(of: "B") == [])
-                    #expect(try ledger.account(holdingTransaction: "t1") == "B")
+                    #expect(try ledger.account(holdingTransaction: "t1") == "A", "the index keeps the entry that credited it")
+                    #expect(try ledger.owner(ofTransaction: "t1", chain: "t1") == "B")
                     #expect(try ledger.account(owningChain: "t1", namedBy: "A") == "B")
                     #expect(try ledger.account(owningChain: "L1", namedBy: "A") == "A")
                     // The same request again is a duplicate; another from A, which no longer holds it, is refused.
@@ -106,7 +107,7 @@ struct TransferTests {
                     #expect(try ledger.entitlements(of: "A") == ["lifetime", "pro.monthly"])
                     #expect(try ledger.projection(of: "A")?.subscriptions.first?.transaction == "t2")
                     #expect(try ledger.entitlements(of: "B") == [])
-                    #expect(try ledger.account(holdingTransaction: "t1") == "A")
+                    #expect(try ledger.owner(ofTransaction: "t1", chain: "t1") == "A")
                     #expect(try ledger.account(owningChain: "t1", namedBy: "B") == "A")
                     answers["A"] = try ledger.entitlements(of: "A")
                     answers["B"] = try ledger.entitlements(of: "B")

@@ -111,31 +111,19 @@ struct AccountState: Sendable, Hashable {
 
     /// The product type of the chain `originalTransaction` names, when the account holds it (an
     /// entry purchased or restored, or a store report, of it or of a later transaction of it).
+    /// When its records disagree, one that StoreKit does not restore wins (then the first in
+    /// the catalog's order of types): the answer never depends on the order they are stored in.
     func productType(ofChain originalTransaction: UTF8Key) -> Catalog.ProductType? {
         let chain = originalTransaction.string
+        var types: Set<Catalog.ProductType> = []
         for entry in entries.values where entry.state == .purchased || entry.state == .restored {
-            if sameBytes(entry.transaction, chain) || sameBytes(entry.originalTransaction, chain) { return entry.productType }
+            if sameBytes(entry.transaction, chain) || sameBytes(entry.originalTransaction, chain) { types.insert(entry.productType) }
         }
         for record in storeTransactions.values where sameBytes(record.fact.originalTransaction ?? record.fact.transaction, chain) {
-            return record.productType
+            types.insert(record.productType)
         }
-        return nil
-    }
-
-    /// The store transactions of the chain `originalTransaction` names that the account's
-    /// entries (purchased or restored) and store reports hold.
-    func transactions(ofChain originalTransaction: UTF8Key) -> [UTF8Key] {
-        let chain = originalTransaction.string
-        var found: [UTF8Key] = []
-        for entry in entries.values where entry.state == .purchased || entry.state == .restored {
-            guard let transaction = entry.transaction,
-                  sameBytes(transaction, chain) || sameBytes(entry.originalTransaction, chain) else { continue }
-            found.append(UTF8Key(transaction))
-        }
-        for (transaction, record) in storeTransactions where sameBytes(record.fact.originalTransaction ?? record.fact.transaction, chain) {
-            found.append(transaction)
-        }
-        return found
+        let ordered = Catalog.ProductType.allCases.filter(types.contains)
+        return ordered.first { !$0.isRestorable } ?? ordered.first
     }
 
     /// Entries and unfinished entries, for the ledger-wide counts.

@@ -6,6 +6,9 @@ protocol ProjectionReader {
     /// changes over an older state asks the newest layer first and goes down while the answer
     /// is nil, so queries answer nil for "not here" (a missing entry, a transaction not held).
     func read<Answer: Sendable>(_ account: UTF8Key, _ query: (AccountState) -> Answer?) throws -> Answer?
+    /// The account's whole state, every layer merged: for the rare question about all of it
+    /// (a transfer's chain), which `read` cannot answer from a layer of changes.
+    func wholeState(_ account: UTF8Key) throws -> AccountState?
     /// The position of the first revocation of `transaction` (ids are global), if revoked.
     func revocation(of transaction: UTF8Key) throws -> UInt64?
     /// The entry, of any account, holding `transaction` as its own store transaction.

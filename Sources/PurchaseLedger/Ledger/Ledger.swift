@@ -263,6 +263,13 @@ public final class Ledger: Sendable {
         return try storage.read { try $0.holder(ofTransaction: transaction) }?.entry.account
     }
 
+    /// The account that owns a store transaction now: the account holding it (else its original
+    /// transaction `chain`), followed through the chain's transfers; nil when none holds either.
+    public func owner(ofTransaction transaction: String, chain: String) throws -> String? {
+        guard let holder = try account(holdingTransaction: transaction) ?? account(holdingTransaction: chain) else { return nil }
+        return try account(owningChain: chain, namedBy: holder)
+    }
+
     /// The account that owns the chain `originalTransaction` names now, starting from
     /// `account` (Apple's token, say): where its transfers took it, or `account` itself.
     public func account(owningChain originalTransaction: String, namedBy account: String) throws -> String {

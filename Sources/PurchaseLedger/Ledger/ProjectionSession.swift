@@ -113,6 +113,14 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         return live.readInMemory(account, query).value ?? nil
     }
 
+    func wholeState(_ account: UTF8Key) throws -> AccountState? {
+        let resolved = try resolve(account)
+        if resolved.owned { return resolved.isNew && !resolved.changed ? nil : resolved.state }
+        guard case .inMemory(var state) = live.readInMemory(account, { $0 }) else { return resolved.state }
+        resolved.state.forEachChange { state.apply($0) }
+        return state
+    }
+
     func revocation(of transaction: UTF8Key) throws -> UInt64? {
         try facts.revocation(of: transaction)
     }

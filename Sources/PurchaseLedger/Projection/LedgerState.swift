@@ -66,6 +66,10 @@ extension LedgerState: ProjectionStore {
         accounts[account].flatMap(query)
     }
 
+    func wholeState(_ account: UTF8Key) -> AccountState? {
+        accounts[account]
+    }
+
     func revocation(of transaction: UTF8Key) -> UInt64? {
         revocations[transaction]
     }

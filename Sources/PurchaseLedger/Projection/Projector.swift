@@ -45,10 +45,7 @@ enum Projector {
                 let reference = EntryReference(account: event.account, payment: entry.payment)
                 // Another entry of the account holds it already (1.1): this one holds it too and
                 // can be finished, but the transaction was credited, once, by the first.
-                // (A chain transferred to the account is held by it with no entry: its first
-                // entry of the transaction takes the hold.)
-                if let holder = try store.holder(of: key), holder.entry != reference,
-                   !(holder.entry.payment.isEmpty && sameBytes(holder.entry.account, event.account)) { return }
+                if let holder = try store.holder(of: key), holder.entry != reference { return }
                 let creditsConsumable = update.state == .purchased && entry.productType == .consumable
                 try store.setHolder(TransactionHolder(
                     entry: reference, position: position,
@@ -162,24 +159,12 @@ enum Projector {
             guard let side = transfer.side(of: event.account) else {
                 throw ProjectionInconsistency(description: "transfer \(event.id) belongs to neither of its accounts")
             }
-            let chain = UTF8Key(transfer.originalTransaction)
+            // The transactions index keeps the entry that first held each transaction (its
+            // credit's); who owns the chain now follows from the accounts' transfers
+            // (`Rules.owner`).
             try store.change(account, .transfer(
-                chain: chain, ChainTransfer(side: side, other: side == .leaving ? transfer.to : transfer.from, position: position)))
-            guard side == .leaving else { return }
-            // The chain's transactions go with it: the joining account holds them from now on
-            // (with no entry until its own takes the hold), so its device's reports of them are
-            // its own and Apple's later reports of the chain are attributed to it. Every layer
-            // of the state is read: `read` goes down while the query answers nil.
-            var transactions: Set<UTF8Key> = [chain]
-            _ = try store.read(account) { state -> Bool? in
-                transactions.formUnion(state.transactions(ofChain: chain))
-                return nil
-            }
-            let joining = TransactionHolder(entry: EntryReference(account: transfer.to, payment: ""), position: position, creditsConsumable: false)
-            for transaction in transactions.sorted() {
-                if let holder = try store.holder(of: transaction), !sameBytes(holder.entry.account, event.account) { continue }
-                try store.setHolder(joining, of: transaction)
-            }
+                chain: UTF8Key(transfer.originalTransaction),
+                ChainTransfer(side: side, other: side == .leaving ? transfer.to : transfer.from, position: position)))
 
         case .shared(let share):
             // The owner keeps the chain and its holds; this account may hold its transactions

@@ -277,7 +277,7 @@ enum Rules {
             return .reject(LedgerError(.unknownTransaction,
                 "this account transferred \"\(transfer.originalTransaction)\" to \"\(last.other)\" at position \(last.position); it no longer holds it"))
         }
-        guard let type = try context.read(account, { $0.productType(ofChain: chain) }) else {
+        guard let type = try context.wholeState(account)?.productType(ofChain: chain) else {
             return .reject(LedgerError(.unknownTransaction,
                 "no entry or store report of this account holds \"\(transfer.originalTransaction)\" or a transaction of it"))
         }
@@ -302,7 +302,7 @@ enum Rules {
             return .reject(LedgerError(.unknownTransaction,
                 "\"\(share.from)\" transferred \"\(share.originalTransaction)\" to \"\(last.other)\" at position \(last.position); it no longer holds it"))
         }
-        guard let type = try context.read(owner, { $0.productType(ofChain: chain) }) else {
+        guard let type = try context.wholeState(owner)?.productType(ofChain: chain) else {
             return .reject(LedgerError(.unknownTransaction,
                 "no entry or store report of \"\(share.from)\" holds \"\(share.originalTransaction)\" or a transaction of it"))
         }
@@ -313,12 +313,26 @@ enum Rules {
         return .append
     }
 
-    /// Whether `account` may hold a store transaction `holder` holds: its own, or of a chain the
-    /// holder's account shared with it.
+    /// Whether `account` may hold a store transaction of `chain` that `holder` holds: the
+    /// chain's owner now (the holder's account, or where its transfers took the chain) is the
+    /// account, or shared the chain with it.
     private static func mayHold(_ holder: TransactionHolder, chain: String, account: String, in context: some RuleContext) throws -> Bool {
-        if sameBytes(holder.entry.account, account) { return true }
+        let owner = try self.owner(of: UTF8Key(chain), heldBy: holder.entry.account, in: context)
+        if sameBytes(owner, account) { return true }
         guard let standing = try context.read(UTF8Key(account), { $0.transfers[UTF8Key(chain)] }) else { return false }
-        return standing.side == .sharing && sameBytes(standing.other, holder.entry.account)
+        return standing.side == .sharing && sameBytes(standing.other, owner)
+    }
+
+    /// The account that owns `chain` now: `account`, or the account its transfers took the
+    /// chain to, and on (`Ledger.account(owningChain:namedBy:)` answers the same).
+    static func owner(of chain: UTF8Key, heldBy account: String, in context: some ProjectionReader) throws -> String {
+        var owner = account
+        var visited: Set<UTF8Key> = [UTF8Key(account)]
+        while let last = try context.read(UTF8Key(owner), { $0.transfers[chain] }), last.side == .leaving,
+              visited.insert(UTF8Key(last.other)).inserted {
+            owner = last.other
+        }
+        return owner
     }
 
     // MARK: storeTransaction

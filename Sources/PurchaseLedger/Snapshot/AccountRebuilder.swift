@@ -54,6 +54,10 @@ private struct SingleAccountStore: ProjectionStore {
         account == self.account ? query(state) : nil
     }
 
+    func wholeState(_ account: UTF8Key) throws -> AccountState? {
+        account == self.account ? state : nil
+    }
+
     func revocation(of transaction: UTF8Key) throws -> UInt64? {
         try facts.revocation(of: transaction)
     }

@@ -45,9 +45,8 @@ public struct RestoresAcrossAccounts: Sendable {
     private func restoreOfAnother(_ event: Event) throws -> (original: String, owner: String)? {
         guard case .transactionUpdated(let update) = event.payload, update.state == .restored,
               let original = update.originalTransaction,
-              let holder = try ledger.account(holdingTransaction: original)
+              let owner = try ledger.owner(ofTransaction: original, chain: original)
         else { return nil }
-        let owner = try ledger.account(owningChain: original, namedBy: holder)
         return owner == event.account ? nil : (original, owner)
     }
 }

@@ -61,7 +61,7 @@ public struct SignedTransactionHandler: Sendable {
         let token = try transaction.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:))
             .map { try ledger.account(owningChain: chain, namedBy: $0) }
         guard let account = given ?? token else { throw Refusal.noAccount }
-        let owner = try ledger.account(holdingTransaction: transactionId) ?? ledger.account(holdingTransaction: chain) ?? token
+        let owner = try ledger.owner(ofTransaction: transactionId, chain: chain) ?? token
         var arrival: AppStoreRecorder.Arrival?
         if let owner, owner != account, transaction.isRestorable {
             switch restores {
@@ -78,7 +78,9 @@ public struct SignedTransactionHandler: Sendable {
             throw Refusal.noSignedDate
         }
         let alreadyCredited = { () throws -> Handled? in
-            guard arrival == nil, let holder = try ledger.account(holdingTransaction: transactionId), holder != account else { return nil }
+            guard arrival == nil, let holder = try ledger.owner(ofTransaction: transactionId, chain: chain), holder != account,
+                  !(try ledger.account(account, sharesChain: chain, from: holder))
+            else { return nil }
             let refusal = LedgerError(.transactionAlreadyCredited, "transaction \(transactionId) is held by another account")
             return Handled(account: account, transaction: transactionId, outcomes: [.failure(refusal)])
         }

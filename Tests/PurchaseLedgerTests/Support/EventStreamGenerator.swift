@@ -47,10 +47,37 @@ struct EventStreamGenerator {
                     outcome: detail(80) ? .accepted : .refused, appAccountToken: detail(50) ? "7e3fb20b-4cdb-47cc-936d-99d65f608138" : nil,
                     environment: detail(50) ? .sandbox : nil, status: detail(70) ? 200 : nil, error: detail(20) ? "refused" : nil))
             }
-            emitted.append(event)
-            result.append(event)
+            var joining: Event?
+            // Now and then a purchase moved or shared between accounts, from an account that
+            // reported one (it may not hold it any more: then the move is refused, and so is
+            // its second half).
+            if detail(6), let (owner, chain) = reportedChain() {
+                let others = ["ana", "ben", "cleo"].filter { $0 != owner }
+                let other = others[Int.random(in: 0..<others.count, using: &details)]
+                if detail(30) {
+                    event = .share(originalTransaction: chain, from: owner, to: other, at: event.at)
+                } else {
+                    let pair = Event.transfer(originalTransaction: chain, from: owner, to: other, at: event.at)
+                    (event, joining) = (pair[0], pair[1])
+                }
+            }
+            for event in [event] + (joining.map { [$0] } ?? []) {
+                emitted.append(event)
+                result.append(event)
+            }
         }
         return result
+    }
+
+    /// An account and chain of a purchase or restore emitted so far, picked by `details`.
+    private mutating func reportedChain() -> (account: String, chain: String)? {
+        let reported = emitted.compactMap { event -> (String, String)? in
+            guard case .transactionUpdated(let update) = event.payload, update.state == .purchased || update.state == .restored,
+                  let transaction = update.transaction else { return nil }
+            return (event.account, update.originalTransaction ?? transaction)
+        }
+        guard !reported.isEmpty else { return nil }
+        return reported[Int.random(in: 0..<reported.count, using: &details)]
     }
 
     private mutating func next() -> Event {
