@@ -21,13 +21,15 @@ struct AppStoreEnvironmentsTests {
     /// `transactionEnvironment` (the same unless asked), with `appAppleId`.
     static func notification(
         _ type: String, uuid: String, environment: String, transactionEnvironment: String? = nil, appAppleId: Int64?,
-        transaction changes: [String: Any] = [:], signer: TestAppStoreSigner
+        transaction changes: [String: Any] = [:], signer: TestAppStoreSigner, subtype: String? = nil, signedDate: Int64? = nil
     ) throws -> String {
         var transaction = try Notifications.transaction(changes)
         transaction["environment"] = transactionEnvironment ?? environment
         var notification = try AppleFixtures.model("signedNotification")
         notification["notificationType"] = type
         notification["notificationUUID"] = uuid
+        notification["subtype"] = subtype
+        if let signedDate { notification["signedDate"] = signedDate }
         var data = try #require(notification["data"] as? [String: Any])
         data["environment"] = environment
         data["appAppleId"] = appAppleId

@@ -54,6 +54,7 @@ struct ServerHarness: Sendable {
     static func run<R: Sendable>(
         _ setup: TestingSetup = .router,
         limits: ServerConfiguration.Limits = .init(),
+        catalog: Catalog = serverTestCatalog,
         notifications: (@Sendable (Ledger, String) throws -> AppStoreNotificationHandler)? = nil,
         restores: RestorePolicy? = nil,
         _ body: @Sendable (ServerHarness, any TestClientProtocol) async throws -> R
@@ -65,7 +66,7 @@ struct ServerHarness: Sendable {
             let metrics = LedgerMetrics(factory: factory)
             configuration.onCommit = { metrics.record($0) }
             configuration.logger.logLevel = .warning
-            let ledger = try Ledger.open(at: directory + "/ledger", catalog: serverTestCatalog, configuration: configuration)
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: catalog, configuration: configuration)
             let harness = ServerHarness(ledger: ledger, registry: registry, directory: directory)
             do {
                 let routes = LedgerRoutes<LedgerRequestContext>(
