@@ -273,19 +273,7 @@ enum Rules {
             }
             return .append
         }
-        if let last = try context.read(account, { $0.transfers[chain] }), last.side == .leaving {
-            return .reject(LedgerError(.unknownTransaction,
-                "this account transferred \"\(transfer.originalTransaction)\" to \"\(last.other)\" at position \(last.position); it no longer holds it"))
-        }
-        guard let type = try context.wholeState(account)?.productType(ofChain: chain) else {
-            return .reject(LedgerError(.unknownTransaction,
-                "no entry or store report of this account holds \"\(transfer.originalTransaction)\" or a transaction of it"))
-        }
-        guard type.isRestorable else {
-            return .reject(LedgerError(.notRestorable,
-                "\(type.rawValue) products are never restored, so never transferred; only non-consumables and auto-renewable subscriptions are"))
-        }
-        return .append
+        return try refusal(ifNotHolding: chain, owner: transfer.from, in: context).map(Decision.reject) ?? .append
     }
 
     // MARK: shared
@@ -294,23 +282,28 @@ enum Rules {
     /// `notRestorable`); sharing it again with the same account is a duplicate of the first.
     private static func shared(_ share: Transferred, account: UTF8Key, in context: some RuleContext) throws -> Decision {
         let chain = UTF8Key(share.originalTransaction)
-        let owner = UTF8Key(share.from)
         if let last = try context.read(account, { $0.transfers[chain] }), last.side == .sharing, sameBytes(last.other, share.from) {
             return .duplicate(of: last.position)
         }
-        if let last = try context.read(owner, { $0.transfers[chain] }), last.side == .leaving {
-            return .reject(LedgerError(.unknownTransaction,
-                "\"\(share.from)\" transferred \"\(share.originalTransaction)\" to \"\(last.other)\" at position \(last.position); it no longer holds it"))
+        return try refusal(ifNotHolding: chain, owner: share.from, in: context).map(Decision.reject) ?? .append
+    }
+
+    /// What refuses moving or sharing `chain` from `owner`: `unknownTransaction` when the owner
+    /// transferred it away or holds no entry or store report of it, `notRestorable` when
+    /// StoreKit would not restore it; nil when it may.
+    private static func refusal(ifNotHolding chain: UTF8Key, owner: String, in context: some RuleContext) throws -> LedgerError? {
+        if let last = try context.read(UTF8Key(owner), { $0.transfers[chain] }), last.side == .leaving {
+            return LedgerError(.unknownTransaction,
+                "\"\(owner)\" transferred \"\(chain.string)\" to \"\(last.other)\" at position \(last.position); it no longer holds it")
         }
-        guard let type = try context.wholeState(owner)?.productType(ofChain: chain) else {
-            return .reject(LedgerError(.unknownTransaction,
-                "no entry or store report of \"\(share.from)\" holds \"\(share.originalTransaction)\" or a transaction of it"))
+        guard let type = try context.wholeState(UTF8Key(owner))?.productType(ofChain: chain) else {
+            return LedgerError(.unknownTransaction, "no entry or store report of \"\(owner)\" holds \"\(chain.string)\" or a transaction of it")
         }
         guard type.isRestorable else {
-            return .reject(LedgerError(.notRestorable,
-                "\(type.rawValue) products are never restored, so never shared; only non-consumables and auto-renewable subscriptions are"))
+            return LedgerError(.notRestorable,
+                "\(type.rawValue) products are never restored, so never moved between accounts; only non-consumables and auto-renewable subscriptions are")
         }
-        return .append
+        return nil
     }
 
     /// Whether `account` may hold a store transaction of `chain` that `holder` holds: the
