@@ -77,6 +77,43 @@ struct ReconciliationTests {
     /// With Production and Sandbox, a chain is asked of its reports' environment only, and a
     /// chain only the device reported is asked of production first, then of the sandbox when
     /// production does not know it (as the receipt check did on status 21007).
+    /// A subscription transferred to an account that holds none of its transactions in the
+    /// index (its device restored the first account's transaction) is still reconciled, with
+    /// that account: a renewal the ledger missed is recorded there, not in the account it left.
+    @Test func aTransferredSubscriptionIsReconciledWithItsNewAccount() async throws {
+        let signer = try TestAppStoreSigner()
+        let store = FakeAppStore()
+        let second = "0b3a9c1e-5f2d-4e8a-9c7b-1d2e3f4a5b6c"
+        try await Notifications.run(signer: signer, restores: .transfer) { harness, client in
+            let signed = try signer.sign(Notifications.transaction())
+            #expect(try await SignedTransactionRouteTests.post(["signedTransaction": signed], client).status == .ok)
+            #expect(try await SignedTransactionRouteTests.post(["signedTransaction": signed, "account": second], client).status == .ok)
+            #expect(try harness.ledger.owner(ofTransaction: "23456", chain: "12345") == second)
+            store.setHistory([
+                signed,
+                try signer.sign(Notifications.transaction([
+                    "transactionId": "23457", "purchaseDate": 1_698_149_000_000, "expiresDate": 1_698_150_000_000,
+                    "signedDate": 1_698_149_100_000,
+                ])),
+            ], of: "12345")
+            try await store.run { base in
+                let api = try await AppStoreServerAPIClient(
+                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
+                let reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger)
+                let mended = try await reconciliation.run(apply: true)
+                #expect(mended.failures.isEmpty)
+                #expect(mended.differences.map { "\($0.kind.rawValue) \($0.account) \($0.transaction)" } == ["missingPurchase \(second) 23457"])
+                #expect(try harness.ledger.history(account: second).contains {
+                    if case .storeTransaction(let fact) = $0.event.payload { fact.transaction == "23457" } else { false }
+                })
+                #expect(try harness.ledger.history(account: Self.account).allSatisfy {
+                    if case .storeTransaction(let fact) = $0.event.payload { fact.transaction != "23457" } else { true }
+                })
+                #expect(try await reconciliation.run(apply: false).differences.isEmpty)
+            }
+        }
+    }
+
     @Test func eachChainIsAskedOfItsOwnEnvironment() async throws {
         let signer = try TestAppStoreSigner()
         let production = FakeAppStore()

@@ -118,7 +118,17 @@ public struct Reconciliation: Sendable {
             }
         }
         let accounts = try ledger.accountsHoldingStoreTransactions()
+        var owners: Set<String> = []
         try await Self.inOrder(accounts, readingAhead: Self.concurrentReads) { account in
+            await fetchCustomer(of: account)
+        } process: { account, fetched in
+            try await reconcile(account, fetched: fetched, apply: apply, into: &report)
+            owners.formUnion(try ledger.owners(ofChainsTransferredAwayBy: account))
+        }
+        // A chain transferred to an account that holds none of its transactions in the index
+        // (its device restored the first account's) is that account's to reconcile.
+        let joined = owners.subtracting(accounts).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        try await Self.inOrder(joined, readingAhead: Self.concurrentReads) { account in
             await fetchCustomer(of: account)
         } process: { account, fetched in
             try await reconcile(account, fetched: fetched, apply: apply, into: &report)
@@ -423,7 +433,9 @@ public struct Reconciliation: Sendable {
             func note(_ kind: Difference.Kind, _ detail: String) {
                 differences.append(Difference(kind: kind, account: account, originalTransaction: original, transaction: id, detail: detail))
             }
-            if let token = payload.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:)), token != account {
+            // The token names the account that bought it; the chain's transfers may have moved it since.
+            if let token = payload.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:)),
+               ((try? ledger.account(owningChain: original, namedBy: token)) ?? token) != account {
                 note(.otherAccount, "Apple's appAccountToken is \(token)")
                 continue
             }
