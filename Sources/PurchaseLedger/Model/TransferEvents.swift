@@ -1,13 +1,14 @@
 /// A subscription or non-consumable purchase moved from one account to another (`transferred`),
-/// or shared with another (`shared`): the customer
-/// restored on a new account the purchase another account holds, and the server's policy for
-/// restores across accounts is to transfer (docs/FORMAT.md, "Transfers").
+/// or shared with another (`shared`): the customer restored, on a new account, a purchase
+/// another account holds, and the server's policy for restores across accounts said so
+/// (docs/FORMAT.md, "Transfers").
 ///
 /// A transfer is two events with the same fields, appended together: one in the account it
 /// leaves (`account` = `from`), which from then on no longer owns the purchase's chain, and
 /// one in the account it joins (`account` = `to`), which owns it again if it had transferred
-/// it away before. Each changes only its own account, so an account's state is still a
-/// function of its own events; the ledger-wide transactions index follows the `from` event.
+/// it away before. A share is one event, in the account it is shared with. Each changes only
+/// its own account, so an account's state is still a function of its own events; who owns a
+/// chain follows the accounts' transfers from the account the transactions index names.
 public struct Transferred: Sendable, Hashable {
     /// The chain moved: the original transaction of the subscription or purchase.
     public var originalTransaction: String
