@@ -200,17 +200,20 @@ struct WebhookTests {
                     let firsts = attempts.filter { $0.attempt == 1 }.compactMap(\.position)
                     #expect(firsts == firsts.sorted(), "\(account): \(firsts)")
                 }
-                // Each of h's changes hung once, then was acknowledged on the next attempt.
+                // Each of h's changes hung once, then was acknowledged on the next attempt (and,
+                // on a machine so loaded that the answer's head came after the attempt's
+                // timeout, once more: at least once).
                 for position in [1, 5] {
-                    #expect(delivered.filter { $0.position == position }.map(\.status) == [0, 204], "\(position)")
+                    let statuses = delivered.filter { $0.position == position }.map(\.status)
+                    #expect(statuses.first == 0 && statuses.count >= 2 && statuses.dropFirst().allSatisfy { $0 == 204 }, "\(position): \(statuses)")
                 }
                 // t's first change was acknowledged by the head of an answer whose body takes
-                // 200 s: sent once, and its next change came soon after the attempt's timeout (4 s;
-                // a loaded machine may take seconds more), long before the body could end.
+                // 200 s: sent once, and its next change came after the attempt's timeout (4 s; a
+                // loaded machine's idle class may take seconds more), long before the body could end.
                 #expect(delivered.filter { $0.position == 2 }.map(\.status) == [200])
                 let trickled = try #require(delivered.first { $0.position == 2 }?.at)
                 let next = try #require(delivered.first { $0.position == 4 }?.at)
-                #expect(next - trickled < 10, "t's next change waited \(next - trickled) s for a trickled body")
+                #expect(next - trickled < 60, "t's next change waited \(next - trickled) s for a trickled body")
                 #expect(delivered.filter { $0.account == "s" }.allSatisfy { $0.status == 204 })
             }
         }
