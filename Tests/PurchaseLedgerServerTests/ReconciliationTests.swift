@@ -97,9 +97,7 @@ struct ReconciliationTests {
                 ])),
             ], of: "12345")
             try await store.run { base in
-                let api = try await AppStoreServerAPIClient(
-                    credentials: store.credentials, environment: .custom(baseURL: base), retry: AppStoreServerAPIClientTests.quickRetry)
-                let reconciliation = Reconciliation(client: api, verifier: signer.verifier(), ledger: harness.ledger)
+                let reconciliation = try await AppStoreFindingsTests.reconciliation(store, base, signer, harness.ledger)
                 let mended = try await reconciliation.run(apply: true)
                 #expect(mended.failures.isEmpty)
                 #expect(mended.differences.map { "\($0.kind.rawValue) \($0.account) \($0.transaction)" } == ["missingPurchase \(second) 23457"])

@@ -101,7 +101,7 @@ struct AccountState: Sendable, Hashable {
     /// transactions): what the account's answers read once it transferred them away.
     func leavingOut(chains: Set<UTF8Key>) -> AccountState {
         var kept = self
-        func isLeftOut(_ fact: StoreTransaction) -> Bool { chains.contains(UTF8Key(fact.originalTransaction ?? fact.transaction)) }
+        func isLeftOut(_ fact: StoreTransaction) -> Bool { chains.contains(UTF8Key(fact.chain)) }
         kept.storeTransactions = storeTransactions.filter { !isLeftOut($0.value.fact) }
         kept.environmentReports = environmentReports.filter { !isLeftOut($0.value[0].fact) }
         kept.renewals = renewals.filter { !chains.contains($0.key) }
@@ -119,7 +119,7 @@ struct AccountState: Sendable, Hashable {
         for entry in entries.values where entry.state == .purchased || entry.state == .restored {
             if sameBytes(entry.transaction, chain) || sameBytes(entry.originalTransaction, chain) { types.insert(entry.productType) }
         }
-        for record in storeTransactions.values where sameBytes(record.fact.originalTransaction ?? record.fact.transaction, chain) {
+        for record in storeTransactions.values where sameBytes(record.fact.chain, chain) {
             types.insert(record.productType)
         }
         let ordered = Catalog.ProductType.allCases.filter(types.contains)

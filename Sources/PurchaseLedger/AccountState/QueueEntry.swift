@@ -96,3 +96,9 @@ struct QueueEntry: Sendable, Hashable {
         return true
     }
 }
+
+extension QueueEntry {
+    /// The subscription or purchase its transaction belongs to: its original transaction, else
+    /// the transaction itself (nil before the entry holds one).
+    var chain: String? { originalTransaction ?? transaction }
+}

@@ -275,14 +275,9 @@ public final class Ledger: Sendable {
     public func account(owningChain originalTransaction: String, namedBy account: String) throws -> String {
         guard EventLimits.nameBytes.contains(originalTransaction.utf8.count) else { return account }
         let chain = UTF8Key(originalTransaction)
-        var owner = account
-        var visited: Set<UTF8Key> = [UTF8Key(account)]
-        while let next = try live.withAccount(UTF8Key(owner), { state, _, _ in
-            state.transfers[chain].flatMap { $0.side == .leaving ? $0.other : nil }
-        }) ?? nil, visited.insert(UTF8Key(next)).inserted {
-            owner = next
+        return try Rules.owner(of: chain, heldBy: account) { owner in
+            try live.withAccount(owner) { state, _, _ in state.transfers[chain] } ?? nil
         }
-        return owner
     }
 
     /// Whether `owner` shared the chain `originalTransaction` names with `account` (a `shared`

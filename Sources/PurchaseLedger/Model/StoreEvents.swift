@@ -269,3 +269,8 @@ extension Event {
         }
     }
 }
+
+extension StoreTransaction {
+    /// The subscription or purchase it belongs to: its original transaction, else itself.
+    var chain: String { originalTransaction ?? transaction }
+}

@@ -70,7 +70,7 @@ struct AccountView {
     }
 
     private func isTransferredAway(_ entry: QueueEntry) -> Bool {
-        guard !transferredAway.isEmpty, let chain = entry.originalTransaction ?? entry.transaction else { return false }
+        guard !transferredAway.isEmpty, let chain = entry.chain else { return false }
         return transferredAway.contains(UTF8Key(chain))
     }
 
@@ -87,7 +87,7 @@ struct AccountView {
     }
 
     func renewal(of record: StoreTransactionRecord) -> RenewalInfo? {
-        state.renewals[UTF8Key(record.fact.originalTransaction ?? record.fact.transaction)]?.info
+        state.renewals[UTF8Key(record.fact.chain)]?.info
     }
 
     // MARK: At one instant

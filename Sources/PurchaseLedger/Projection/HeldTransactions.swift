@@ -39,7 +39,7 @@ extension HeldTransaction {
         let away = state.chainsTransferredAway
         let state = away.isEmpty ? state : state.leavingOut(chains: away)
         for entry in state.entries.values where entry.state == .purchased || entry.state == .restored {
-            guard let transaction = entry.transaction, !away.contains(UTF8Key(entry.originalTransaction ?? transaction)) else { continue }
+            guard let transaction = entry.transaction, let chain = entry.chain, !away.contains(UTF8Key(chain)) else { continue }
             let key = UTF8Key(transaction)
             if byTransaction[key] == nil {
                 byTransaction[key] = HeldTransaction(

@@ -310,19 +310,22 @@ enum Rules {
     /// chain's owner now (the holder's account, or where its transfers took the chain) is the
     /// account, or shared the chain with it.
     private static func mayHold(_ holder: TransactionHolder, chain: String, account: String, in context: some RuleContext) throws -> Bool {
-        let owner = try self.owner(of: UTF8Key(chain), heldBy: holder.entry.account, in: context)
+        let key = UTF8Key(chain)
+        let owner = try self.owner(of: key, heldBy: holder.entry.account) { account in try context.read(account) { $0.transfers[key] } }
         if sameBytes(owner, account) { return true }
         guard let standing = try context.read(UTF8Key(account), { $0.transfers[UTF8Key(chain)] }) else { return false }
         return standing.side == .sharing && sameBytes(standing.other, owner)
     }
 
     /// The account that owns `chain` now: `account`, or the account its transfers took the
-    /// chain to, and on (`Ledger.account(owningChain:namedBy:)` answers the same).
-    static func owner(of chain: UTF8Key, heldBy account: String, in context: some ProjectionReader) throws -> String {
+    /// chain to, and on; `lastTransfer` answers an account's last transfer of the chain (from
+    /// the rules' context, or from the published projections for `Ledger`).
+    static func owner(
+        of chain: UTF8Key, heldBy account: String, lastTransfer: (UTF8Key) throws -> ChainTransfer?
+    ) rethrows -> String {
         var owner = account
         var visited: Set<UTF8Key> = [UTF8Key(account)]
-        while let last = try context.read(UTF8Key(owner), { $0.transfers[chain] }), last.side == .leaving,
-              visited.insert(UTF8Key(last.other)).inserted {
+        while let last = try lastTransfer(UTF8Key(owner)), last.side == .leaving, visited.insert(UTF8Key(last.other)).inserted {
             owner = last.other
         }
         return owner
@@ -343,7 +346,7 @@ enum Rules {
             return .reject(rejection)
         }
         if let holder = try context.holder(of: UTF8Key(fact.transaction)),
-           !(try mayHold(holder, chain: fact.originalTransaction ?? fact.transaction, account: account, in: context)) {
+           !(try mayHold(holder, chain: fact.chain, account: account, in: context)) {
             return .reject(LedgerError(.transactionAlreadyCredited,
                 "store transaction \"\(fact.transaction)\" is held by another account; its store reports go to that account"))
         }
