@@ -16,18 +16,24 @@ import Synchronization
 /// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
 ///   big-endian) → nothing: the ledger's clock readings, in order (`ClockReading`);
 /// - `feeds`: a key of a feed's consumer → its value (a webhook endpoint's progress);
-/// - `appTransactions`: Apple's `appTransactionId` → the account of the first report naming it.
+/// - `appTransactions`: Apple's `appTransactionId` → the account of the first report naming it;
+/// - `accountNames`: handle (u64 big-endian, from 1, appended) → account id, and
+///   `accountHandles`: account id → handle: the account table records of format 2 refer to.
 ///
 /// And, written apart from appends by the snapshot policy:
 /// - `snapshots`: position → snapshot header;
 /// - `accountStates`: account length, account, position → the account's encoded state then.
 final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     static let dataFileName = "data.mdb"
-    static let formatMarker = "purchase-ledger/lmdb/1"
+    static let formatMarker = "purchase-ledger/lmdb/2"
+    /// Ledgers written before account handles: read-only, migrated by `ledger copy`.
+    static let formatOneMarker = "purchase-ledger/lmdb/1"
 
     let environment: Environment
     let isReadOnly: Bool
     var storageFormat: String { Self.formatMarker }
+    var readableFormats: [String] { [Self.formatOneMarker] }
+    let accountNames = AccountNames()
     /// One process writes an LMDB ledger (`writer.lock` enforces it).
     var isShared: Bool { false }
     private let claim: OpenEnvironments.Claim
@@ -53,6 +59,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         var feeds: Table<String, [UInt8]>?
         /// Nil in a read-only ledger written before app transactions were kept.
         var appTransactions: Table<String, String>?
+        /// Nil in a read-only ledger of format 1.
+        var accountNames: Table<UInt64, String>?
+        var accountHandles: Table<String, UInt64>?
     }
 
     init(directory: String, configuration: Environment.Configuration) throws {
@@ -80,7 +89,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     meta: try opener.table("meta"),
                     clock: try opener.tableIfPresent("clock"),
                     feeds: try opener.tableIfPresent("feeds"),
-                    appTransactions: try opener.tableIfPresent("appTransactions"))
+                    appTransactions: try opener.tableIfPresent("appTransactions"),
+                    accountNames: try opener.tableIfPresent("accountNames"),
+                    accountHandles: try opener.tableIfPresent("accountHandles"))
             }
         } catch {
             environment.close()
@@ -296,6 +307,26 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try txn.value(in: table, forKey: appTransaction)
         }
 
+        func accountNames(from handle: UInt64, limit: Int) throws -> [(handle: UInt64, account: String)] {
+            guard let table = tables.accountNames, limit > 0 else { return [] }
+            var rows: [(handle: UInt64, account: String)] = []
+            try txn.scan(table, from: handle) { key, value in
+                rows.append((try UInt64(lmdbBytes: key), try String(lmdbBytes: value)))
+                return rows.count < limit
+            }
+            return rows
+        }
+
+        func accountHandle(of account: String) throws -> UInt64? {
+            guard let table = tables.accountHandles, !account.isEmpty else { return nil }
+            return try txn.value(in: table, forKey: account)
+        }
+
+        func lastAccountHandle() throws -> UInt64 {
+            guard let table = tables.accountNames else { return 0 }
+            return try txn.lastKey(table) ?? 0
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard let feeds = tables.feeds else { return nil }
             return try txn.value(in: feeds, forKey: key)
@@ -437,7 +468,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             StorageCounts(
                 records: try txn.count(tables.log), eventIDs: try txn.count(tables.events),
                 transactions: try txn.count(tables.transactions), revocations: try txn.count(tables.revocations),
-                historyEntries: try txn.count(tables.history), appTransactions: try tables.appTransactions.map { try txn.count($0) } ?? 0)
+                historyEntries: try txn.count(tables.history), appTransactions: try tables.appTransactions.map { try txn.count($0) } ?? 0,
+                accountHandles: try tables.accountNames.map { try txn.count($0) } ?? 0)
         }
     }
 
@@ -478,6 +510,18 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
             try write.put(position, in: tables.revocations, forKey: LMDBLedgerStorage.transactionKey(transaction))
+        }
+
+        func putAccountName(_ account: String, handle: UInt64) throws {
+            guard let names = tables.accountNames, let handles = tables.accountHandles else {
+                throw StorageError(.readOnly, "the ledger is open read-only")
+            }
+            // LMDB keys are 1 to 511 bytes; the rules keep accounts to 1…128.
+            guard !account.isEmpty else { throw StorageError(.io, "an account id is at least one byte") }
+            try write.append(account, in: names, forKey: handle)
+            guard try write.insert(handle, in: handles, forKey: account) else {
+                throw StorageError(.damaged, "the account table already gives \"\(account)\" a handle")
+            }
         }
 
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {

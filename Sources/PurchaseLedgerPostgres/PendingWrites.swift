@@ -16,6 +16,8 @@ struct PendingWrites {
     /// bytes, as the index compares them.
     private var holders: [UTF8Key: TransactionHolder] = [:]
     private var revocations: [UTF8Key: UInt64] = [:]
+    /// Rows of the account table: handle, account.
+    private var accountNames: [(handle: Int64, account: ByteBuffer)] = []
     /// Each customer's (`appTransactionId`) first account in this write.
     private var customers: [UTF8Key: String] = [:]
     /// Account states to put (their bytes) or delete (nil), the last of each kept.
@@ -27,7 +29,7 @@ struct PendingWrites {
     }
 
     var isEmpty: Bool {
-        positions.isEmpty && holders.isEmpty && revocations.isEmpty && customers.isEmpty && states.isEmpty
+        positions.isEmpty && holders.isEmpty && revocations.isEmpty && customers.isEmpty && states.isEmpty && accountNames.isEmpty
     }
 
     mutating func append(record: [UInt8], at position: UInt64, eventID: String, account: String) {
@@ -35,6 +37,10 @@ struct PendingWrites {
         eventIDs.append(Keys.bytes(eventID))
         accounts.append(Keys.bytes(account))
         records.append(ByteBuffer(bytes: record))
+    }
+
+    mutating func putAccountName(_ account: String, handle: UInt64) {
+        accountNames.append((Int64(handle), Keys.bytes(account)))
     }
 
     mutating func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) {
@@ -79,6 +85,12 @@ struct PendingWrites {
             writes.append("""
                 INSERT INTO ledger_events (position, event_id, account, record)
                 SELECT * FROM unnest(\(bind(positions))::bigint[], \(bind(eventIDs))::bytea[], \(bind(accounts))::bytea[], \(bind(records))::bytea[])
+                """)
+        }
+        if !accountNames.isEmpty {
+            writes.append("""
+                INSERT INTO ledger_accounts (handle, account)
+                SELECT * FROM unnest(\(bind(accountNames.map(\.handle)))::bigint[], \(bind(accountNames.map(\.account)))::bytea[])
                 """)
         }
         if !holders.isEmpty {

@@ -20,11 +20,15 @@ import Synchronization
 ///   as a fallback (a lost connection), or alone (`PostgresOptions.notifications` off, for an
 ///   engine without LISTEN/NOTIFY).
 final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
-    static let formatMarker = "purchase-ledger/postgres/1"
+    static let formatMarker = "purchase-ledger/postgres/2"
+    /// Databases written before account handles: read-only, migrated by `ledger copy`.
+    static let formatOneMarker = "purchase-ledger/postgres/1"
     static let channel = "purchase_ledger_appends"
 
     let isReadOnly: Bool
     var storageFormat: String { Self.formatMarker }
+    var readableFormats: [String] { [Self.formatOneMarker] }
+    let accountNames = AccountNames()
     var isShared: Bool { true }
     let location: PostgresLocation
     private let logger: Logger
@@ -391,6 +395,28 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 .first.map { Keys.string(try $0.decode(ByteBuffer.self)) }
         }
 
+        func accountNames(from handle: UInt64, limit: Int) throws -> [(handle: UInt64, account: String)] {
+            guard limit > 0, try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            return try run("""
+                SELECT handle, account FROM ledger_accounts WHERE handle >= \(Int64(clamping: handle)) ORDER BY handle LIMIT \(Int64(limit))
+                """).map { row in
+                let (handle, account) = try row.decode((Int64, ByteBuffer).self)
+                return (try StoredPosition.from(handle), Keys.string(account))
+            }
+        }
+
+        func accountHandle(of account: String) throws -> UInt64? {
+            guard try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            return try run("SELECT handle FROM ledger_accounts WHERE account = \(Keys.bytes(account))").first.map { row in
+                try StoredPosition.from(try row.decode(Int64.self))
+            }
+        }
+
+        func lastAccountHandle() throws -> UInt64 {
+            guard try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return 0 }
+            return try StoredPosition.from(try run("SELECT coalesce(max(handle), 0) FROM ledger_accounts").first?.decode(Int64.self) ?? 0)
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
             return try run("SELECT value FROM ledger_feeds WHERE key = \(Keys.bytes(key))").first.map { row in
@@ -446,10 +472,13 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             // A database older than migration 3 has no customers.
             let hasCustomers = try run("SELECT to_regclass('ledger_app_transactions') IS NOT NULL").first?.decode(Bool.self) == true
             let customers = hasCustomers ? try run("SELECT count(*) FROM ledger_app_transactions").first?.decode(Int64.self) ?? 0 : 0
+            let hasAccounts = try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true
+            let handles = hasAccounts ? try run("SELECT count(*) FROM ledger_accounts").first?.decode(Int64.self) ?? 0 : 0
             // Event ids and history are columns of the events table: one row each per record.
             return StorageCounts(
                 records: Int(records), eventIDs: Int(records), transactions: Int(transactions),
-                revocations: Int(revocations), historyEntries: Int(records), appTransactions: Int(customers))
+                revocations: Int(revocations), historyEntries: Int(records), appTransactions: Int(customers),
+                accountHandles: Int(handles))
         }
 
         func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {
@@ -533,6 +562,9 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// Account states as of `statesSnapshot`, as `lookupQuery` found them (nil: none).
         private var accountStates: [UTF8Key: (version: UInt64, state: ByteBuffer)?] = [:]
         private var statesSnapshot: UInt64?
+        /// The account table's handles as `lookupQuery` found them (nil: none), and its last.
+        private var accountHandles: [UTF8Key: UInt64?] = [:]
+        private var lastHandle: UInt64?
 
         /// The newest catalog, as locked (and as this write recorded).
         private var newestCatalog: CatalogVersion?
@@ -590,8 +622,13 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             let keys: [ByteBuffer] = Set(lookups.transactions.map { UTF8Key($0) }).map { Keys.bytes($0.string) }
             let accounts: [ByteBuffer] = lookups.snapshot == nil ? [] : lookups.accounts.map(Keys.bytes)
             let snapshot = Int64(clamping: lookups.snapshot ?? 0)
+            let named: [ByteBuffer] = lookups.accountHandles.map(Keys.bytes)
             return """
                 \(unescaped: newest)
+                UNION ALL
+                SELECT 6, account, handle, NULL, NULL, NULL, NULL, NULL FROM ledger_accounts WHERE account = ANY(\(named)::bytea[])
+                UNION ALL
+                SELECT 7, NULL, (SELECT coalesce(max(handle), 0) FROM ledger_accounts), NULL, NULL, NULL, NULL, NULL
                 UNION ALL
                 SELECT 0, event_id, position, NULL, NULL, NULL, NULL, NULL FROM ledger_events WHERE event_id = ANY(\(ids)::bytea[])
                 UNION ALL
@@ -617,6 +654,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                     statesSnapshot = snapshot
                     for account in lookups.accounts { accountStates[UTF8Key(account)] = .some(nil) }
                 }
+                for account in lookups.accountHandles { accountHandles[UTF8Key(account)] = .some(nil) }
             }
             for row in rows {
                 let (kind, key, position, account, payment, credits, state, size) = try row.decode(
@@ -639,6 +677,10 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 case (3, let key?, let position?):
                     guard let state else { throw StorageError(.damaged, "an account state is missing its bytes") }
                     accountStates[UTF8Key(Keys.string(key))] = (try StoredPosition.from(position), state)
+                case (6, let key?, let handle?):
+                    accountHandles[UTF8Key(Keys.string(key))] = try StoredPosition.from(handle)
+                case (7, _, let handle?):
+                    lastHandle = try StoredPosition.from(handle)
                 default:
                     throw StorageError(.damaged, "PostgreSQL answered the lookups with an incomplete row (kind \(kind))")
                 }
@@ -686,6 +728,22 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws {
             revocations[UTF8Key(transaction)] = position
             pending.setRevocation(position, ofTransaction: transaction)
+        }
+
+        override func accountHandle(of account: String) throws -> UInt64? {
+            if let known = accountHandles[UTF8Key(account)] { return known }
+            return try super.accountHandle(of: account)
+        }
+
+        override func lastAccountHandle() throws -> UInt64 {
+            if let lastHandle { return lastHandle }
+            return try super.lastAccountHandle()
+        }
+
+        func putAccountName(_ account: String, handle: UInt64) throws {
+            pending.putAccountName(account, handle: handle)
+            accountHandles[UTF8Key(account)] = handle
+            lastHandle = handle
         }
 
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {

@@ -70,6 +70,10 @@ enum PostgresSchema {
         Migration(version: 3, description: "the customers' app transactions", statements: [
             "CREATE TABLE ledger_app_transactions (app_transaction bytea PRIMARY KEY, account bytea NOT NULL)",
         ]),
+        // Records of format 2 name accounts by handle: dense, from 1, in order of first mention.
+        Migration(version: 4, description: "the account table", statements: [
+            "CREATE TABLE ledger_accounts (handle bigint PRIMARY KEY CHECK (handle > 0), account bytea NOT NULL UNIQUE)",
+        ]),
     ]
 
     /// The newest schema this version knows.

@@ -376,8 +376,9 @@ struct LedgerToolTests {
 
             let dataFile = URL(fileURLWithPath: ledgerDir + "/data.mdb")
             var bytes = try Data(contentsOf: dataFile)
-            // The event id followed by the account, each after its length: only the record has that.
-            let marker = Data([3] + Array("e27".utf8) + [7] + Array("user-27".utf8))
+            // The event id after its length, then the account's handle (27: handles are given in
+            // order of first mention): only the record has that.
+            let marker = Data([3] + Array("e27".utf8) + [27])
             let ranges = allRanges(of: marker, in: bytes)
             try #require(ranges.count == 1)
             bytes[ranges[0].lowerBound + 3] ^= 0x01

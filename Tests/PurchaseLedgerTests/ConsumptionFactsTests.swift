@@ -94,10 +94,11 @@ struct ConsumptionFactsTests {
             #"{"id":"n1/consumption-request","type":"consumptionRequest","account":"u1","at":"2026-01-01T00:00:00Z","transaction":"1001","reason":"UNINTENDED_PURCHASE","environment":"Sandbox"}"#,
             #"{"id":"n1/consumption-request/answer","type":"consumptionAnswer","account":"u1","at":"2026-01-01T00:00:00Z","request":"n1/consumption-request","transaction":"1001","outcome":"accepted","deliveryStatus":"DELIVERED","consumptionPercentage":25000,"refundPreference":"DECLINE","sampleContentProvided":false,"status":202}"#,
         ])
+        var handles = FirstMentionHandles()
         for event in events {
             #expect(try Event(jsonLine: event.jsonLine) == event)
-            let record = LogRecordCodec.record(event, position: 7)
-            #expect(record.withUnsafeBytes { try? LogRecordCodec.decode($0, expectedPosition: 7) } == event)
+            let record = handles.record(event, position: 7)
+            #expect((try? handles.decode(record, position: 7)) == event)
         }
         // Checked like every event: a missing or out-of-range field is `invalidEvent`.
         for line in [

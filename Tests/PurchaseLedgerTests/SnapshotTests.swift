@@ -237,7 +237,7 @@ struct SnapshotTests {
             defer { storage.close() }
             try storage.read { reader in
                 for account in kept.accountIDs {
-                    let rebuilt = try AccountRebuilder(reader: reader, catalog: wordGameCatalog).state(of: account, through: kept.position)
+                    let rebuilt = try AccountRebuilder(reader: reader, catalog: wordGameCatalog, names: storage.accountNames).state(of: account, through: kept.position)
                     #expect(rebuilt == kept.accounts[UTF8Key(account)], "account \(account)")
                 }
             }

@@ -316,4 +316,51 @@ struct StorageContractTests {
             try again.read { (reader: any LedgerStorageReader) throws in #expect(try reader.lastPosition() == 5) }
         }
     }
+
+    /// The account table: rows by handle and by account (compared by bytes), its last handle,
+    /// what a write sees of its own rows and of what its lookups fetched ahead, and nothing of
+    /// a write that is abandoned.
+    @Test(arguments: Backend.available)
+    func theAccountTableIsReadByHandleAndByAccount(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, reopen in
+            try storage.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.lastAccountHandle() == 0)
+                #expect(try reader.accountNames(from: 1, limit: 10).isEmpty)
+                #expect(try reader.accountHandle(of: "a") == nil)
+            }
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.putAccountName("café", handle: 1)
+                try writer.putAccountName("cafe\u{301}", handle: 2)
+                #expect(try writer.accountHandle(of: "cafe\u{301}") == 2)
+                #expect(try writer.lastAccountHandle() == 2)
+            }
+            struct Abandon: Error {}
+            #expect(throws: Abandon.self) {
+                try storage.write { (writer: any LedgerStorageWriter) throws in
+                    try writer.putAccountName("abandoned", handle: 3)
+                    throw Abandon()
+                }
+            }
+            // Fetched ahead, as the ledger's writer asks for a batch's accounts.
+            try storage.write(lookingUp: Lookups(accountHandles: ["café", "new"])) { (writer: any LedgerStorageWriter) throws in
+                #expect(try writer.accountHandle(of: "café") == 1)
+                #expect(try writer.accountHandle(of: "new") == nil)
+                #expect(try writer.lastAccountHandle() == 2)
+                try writer.putAccountName("new", handle: 3)
+                #expect(try writer.accountHandle(of: "new") == 3)
+                #expect(try writer.lastAccountHandle() == 3)
+            }
+            let again = try reopen(true)
+            try again.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.lastAccountHandle() == 3)
+                let rows = try reader.accountNames(from: 2, limit: 10)
+                #expect(rows.map(\.handle) == [2, 3])
+                #expect(rows.map { Array($0.account.utf8) } == [Array("cafe\u{301}".utf8), Array("new".utf8)])
+                #expect(try reader.accountNames(from: 1, limit: 1).map(\.handle) == [1])
+                #expect(try reader.accountHandle(of: "café") == 1)
+                #expect(try reader.accountHandle(of: "abandoned") == nil)
+                #expect(try reader.counts().accountHandles == 3)
+            }
+        }
+    }
 }

@@ -49,10 +49,10 @@ struct VerificationTests {
             // The record nearest the fraction that the file holds once (a page LMDB freed may
             // still hold an older copy of a record).
             let start = Int(fraction * Double(records.count - 1))
-            let candidates = records[..<(start + 1)].reversed() + records[(start + 1)...]
-            let found = candidates.lazy.map { record in
-                (record, LogRecordCodec.record(record.event, position: record.position))
-            }.first { occurrences(of: $0.1, in: file).count == 1 }
+            var handles = FirstMentionHandles()
+            let encoded = records.map { record in (record, handles.record(record.event, position: record.position)) }
+            let candidates = encoded[..<(start + 1)].reversed() + encoded[(start + 1)...]
+            let found = candidates.first { occurrences(of: $0.1, in: file).count == 1 }
             let (target, bytes) = try #require(found, "some record must be in the file exactly once")
             let offsets = occurrences(of: bytes, in: file)
             file[offsets[0] + bytes.count / 2] ^= 0x20
@@ -138,18 +138,5 @@ struct VerificationTests {
             #expect(report.damage?.kind == .sequenceGap)
             #expect(report.damage?.position == 20)
         }
-    }
-
-    private func occurrences(of needle: [UInt8], in haystack: [UInt8]) -> [Int] {
-        guard let first = needle.first, needle.count <= haystack.count else { return [] }
-        var found: [Int] = []
-        var index = 0
-        while index <= haystack.count - needle.count {
-            if haystack[index] == first && haystack[index..<index + needle.count].elementsEqual(needle) {
-                found.append(index)
-            }
-            index += 1
-        }
-        return found
     }
 }

@@ -18,6 +18,9 @@ extension LedgerCommand {
 
                 On a terminal, progress lines show the copy and its verification.
 
+                A ledger of an older format (one written before account handles) is migrated this way: \
+                the copy is of the current format, and the command says so.
+
                 Examples:
                   ledger copy ./ledger postgres://ledger@db/store
                   ledger copy --json postgres://ledger@db/store ./ledger-copy
@@ -62,6 +65,9 @@ extension LedgerCommand {
                     resuming = false
                 }
                 if resuming, !format.json { Console.error("\(to.display) holds an incomplete copy: resuming it") }
+                if sourceLog.isOfOlderFormat, !format.json {
+                    Console.error("\(from.display) is of the older format \(sourceLog.format): the copy is of the current format, a migration")
+                }
                 let last = try sourceLog.lastPosition()
                 let progress = ProgressLine("copying", unit: "events")
                 let destinationName = to.display
@@ -100,6 +106,7 @@ extension LedgerCommand {
                     writer.member("destination", to.display)
                     writer.member("copied", Int64(copied))
                     writer.member("verified", true)
+                    if sourceLog.isOfOlderFormat { writer.member("migratedFrom", sourceLog.format) }
                     writer.endObject()
                     try Console.output(writer.string + "\n")
                 } else {

@@ -69,7 +69,7 @@ enum AccountAtPosition {
         return try storage.read { reader in
             // A name no event could carry has no history: not looked up at all.
             guard EventLimits.keyBytes.contains(account.utf8.count) else { return try body(nil, reader) }
-            let state = try AccountRebuilder(reader: reader, catalog: catalog).state(of: account, through: position)
+            let state = try AccountRebuilder(reader: reader, catalog: catalog, names: storage.accountNames).state(of: account, through: position)
             return try body(state, reader)
         }
     }

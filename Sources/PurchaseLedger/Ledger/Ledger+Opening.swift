@@ -41,7 +41,17 @@ extension Ledger {
         } catch {
             throw StorageError(.damaged, "the ledger's catalog cannot be read: \(error)")
         }
-        guard marker == expected else {
+        if let marker, marker != expected, storage.readableFormats.contains(marker), !copying {
+            guard storage.isReadOnly else {
+                throw StorageError(
+                    .unsupportedFormat,
+                    "\(directory) holds a ledger of format \(marker), from before account handles; this version writes "
+                        + "\(storage.storageFormat). Open it read-only, or migrate it: `ledger copy \(directory) NEW-LOCATION`")
+            }
+            logger.warning("the ledger is of an older format: read-only; `ledger copy` migrates it", metadata: [
+                "location": "\(directory)", "format": "\(marker)",
+            ])
+        } else if marker != expected {
             throw StorageError(.unsupportedFormat, "\(directory) holds format \(marker ?? "?"), this version reads \(storage.storageFormat)")
         }
         let recordedVersion = CatalogVersion(effectiveFrom: newest.effectiveFrom, size: newest.json.count)
@@ -181,7 +191,7 @@ enum Opening {
                 throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
             }
             facts.position = position - 1
-            try session.apply(try LogReader.decode(bytes, at: position), at: position)
+            try session.apply(try LogReader.decode(bytes, at: position, reader: reader, names: live.storage.accountNames), at: position)
             expected += 1
             return true
         }

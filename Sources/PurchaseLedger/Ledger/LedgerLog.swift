@@ -6,6 +6,11 @@ import Logging
 public final class LedgerLog: Sendable {
     /// Where the ledger is: its directory, or (PostgreSQL) its database URL without a password.
     public let location: String
+    /// The ledger's format marker, such as `purchase-ledger/lmdb/2`.
+    public let format: String
+    /// Whether the ledger is of a format older than the one this version writes: readable, and
+    /// migrated by copying it (`ledger copy`).
+    public let isOfOlderFormat: Bool
     let storage: any LedgerStorage
     let log: LogReader
     let logger: Logger
@@ -27,12 +32,17 @@ public final class LedgerLog: Sendable {
             storage.close()
             throw error
         }
-        guard marker == IncompleteCopy.expectedMarker(of: storage, copying: copying) else {
+        // A ledger of an older format this version still reads: its log, for export, replay
+        // and `ledger copy`, which migrates it.
+        let readable = !copying && marker.map(storage.readableFormats.contains) == true
+        guard marker == IncompleteCopy.expectedMarker(of: storage, copying: copying) || readable else {
             storage.close()
             if marker == nil { throw StorageError(.notALedger, "\(location) holds no ledger") }
             throw StorageError(.unsupportedFormat, "\(location) holds format \(marker!), this version reads \(storage.storageFormat)")
         }
         self.location = location
+        self.format = marker ?? storage.storageFormat
+        self.isOfOlderFormat = readable
         self.storage = storage
         self.log = LogReader(storage: storage)
         self.logger = logger

@@ -78,18 +78,45 @@ struct LedgerVerifier {
         var expected: UInt64 = 1
         /// The account of the first report naming each customer: what the customers' index holds.
         var customers: [UTF8Key: String] = [:]
+        let recordVersion = try expectedRecordVersion(reader)
+        /// The account table as this read sees it, not as this process remembers it.
+        let names = AccountNames()
+        /// Handles are given in order of first mention: the greatest one so far.
+        var lastHandle: UInt64 = 0
+        var handleProblem: String?
         try reader.forEachRecord(from: 0, through: .max) { position, bytes in
             guard position == expected else {
                 throw damage(.sequenceGap, expected, "the log jumps from position \(expected - 1) to \(position)")
             }
             let event: Event
-            switch Result(catching: { () throws(LogRecordCodec.Damage) in try LogRecordCodec.decode(bytes, expectedPosition: position) }) {
+            let decoded = Result { () throws(LogRecordCodec.Damage) in
+                try LogRecordCodec.decode(bytes, expectedPosition: position) { handle in
+                    guard handle <= lastHandle + 1 else {
+                        handleProblem = "the record names account handle \(handle) before handle \(lastHandle + 1)"
+                        return nil
+                    }
+                    guard let name = try names.name(of: handle, reader: reader) else { return nil }
+                    if handle == lastHandle + 1 {
+                        guard try reader.accountHandle(of: name) == handle else {
+                            handleProblem = "the account table's index does not give \"\(name)\" handle \(handle)"
+                            return nil
+                        }
+                        lastHandle = handle
+                    }
+                    return name
+                }
+            }
+            switch decoded {
             case .success(let decoded):
                 event = decoded
             case .failure(.checksum):
                 throw damage(.checksum, position, "the record's bytes do not match its CRC-32C")
             case .failure(let other):
+                if let handleProblem { throw damage(.indexMismatch, position, handleProblem) }
                 throw damage(.undecodable, position, "\(other)")
+            }
+            guard LogRecordCodec.version(of: bytes) == recordVersion else {
+                throw damage(.undecodable, position, "a record of format \(LogRecordCodec.version(of: bytes) ?? 0) in a ledger of format \(recordVersion)")
             }
             while nextCatalog < catalogs.count, catalogs[nextCatalog].effectiveFrom <= position {
                 context.catalog = catalogs[nextCatalog].catalog
@@ -157,6 +184,16 @@ struct LedgerVerifier {
         if counts.appTransactions != customers.count {
             throw damage(.indexMismatch, nil, "the customers' index has \(counts.appTransactions) entries for \(customers.count) customers the log names")
         }
+        if counts.accountHandles != Int(lastHandle) {
+            throw damage(.indexMismatch, nil, "the account table has \(counts.accountHandles) handles; the log names \(lastHandle)")
+        }
+    }
+
+    /// The record format the ledger's marker promises: format 1 for a ledger from before
+    /// account handles, the current one otherwise.
+    private func expectedRecordVersion(_ reader: any LedgerStorageReader) throws -> UInt8 {
+        let marker = try reader.formatMarker()
+        return marker.map { storage.readableFormats.contains($0) } == true ? LogRecordCodec.formatOneVersion : LogRecordCodec.formatVersion
     }
 
     /// The indexes written with the record at `position` agree with the log.
@@ -278,7 +315,7 @@ private struct VerificationContext: RuleContext {
         guard let found = try reader.position(ofEventID: id), found <= position else { return nil }
         var matches = false
         _ = try reader.record(at: found) { bytes in
-            matches = (try? LogRecordCodec.decode(bytes, expectedPosition: found))?.id == id
+            matches = (try? LogRecordCodec.decode(bytes, expectedPosition: found) { handle in try reader.accountNames(from: handle, limit: 1).first.flatMap { $0.handle == handle ? $0.account : nil } })?.id == id
         }
         guard matches else { throw IndexDisagreement(message: "the event-id index points event \"\(id)\" at position \(found), which holds another event") }
         return found

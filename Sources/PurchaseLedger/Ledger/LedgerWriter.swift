@@ -207,8 +207,15 @@ final class LedgerWriter: Sendable {
     private func lookups(of requests: [WriteQueue.Request]) -> Lookups? {
         guard storage.isShared else { return nil }
         var lookups = Lookups()
+        var named = Set<UTF8Key>()
         for request in requests {
-            for event in request.events { Rules.lookups(of: event, into: &lookups) }
+            for event in request.events {
+                Rules.lookups(of: event, into: &lookups)
+                for account in event.accountsNamed where storage.accountNames.cachedHandle(of: account) == nil
+                    && named.insert(UTF8Key(account)).inserted {
+                    lookups.accountHandles.append(account)
+                }
+            }
         }
         if let snapshot = live.snapshot?.position {
             lookups.snapshot = snapshot

@@ -31,7 +31,7 @@ struct LogReader: Sendable {
                     guard position == expected else {
                         throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
                     }
-                    records.append(LogRecord(position: position, event: try Self.decode(bytes, at: position)))
+                    records.append(LogRecord(position: position, event: try Self.decode(bytes, at: position, reader: reader, names: storage.accountNames)))
                     expected += 1
                     return true
                 }
@@ -46,10 +46,24 @@ struct LogReader: Sendable {
         }
     }
 
-    static func decode(_ bytes: UnsafeRawBufferPointer, at position: UInt64) throws(StorageError) -> Event {
+    /// Decodes the record at `position`, its accounts' handles resolved through `names` (and
+    /// `reader` for those this process has not seen). A storage failure reading the account
+    /// table is that failure, not damage.
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, at position: UInt64, reader: any LedgerStorageReader, names: AccountNames
+    ) throws -> Event {
+        var failure: (any Error)?
         do {
-            return try LogRecordCodec.decode(bytes, expectedPosition: position)
+            return try LogRecordCodec.decode(bytes, expectedPosition: position) { handle in
+                do {
+                    return try names.name(of: handle, reader: reader)
+                } catch {
+                    failure = error
+                    throw error
+                }
+            }
         } catch {
+            if let failure { throw failure }
             throw StorageError(.damaged, "record at position \(position): \(error)", position: position)
         }
     }
@@ -85,7 +99,9 @@ struct LogReader: Sendable {
         try storage.read { reader in
             try reader.positions(ofAccount: account, after: position, limit: limit).map { position in
                 var event: Event?
-                _ = try reader.record(at: position) { bytes in event = try Self.decode(bytes, at: position) }
+                _ = try reader.record(at: position) { bytes in
+                    event = try Self.decode(bytes, at: position, reader: reader, names: storage.accountNames)
+                }
                 guard let event else {
                     throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)
                 }

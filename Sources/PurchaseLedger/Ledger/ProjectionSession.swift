@@ -71,6 +71,9 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
     private(set) var position: UInt64
     private(set) var appendedCount = 0
     private let touched = TouchedAccounts()
+    /// The handles of the accounts this session's records name; new ones are known to other
+    /// readers once the write commits (`publish`).
+    private(set) var accountHandles: AccountHandleAssigner
 
     init(live: LiveProjections, reader: any LedgerStorageReader, facts: Facts, catalog: Catalog, position: UInt64) {
         self.live = live
@@ -78,6 +81,7 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         self.facts = facts
         self.catalog = catalog
         self.position = position
+        accountHandles = AccountHandleAssigner(names: live.storage.accountNames)
     }
 
     // MARK: RuleContext
@@ -161,7 +165,8 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
             return .success(.duplicate(of: earlier))
         case .append:
             let next = position + 1
-            try writer.append(record: LogRecordCodec.record(event, position: next), at: next, eventID: event.id, account: event.account)
+            let record = try LogRecordCodec.record(event, position: next) { try accountHandles.handle(of: $0, writer: writer) }
+            try writer.append(record: record, at: next, eventID: event.id, account: event.account)
             if let appTransaction = event.appTransaction { try writer.claimAppTransaction(appTransaction, for: event.account) }
             try apply(event, at: next)
             appendedCount += 1
@@ -183,6 +188,7 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
     /// Makes the changes visible: owned accounts are handed over whole, the changes of accounts
     /// already in memory applied in place.
     func publish(to live: LiveProjections) {
+        live.storage.accountNames.adopt(accountHandles.assigned)
         let accounts = touched.take()
         let position = self.position
         live.publish(position: position) { state in

@@ -1,27 +1,38 @@
 /// The binary form of one log record.
 ///
-///     byte 0        format version (1)
+///     byte 0        format version (2; 1 in ledgers written before account handles)
 ///     varint        the record's own log position (so a record found under the wrong key,
 ///                   or copied elsewhere, is detected)
 ///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo,
 ///                   9 consumptionConsent, 10 consumptionRequest, 11 consumptionAnswer,
 ///                   12 appStoreCall, 13 appTransaction, 14 transferred, 15 shared)
-///     string ×2     id, account            (string = varint length + UTF-8)
+///     string        id                     (string = varint length + UTF-8)
+///     account       the account            (format 2: its handle, a varint from 1; format 1: a string)
 ///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
 ///     …             the type's fields; optional fields behind a presence mask (a byte; a
-///                   varint for the store's events, `StoreEventCoding`)
+///                   varint for the store's events, `StoreEventCoding`); a transfer's
+///                   `from` and `to` are accounts too
 ///     4 bytes       CRC-32C (little-endian) of every byte before it
+///
+/// An account's id is stored once, in the storage's account table (`AccountNames`), and
+/// records name it by handle: the id can then be forgotten without rewriting the log, and the
+/// handles are dense, assigned in order of first mention, so a log and its copies agree on them.
 ///
 /// JSON is for interchange; the log stores this, which is about a third of the size and
 /// decodes without a parser.
 enum LogRecordCodec {
-    static let formatVersion: UInt8 = 1
+    /// The format records are written in.
+    static let formatVersion: UInt8 = 2
+    /// The format of ledgers written before account handles: read, never written.
+    static let formatOneVersion: UInt8 = 1
 
     /// What is wrong with a record that does not decode.
     enum Damage: Error, Equatable, CustomStringConvertible {
         case checksum
         case unknownVersion(UInt8)
         case positionMismatch(UInt64)
+        /// A format-2 record names an account the account table does not hold.
+        case unknownAccountHandle(UInt64)
         case undecodable(String)
 
         var description: String {
@@ -29,17 +40,25 @@ enum LogRecordCodec {
             case .checksum: "checksum mismatch"
             case .unknownVersion(let version): "unknown record format version \(version)"
             case .positionMismatch(let found): "record carries position \(found)"
+            case .unknownAccountHandle(let handle): "record names account handle \(handle), which the account table lacks"
             case .undecodable(let reason): "undecodable record (\(reason))"
             }
         }
     }
 
-    static func encode(_ event: Event, position: UInt64, into writer: inout ByteWriter) {
-        writer.byte(formatVersion)
+    /// Writes the record's fields in format `version`; `accountHandle` names an account in
+    /// format 2 (format 1 writes it inline).
+    static func encode(
+        _ event: Event, position: UInt64, into writer: inout ByteWriter, version: UInt8, accountHandle: (String) throws -> UInt64
+    ) rethrows {
+        func account(_ account: String, _ writer: inout ByteWriter) throws {
+            if version == formatOneVersion { writer.string(account) } else { writer.varint(try accountHandle(account)) }
+        }
+        writer.byte(version)
         writer.varint(position)
         writer.byte(tag(of: event.type))
         writer.string(event.id)
-        writer.string(event.account)
+        try account(event.account, &writer)
         writer.timestamp(event.at)
         switch event.payload {
         case .paymentAdded(let added):
@@ -98,32 +117,60 @@ enum LogRecordCodec {
             writer.appTransaction(info)
         case .transferred(let transfer), .shared(let transfer):
             writer.string(transfer.originalTransaction)
-            writer.string(transfer.from)
-            writer.string(transfer.to)
+            try account(transfer.from, &writer)
+            try account(transfer.to, &writer)
         }
     }
 
-    /// Encodes the event as a complete record, checksum included.
-    static func record(_ event: Event, position: UInt64) -> [UInt8] {
+    /// Encodes the event as a complete record of the current format, checksum included;
+    /// `accountHandle` gives each account's handle (assigning new ones).
+    static func record(_ event: Event, position: UInt64, accountHandle: (String) throws -> UInt64) rethrows -> [UInt8] {
         var writer = ByteWriter(capacity: 160)
-        encode(event, position: position, into: &writer)
+        try encode(event, position: position, into: &writer, version: formatVersion, accountHandle: accountHandle)
         let crc = CRC32C.checksum(writer.bytes)
         writer.uint32(crc)
         return writer.bytes
     }
 
-    /// Checks the record's checksum, version and position, then decodes its event.
-    static func decode(_ record: UnsafeRawBufferPointer, expectedPosition: UInt64) throws(Damage) -> Event {
+    /// The record format 1 wrote (accounts inline): what a ledger from before account handles
+    /// holds, made for the tests of reading and migrating one.
+    package static func formatOneRecord(_ event: Event, position: UInt64) -> [UInt8] {
+        var writer = ByteWriter(capacity: 160)
+        encode(event, position: position, into: &writer, version: formatOneVersion) { _ in 0 }
+        let crc = CRC32C.checksum(writer.bytes)
+        writer.uint32(crc)
+        return writer.bytes
+    }
+
+    /// The record's format version, once its checksum is checked; nil for a record too short
+    /// or damaged.
+    static func version(of record: UnsafeRawBufferPointer) -> UInt8? {
+        guard record.count >= 6 else { return nil }
+        let body = UnsafeRawBufferPointer(rebasing: record[0..<record.count - 4])
+        let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: record.count - 4, as: UInt32.self))
+        return CRC32C.checksum(body) == stored ? body[0] : nil
+    }
+
+    /// Checks the record's checksum, version and position, then decodes its event; a record of
+    /// format 2 names its accounts by handle, which `accountName` resolves (nil: no such handle).
+    static func decode(
+        _ record: UnsafeRawBufferPointer, expectedPosition: UInt64, accountName: (UInt64) throws -> String?
+    ) throws(Damage) -> Event {
         guard record.count >= 6 else { throw .undecodable("\(record.count) bytes") }
         let body = UnsafeRawBufferPointer(rebasing: record[0..<record.count - 4])
         let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: record.count - 4, as: UInt32.self))
         guard CRC32C.checksum(body) == stored else { throw .checksum }
-        guard body[0] == formatVersion else { throw .unknownVersion(body[0]) }
+        guard body[0] == formatVersion || body[0] == formatOneVersion else { throw .unknownVersion(body[0]) }
         var reader = ByteReader(UnsafeRawBufferPointer(rebasing: body[1...]))
         do {
             let position = try reader.varint()
             guard position == expectedPosition else { throw Damage.positionMismatch(position) }
-            let event = try decodeEvent(&reader)
+            let event = try decodeEvent(&reader) { reader throws in
+                guard body[0] == formatVersion else { return try reader.string() }
+                let handle = try reader.varint()
+                guard let name = try accountName(handle) else { throw Damage.unknownAccountHandle(handle) }
+                return name
+            }
             guard reader.isAtEnd else { throw Damage.undecodable("trailing bytes") }
             return event
         } catch let damage as Damage {
@@ -135,12 +182,12 @@ enum LogRecordCodec {
         }
     }
 
-    private static func decodeEvent(_ reader: inout ByteReader) throws -> Event {
+    private static func decodeEvent(_ reader: inout ByteReader, account readAccount: (inout ByteReader) throws -> String) throws -> Event {
         let tag = try reader.byte()
         guard tag >= 1, tag <= EventType.allCases.count else { throw Damage.undecodable("unknown event tag \(tag)") }
         let type = EventType.allCases[Int(tag) - 1]
         let id = try reader.string()
-        let account = try reader.string()
+        let account = try readAccount(&reader)
         let at = try reader.timestamp()
         let payload: Event.Payload
         switch type {
@@ -197,7 +244,8 @@ enum LogRecordCodec {
         case .appTransaction:
             payload = .appTransaction(try reader.appTransaction())
         case .transferred, .shared:
-            let transfer = Transferred(originalTransaction: try reader.string(), from: try reader.string(), to: try reader.string())
+            let transfer = Transferred(
+                originalTransaction: try reader.string(), from: try readAccount(&reader), to: try readAccount(&reader))
             payload = type == .shared ? .shared(transfer) : .transferred(transfer)
         }
         return Event(id: id, account: account, at: at, payload: payload)

@@ -244,3 +244,14 @@ extension Event {
         Event(id: id, account: account, at: at, payload: .revoked(Revoked(transaction: transaction, reason: reason)))
     }
 }
+
+extension Event {
+    /// The accounts the event names, in the order its record stores them: its own, then a
+    /// transfer's `from` and `to` (`LogRecordCodec`).
+    var accountsNamed: [String] {
+        switch payload {
+        case .transferred(let transfer), .shared(let transfer): [account, transfer.from, transfer.to]
+        default: [account]
+        }
+    }
+}

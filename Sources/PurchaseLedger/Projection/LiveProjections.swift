@@ -179,7 +179,7 @@ final class LiveProjections: Sendable {
             logger.warning("a snapshot's state of an account is damaged; rebuilt from the account's history", metadata: [
                 "account": "\(account)", "snapshot": "\(snapshot)", "damage": "\(damage)",
             ])
-            return try AccountRebuilder(reader: reader, catalog: catalog).state(of: account.string, through: snapshot)
+            return try AccountRebuilder(reader: reader, catalog: catalog, names: AccountNames()).state(of: account.string, through: snapshot)
         }
     }
 

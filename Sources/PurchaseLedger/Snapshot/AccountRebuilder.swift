@@ -8,6 +8,7 @@
 struct AccountRebuilder {
     let reader: any LedgerStorageReader
     let catalog: Catalog
+    let names: AccountNames
 
     func state(of account: String, through end: UInt64) throws -> AccountState? {
         let own = try reader.positions(ofAccount: account, after: 0, limit: .max).filter { $0 <= end }
@@ -20,7 +21,7 @@ struct AccountRebuilder {
             let position = queue[index]
             index += 1
             var event: Event?
-            _ = try reader.record(at: position) { bytes in event = try LogReader.decode(bytes, at: position) }
+            _ = try reader.record(at: position) { bytes in event = try LogReader.decode(bytes, at: position, reader: reader, names: names) }
             guard let event else {
                 throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)
             }

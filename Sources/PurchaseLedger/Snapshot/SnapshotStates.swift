@@ -63,7 +63,7 @@ enum SnapshotStates {
                 logger.warning("a snapshot's state of an account is damaged; rebuilt from the account's history", metadata: [
                     "account": "\(account)", "snapshot": "\(snapshot)",
                 ])
-                if let rebuilt = try AccountRebuilder(reader: reader, catalog: catalog).state(of: account, through: snapshot) {
+                if let rebuilt = try AccountRebuilder(reader: reader, catalog: catalog, names: AccountNames()).state(of: account, through: snapshot) {
                     state.replaceAccount(UTF8Key(account), with: rebuilt)
                 }
             }

@@ -11,6 +11,9 @@ package protocol LedgerStorage: AnyObject, Sendable {
     var isReadOnly: Bool { get }
     /// The format marker this storage writes into a new ledger and requires of an existing one.
     var storageFormat: String { get }
+    /// Older format markers this storage still reads: a ledger of one opens read-only, and
+    /// `ledger copy` migrates it.
+    var readableFormats: [String] { get }
     /// Whether other processes may append to the same ledger (a shared database). The writer
     /// then catches up with their appends inside each write, before it validates anything, and
     /// a full snapshot never removes the snapshots other processes read from.
@@ -37,6 +40,9 @@ package protocol LedgerStorage: AnyObject, Sendable {
     /// Bytes the ledger occupies on disk.
     func sizeOnDisk() -> Int
 
+    /// What this process has read of the account table: one instance per open storage.
+    var accountNames: AccountNames { get }
+
     func close()
 }
 
@@ -56,12 +62,19 @@ package struct Lookups: Sendable {
     /// Accounts to read from the snapshot at `snapshot` (`accountState(_:atOrBefore:)`).
     package var accounts: [String] = []
     package var snapshot: UInt64?
+    /// Accounts the batch's records name whose handles this process has not seen
+    /// (`accountHandle(of:)`); a storage that fetches them ahead also fetches the last handle.
+    package var accountHandles: [String] = []
 
-    package init(eventIDs: [String] = [], transactions: [String] = [], accounts: [String] = [], snapshot: UInt64? = nil) {
+    package init(
+        eventIDs: [String] = [], transactions: [String] = [], accounts: [String] = [], snapshot: UInt64? = nil,
+        accountHandles: [String] = []
+    ) {
         self.eventIDs = eventIDs
         self.transactions = transactions
         self.accounts = accounts
         self.snapshot = snapshot
+        self.accountHandles = accountHandles
     }
 }
 
@@ -86,14 +99,20 @@ package struct StorageCounts: Sendable, Hashable {
     package var historyEntries: Int
     /// Customers (`appTransactionId`) with an account.
     package var appTransactions: Int
+    /// Rows of the account table (handle ↔ account id).
+    package var accountHandles: Int
 
-    package init(records: Int, eventIDs: Int, transactions: Int, revocations: Int, historyEntries: Int, appTransactions: Int = 0) {
+    package init(
+        records: Int, eventIDs: Int, transactions: Int, revocations: Int, historyEntries: Int, appTransactions: Int = 0,
+        accountHandles: Int = 0
+    ) {
         self.records = records
         self.eventIDs = eventIDs
         self.transactions = transactions
         self.revocations = revocations
         self.historyEntries = historyEntries
         self.appTransactions = appTransactions
+        self.accountHandles = accountHandles
     }
 }
 
@@ -214,6 +233,15 @@ package protocol LedgerStorageReader {
     /// Every value stored under a key that starts with `prefix`, in key order (by bytes).
     func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])]
 
+    // MARK: The account table
+
+    /// Rows of the account table from `handle` on, in handle order, at most `limit`.
+    func accountNames(from handle: UInt64, limit: Int) throws -> [(handle: UInt64, account: String)]
+    /// The handle the account table gives `account`; nil when it has none.
+    func accountHandle(of account: String) throws -> UInt64?
+    /// The greatest handle in the account table; 0 when it is empty.
+    func lastAccountHandle() throws -> UInt64
+
     // MARK: Snapshots
 
     /// Every snapshot header, oldest first, by the position it reflects.
@@ -248,6 +276,8 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws
     /// Records the first revocation of `transaction`.
     func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws
+    /// Adds a row to the account table: `handle` (the next one) names `account`.
+    func putAccountName(_ account: String, handle: UInt64) throws
     /// Records `account` as the customer of `appTransaction`, unless an account already is (the
     /// first report that named it decides).
     func claimAppTransaction(_ appTransaction: String, for account: String) throws

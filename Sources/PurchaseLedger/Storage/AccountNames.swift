@@ -1,0 +1,74 @@
+import Synchronization
+
+/// The accounts' ids by handle, as far as this process has read them from the storage's
+/// account table (records of format 2 name accounts by handle, `LogRecordCodec`).
+///
+/// It holds only what is committed: readers add the rows they read, the writer the handles it
+/// assigned once their commit returned. A handle never names another account, so an entry
+/// never goes stale.
+package final class AccountNames: Sendable {
+    private struct Table {
+        var names: [UInt64: String] = [:]
+        var handles: [UTF8Key: UInt64] = [:]
+    }
+
+    private let table = Mutex(Table())
+
+    /// Handles read together on a miss: handles are given in order of first mention, so a
+    /// replay needs a handle's neighbours next, and a remote storage reads them in one query.
+    static let readAhead = 1024
+
+    package init() {}
+
+    /// The id of the account `handle` names, read from `reader` when this process has not seen
+    /// it; nil when the account table has no such handle.
+    func name(of handle: UInt64, reader: any LedgerStorageReader) throws -> String? {
+        if let name = table.withLock({ $0.names[handle] }) { return name }
+        let rows = try reader.accountNames(from: handle, limit: Self.readAhead)
+        adopt(rows)
+        return rows.first { $0.handle == handle }?.account
+    }
+
+    /// The handle of `account` when this process has seen it.
+    func cachedHandle(of account: String) -> UInt64? {
+        table.withLock { $0.handles[UTF8Key(account)] }
+    }
+
+    /// Remembers committed rows of the account table.
+    func adopt(_ rows: some Sequence<(handle: UInt64, account: String)>) {
+        table.withLock { table in
+            for row in rows {
+                table.names[row.handle] = row.account
+                table.handles[UTF8Key(row.account)] = row.handle
+            }
+        }
+    }
+}
+
+/// Gives each account of a write its handle: the one the account table holds, or the next one
+/// for an account never seen (stored in the same write as the record that first names it).
+struct AccountHandleAssigner {
+    let names: AccountNames
+    /// The handles this write assigned, known to the cache only once the write commits.
+    private(set) var assigned: [(handle: UInt64, account: String)] = []
+    private var assignedByAccount: [UTF8Key: UInt64] = [:]
+    private var next: UInt64?
+
+    init(names: AccountNames) {
+        self.names = names
+    }
+
+    mutating func handle(of account: String, writer: any LedgerStorageWriter) throws -> UInt64 {
+        if let handle = names.cachedHandle(of: account) ?? assignedByAccount[UTF8Key(account)] { return handle }
+        if let handle = try writer.accountHandle(of: account) {
+            names.adopt(CollectionOfOne((handle, account)))
+            return handle
+        }
+        let handle = try next ?? (writer.lastAccountHandle() + 1)
+        try writer.putAccountName(account, handle: handle)
+        assigned.append((handle, account))
+        assignedByAccount[UTF8Key(account)] = handle
+        next = handle + 1
+        return handle
+    }
+}

@@ -1,0 +1,160 @@
+import LedgerTestSupport
+import LMDB
+import Logging
+import PostgresNIO
+import Testing
+@testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
+@testable import PurchaseLedgerPostgres
+import PurchaseLedgerLocation
+
+/// Record format 2 (accounts by handle, `LogRecordCodec`) and ledgers of format 1, written
+/// before it: read-only, and migrated by copying.
+struct RecordFormatTests {
+    @Test(arguments: Backend.available)
+    func theAccountTableHoldsEachAccountOnceAndTheRecordsNone(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            let account = "customer-5e2b9c"
+            _ = try await ledger.appendAll(TransferTests.purchase(
+                "e1", account: account, transaction: "1000001", original: "1000001", product: "lifetime", expires: nil))
+            _ = try await ledger.appendAll(Event.transfer(
+                originalTransaction: "1000001", from: account, to: "customer-0a7f", at: TransferTests.now))
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            let (names, counts) = try log.storage.read { reader in
+                (try reader.accountNames(from: 1, limit: 10), try reader.counts())
+            }
+            #expect(names.map(\.handle) == [1, 2])
+            #expect(names.map(\.account) == [account, "customer-0a7f"])
+            #expect(counts.accountHandles == 2)
+            var records: [[UInt8]] = []
+            try log.storage.read { reader in
+                try reader.forEachRecord(from: 1, through: .max) { _, bytes in
+                    records.append(Array(bytes))
+                    return true
+                }
+            }
+            #expect(records.count == 4)
+            for record in records {
+                #expect(record[0] == 2)
+                #expect(occurrences(of: Array(account.utf8), in: record).isEmpty)
+            }
+            #expect(log.verify().isIntact)
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func aLedgerOfFormatOneOpensReadOnlyAndCopiesToFormatTwo(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            var generator = EventStreamGenerator(seed: 28)
+            let ledger = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing)
+            _ = try await ledger.append(contentsOf: generator.events(600))
+            let state = try ledger.currentState()
+            await ledger.close()
+            let exported = try exportBytes(location)
+            try downgradeToFormatOne(location, on: backend)
+
+            // Written to: refused, saying how to migrate.
+            #expect {
+                try Ledger.open(location: location, configuration: .testing)
+            } throws: { error in
+                let error = error as? StorageError
+                return error?.code == .unsupportedFormat && error?.message.contains("ledger copy") == true
+            }
+            // Read: the same answers, from its snapshot and replayed, the same export, intact.
+            var readOnly = Ledger.Configuration.testing
+            readOnly.readOnly = true
+            for useSnapshots in [true, false] {
+                readOnly.useSnapshots = useSnapshots
+                let reopened = try Ledger.open(location: location, configuration: readOnly)
+                #expect(try reopened.currentState() == state)
+                await reopened.close()
+            }
+            #expect(try exportBytes(location) == exported)
+            let old = try LedgerLog.open(location: location)
+            #expect(old.verify().isIntact)
+            #expect(try old.storage.read { try $0.counts() }.accountHandles == 0)
+
+            // Copied, event by event: a ledger of format 2 with the same answers and export.
+            try await withLocation(on: backend) { copy in
+                let migrated = try Ledger.open(location: copy, catalog: try old.catalog(), configuration: .testing)
+                var events: [Event] = []
+                for try await record in old.records() { events.append(record.event) }
+                old.close()
+                let outcomes = try await migrated.append(contentsOf: events)
+                #expect(outcomes.allSatisfy { if case .success(.appended) = $0 { true } else { false } })
+                #expect(try migrated.currentState() == state)
+                await migrated.close()
+                #expect(try exportBytes(copy) == exported)
+                let log = try LedgerLog.open(location: copy)
+                defer { log.close() }
+                #expect(log.verify().isIntact)
+                #expect(try log.storage.read { try $0.formatMarker() }?.hasSuffix("/2") == true)
+            }
+        }
+    }
+
+    @Test func aRecordOfTheOtherFormatIsDamage() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            var generator = EventStreamGenerator(seed: 3)
+            _ = try await ledger.append(contentsOf: generator.events(50))
+            await ledger.close()
+            // One record of format 1 in a ledger of format 2.
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            var found: LogRecord?
+            try LogReader(storage: storage).forEachRecord(from: 10, through: 10) { found = $0 }
+            let event = try #require(found)
+            try storage.environment.write { txn in
+                try txn.put(LogRecordCodec.formatOneRecord(event.event, position: event.position), in: storage.tables.log, forKey: event.position)
+            }
+            storage.close()
+            let log = try LedgerLog.open(location: path)
+            defer { log.close() }
+            let report = log.verify()
+            #expect(report.damage?.kind == .undecodable)
+            #expect(report.damage?.position == event.position)
+        }
+    }
+
+    private func exportBytes(_ location: String) throws -> [UInt8] {
+        let log = try LedgerLog.open(location: location)
+        defer { log.close() }
+        var bytes: [UInt8] = []
+        try log.exportJSONLines { bytes += $0 }
+        return bytes
+    }
+
+    /// Makes the ledger what format 1 wrote: every record with its accounts inline, no account
+    /// table, the old marker.
+    private func downgradeToFormatOne(_ location: String, on backend: Backend) throws {
+        let log = try LedgerLog.open(location: location)
+        var records: [(position: UInt64, bytes: [UInt8])] = []
+        try log.forEachRecord { records.append(($0.position, LogRecordCodec.formatOneRecord($0.event, position: $0.position))) }
+        log.close()
+        switch backend {
+        case .lmdb:
+            let storage = try LMDBLedgerStorage(directory: location, configuration: .init())
+            defer { storage.close() }
+            try storage.environment.write { txn in
+                for record in records { try txn.put(record.bytes, in: storage.tables.log, forKey: record.position) }
+                try txn.removeAll(in: try #require(storage.tables.accountNames))
+                try txn.removeAll(in: try #require(storage.tables.accountHandles))
+                try txn.put(LMDBLedgerStorage.formatOneMarker, in: storage.tables.meta, forKey: "format")
+            }
+        case .postgres:
+            let connection = try BlockingConnection.connect(try PostgresLocation(url: location), logger: Logger(label: "test"))
+            defer { connection.close() }
+            try connection.query("BEGIN")
+            for record in records {
+                try connection.query("UPDATE ledger_events SET record = \(ByteBuffer(bytes: record.bytes)) WHERE position = \(Int64(record.position))")
+            }
+            try connection.query("DELETE FROM ledger_accounts")
+            try connection.query("UPDATE ledger_meta SET value = \(PostgresLedgerStorage.formatOneMarker) WHERE key = 'format'")
+            try connection.query("COMMIT")
+        }
+    }
+}
