@@ -18,7 +18,9 @@ import Synchronization
 /// - `feeds`: a key of a feed's consumer → its value (a webhook endpoint's progress);
 /// - `appTransactions`: Apple's `appTransactionId` → the account of the first report naming it;
 /// - `accountNames`: handle (u64 big-endian, from 1, appended) → account id, and
-///   `accountHandles`: account id → handle: the account table records of format 2 refer to.
+///   `accountHandles`: account id → handle: the account table records of format 2 refer to;
+/// - `proofs`: position (u64 big-endian, appended) → the proof (Apple's JWS) that record keeps
+///   apart.
 ///
 /// And, written apart from appends by the snapshot policy:
 /// - `snapshots`: position → snapshot header;
@@ -62,6 +64,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// Nil in a read-only ledger of format 1.
         var accountNames: Table<UInt64, String>?
         var accountHandles: Table<String, UInt64>?
+        var proofs: Table<UInt64, String>?
     }
 
     init(directory: String, configuration: Environment.Configuration) throws {
@@ -91,7 +94,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     feeds: try opener.tableIfPresent("feeds"),
                     appTransactions: try opener.tableIfPresent("appTransactions"),
                     accountNames: try opener.tableIfPresent("accountNames"),
-                    accountHandles: try opener.tableIfPresent("accountHandles"))
+                    accountHandles: try opener.tableIfPresent("accountHandles"),
+                    proofs: try opener.tableIfPresent("proofs"))
             }
         } catch {
             environment.close()
@@ -327,6 +331,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try txn.lastKey(table) ?? 0
         }
 
+        func proof(at position: UInt64) throws -> String? {
+            guard let table = tables.proofs else { return nil }
+            return try txn.value(in: table, forKey: position)
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard let feeds = tables.feeds else { return nil }
             return try txn.value(in: feeds, forKey: key)
@@ -469,7 +478,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 records: try txn.count(tables.log), eventIDs: try txn.count(tables.events),
                 transactions: try txn.count(tables.transactions), revocations: try txn.count(tables.revocations),
                 historyEntries: try txn.count(tables.history), appTransactions: try tables.appTransactions.map { try txn.count($0) } ?? 0,
-                accountHandles: try tables.accountNames.map { try txn.count($0) } ?? 0)
+                accountHandles: try tables.accountNames.map { try txn.count($0) } ?? 0,
+                proofs: try tables.proofs.map { try txn.count($0) } ?? 0)
         }
     }
 
@@ -522,6 +532,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             guard try write.insert(handle, in: handles, forKey: account) else {
                 throw StorageError(.damaged, "the account table already gives \"\(account)\" a handle")
             }
+        }
+
+        func putProof(_ proof: String, at position: UInt64) throws {
+            guard let proofs = tables.proofs else { throw StorageError(.readOnly, "the ledger is open read-only") }
+            try write.append(proof, in: proofs, forKey: position)
         }
 
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {

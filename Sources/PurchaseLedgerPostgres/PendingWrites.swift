@@ -18,6 +18,8 @@ struct PendingWrites {
     private var revocations: [UTF8Key: UInt64] = [:]
     /// Rows of the account table: handle, account.
     private var accountNames: [(handle: Int64, account: ByteBuffer)] = []
+    /// Proofs kept apart from their records: position, proof.
+    private var proofs: [(position: Int64, proof: ByteBuffer)] = []
     /// Each customer's (`appTransactionId`) first account in this write.
     private var customers: [UTF8Key: String] = [:]
     /// Account states to put (their bytes) or delete (nil), the last of each kept.
@@ -29,7 +31,7 @@ struct PendingWrites {
     }
 
     var isEmpty: Bool {
-        positions.isEmpty && holders.isEmpty && revocations.isEmpty && customers.isEmpty && states.isEmpty && accountNames.isEmpty
+        positions.isEmpty && holders.isEmpty && revocations.isEmpty && customers.isEmpty && states.isEmpty && accountNames.isEmpty && proofs.isEmpty
     }
 
     mutating func append(record: [UInt8], at position: UInt64, eventID: String, account: String) {
@@ -41,6 +43,10 @@ struct PendingWrites {
 
     mutating func putAccountName(_ account: String, handle: UInt64) {
         accountNames.append((Int64(handle), Keys.bytes(account)))
+    }
+
+    mutating func putProof(_ proof: String, at position: UInt64) {
+        proofs.append((Int64(position), Keys.bytes(proof)))
     }
 
     mutating func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) {
@@ -91,6 +97,12 @@ struct PendingWrites {
             writes.append("""
                 INSERT INTO ledger_accounts (handle, account)
                 SELECT * FROM unnest(\(bind(accountNames.map(\.handle)))::bigint[], \(bind(accountNames.map(\.account)))::bytea[])
+                """)
+        }
+        if !proofs.isEmpty {
+            writes.append("""
+                INSERT INTO ledger_proofs (position, proof)
+                SELECT * FROM unnest(\(bind(proofs.map(\.position)))::bigint[], \(bind(proofs.map(\.proof)))::bytea[])
                 """)
         }
         if !holders.isEmpty {

@@ -417,6 +417,13 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try StoredPosition.from(try run("SELECT coalesce(max(handle), 0) FROM ledger_accounts").first?.decode(Int64.self) ?? 0)
         }
 
+        func proof(at position: UInt64) throws -> String? {
+            guard try run("SELECT to_regclass('ledger_proofs') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            return try run("SELECT proof FROM ledger_proofs WHERE position = \(Int64(clamping: position))").first.map { row in
+                Keys.string(try row.decode(ByteBuffer.self))
+            }
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
             return try run("SELECT value FROM ledger_feeds WHERE key = \(Keys.bytes(key))").first.map { row in
@@ -474,11 +481,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             let customers = hasCustomers ? try run("SELECT count(*) FROM ledger_app_transactions").first?.decode(Int64.self) ?? 0 : 0
             let hasAccounts = try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true
             let handles = hasAccounts ? try run("SELECT count(*) FROM ledger_accounts").first?.decode(Int64.self) ?? 0 : 0
+            let proofs = hasAccounts ? try run("SELECT count(*) FROM ledger_proofs").first?.decode(Int64.self) ?? 0 : 0
             // Event ids and history are columns of the events table: one row each per record.
             return StorageCounts(
                 records: Int(records), eventIDs: Int(records), transactions: Int(transactions),
                 revocations: Int(revocations), historyEntries: Int(records), appTransactions: Int(customers),
-                accountHandles: Int(handles))
+                accountHandles: Int(handles), proofs: Int(proofs))
         }
 
         func snapshotHeaders() throws -> [(position: UInt64, bytes: [UInt8])] {
@@ -744,6 +752,10 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             pending.putAccountName(account, handle: handle)
             accountHandles[UTF8Key(account)] = handle
             lastHandle = handle
+        }
+
+        func putProof(_ proof: String, at position: UInt64) throws {
+            pending.putProof(proof, at: position)
         }
 
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {

@@ -70,9 +70,11 @@ enum PostgresSchema {
         Migration(version: 3, description: "the customers' app transactions", statements: [
             "CREATE TABLE ledger_app_transactions (app_transaction bytea PRIMARY KEY, account bytea NOT NULL)",
         ]),
-        // Records of format 2 name accounts by handle: dense, from 1, in order of first mention.
-        Migration(version: 4, description: "the account table", statements: [
+        // Records of format 2 name accounts (and tokens) by handle: dense, from 1, in order of
+        // first mention; and keep Apple's proofs apart, by the record's position.
+        Migration(version: 4, description: "the account table and the proofs", statements: [
             "CREATE TABLE ledger_accounts (handle bigint PRIMARY KEY CHECK (handle > 0), account bytea NOT NULL UNIQUE)",
+            "CREATE TABLE ledger_proofs (position bigint PRIMARY KEY CHECK (position > 0), proof bytea NOT NULL)",
         ]),
     ]
 

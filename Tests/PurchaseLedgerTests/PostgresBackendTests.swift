@@ -14,7 +14,7 @@ struct PostgresBackendTests {
     /// event, the same state after every batch, the same records, and a clean
     /// `verify`. With frequent snapshots and a small cache, the rules read most accounts from
     /// a snapshot (on PostgreSQL, fetched with the batch's lookups).
-    @Test(arguments: [3, 17, 42] as [UInt64], [false, true])
+    @Test(arguments: [5, 17, 42] as [UInt64], [false, true])
     func bothBackendsAgreeEventForEvent(seed: UInt64, snapshotting: Bool) async throws {
         var configuration = Ledger.Configuration.testing
         if snapshotting {

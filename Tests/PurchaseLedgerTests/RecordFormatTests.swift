@@ -16,19 +16,31 @@ struct RecordFormatTests {
         try await withLocation(on: backend) { location in
             let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
             let account = "customer-5e2b9c"
-            _ = try await ledger.appendAll(TransferTests.purchase(
-                "e1", account: account, transaction: "1000001", original: "1000001", product: "lifetime", expires: nil))
+            var purchase = TransferTests.purchase(
+                "e1", account: account, transaction: "1000001", original: "1000001", product: "lifetime", expires: nil)
+            // Apple's report, carrying the account as its token, and its proof.
+            let proof = "eyJhbGciOiJFUzI1NiJ9.eyJhcHBBY2NvdW50VG9rZW4iOiJjdXN0b21lci01ZTJiOWMifQ.c2ln"
+            guard case .storeTransaction(var fact) = purchase[1].payload else { throw TestFailure("not a store report") }
+            (fact.appAccountToken, fact.signed) = (account, proof)
+            purchase[1].payload = .storeTransaction(fact)
+            _ = try await ledger.appendAll(purchase)
             _ = try await ledger.appendAll(Event.transfer(
                 originalTransaction: "1000001", from: account, to: "customer-0a7f", at: TransferTests.now))
             await ledger.close()
             let log = try LedgerLog.open(location: location)
             defer { log.close() }
-            let (names, counts) = try log.storage.read { reader in
-                (try reader.accountNames(from: 1, limit: 10), try reader.counts())
+            let (names, counts, stored) = try log.storage.read { reader in
+                (try reader.accountNames(from: 1, limit: 10), try reader.counts(), try reader.proof(at: 2))
             }
             #expect(names.map(\.handle) == [1, 2])
             #expect(names.map(\.account) == [account, "customer-0a7f"])
             #expect(counts.accountHandles == 2)
+            // The proof is kept apart, and the event comes back whole.
+            #expect(stored == proof)
+            #expect(counts.proofs == 1)
+            var events: [Event] = []
+            try log.forEachRecord { events.append($0.event) }
+            #expect(events[1] == purchase[1])
             var records: [[UInt8]] = []
             try log.storage.read { reader in
                 try reader.forEachRecord(from: 1, through: .max) { _, bytes in
@@ -76,6 +88,7 @@ struct RecordFormatTests {
             let old = try LedgerLog.open(location: location)
             #expect(old.verify().isIntact)
             #expect(try old.storage.read { try $0.counts() }.accountHandles == 0)
+            #expect(try old.storage.read { try $0.counts() }.proofs == 0)
 
             // Copied, event by event: a ledger of format 2 with the same answers and export.
             try await withLocation(on: backend) { copy in
@@ -92,8 +105,22 @@ struct RecordFormatTests {
                 defer { log.close() }
                 #expect(log.verify().isIntact)
                 #expect(try log.storage.read { try $0.formatMarker() }?.hasSuffix("/2") == true)
+                #expect(try log.storage.read { try $0.counts() }.proofs > 0, "the stream's proofs are kept apart in the copy")
             }
         }
+    }
+
+    /// The id the server gives a Set App Account Token call names the token by its digest: the
+    /// token is often the account's id, and an event id stays in the log.
+    @Test func aCallsEventIDCarriesItsTokensDigestNotTheToken() {
+        let token = "7e3fb20b-4cdb-47cc-936d-99d65f608138"
+        let id = AppStoreCall.eventID(.setAppAccountToken, transaction: "12345", token: token)
+        #expect(id == "appstore-call/setAppAccountToken/12345/27683b4a7f887ca7")
+        #expect(!id.contains(token))
+        // FNV-1a's published test vectors (64 bits).
+        #expect(AppStoreCall.tokenDigest("") == "cbf29ce484222325")
+        #expect(AppStoreCall.tokenDigest("a") == "af63dc4c8601ec8c")
+        #expect(AppStoreCall.eventID(.finishTransaction, transaction: "12345", token: token) == "appstore-call/finishTransaction/12345")
     }
 
     @Test func aRecordOfTheOtherFormatIsDamage() async throws {
@@ -143,6 +170,7 @@ struct RecordFormatTests {
                 for record in records { try txn.put(record.bytes, in: storage.tables.log, forKey: record.position) }
                 try txn.removeAll(in: try #require(storage.tables.accountNames))
                 try txn.removeAll(in: try #require(storage.tables.accountHandles))
+                try txn.removeAll(in: try #require(storage.tables.proofs))
                 try txn.put(LMDBLedgerStorage.formatOneMarker, in: storage.tables.meta, forKey: "format")
             }
         case .postgres:
@@ -153,6 +181,7 @@ struct RecordFormatTests {
                 try connection.query("UPDATE ledger_events SET record = \(ByteBuffer(bytes: record.bytes)) WHERE position = \(Int64(record.position))")
             }
             try connection.query("DELETE FROM ledger_accounts")
+            try connection.query("DELETE FROM ledger_proofs")
             try connection.query("UPDATE ledger_meta SET value = \(PostgresLedgerStorage.formatOneMarker) WHERE key = 'format'")
             try connection.query("COMMIT")
         }

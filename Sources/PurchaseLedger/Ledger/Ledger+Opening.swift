@@ -191,7 +191,8 @@ enum Opening {
                 throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
             }
             facts.position = position - 1
-            try session.apply(try LogReader.decode(bytes, at: position, reader: reader, names: live.storage.accountNames), at: position)
+            let event = try LogReader.decode(bytes, at: position, reader: reader, names: live.storage.accountNames, readingProofs: false)
+            try session.apply(event, at: position)
             expected += 1
             return true
         }

@@ -84,6 +84,8 @@ struct LedgerVerifier {
         /// Handles are given in order of first mention: the greatest one so far.
         var lastHandle: UInt64 = 0
         var handleProblem: String?
+        /// Records whose proof is kept apart: what the proofs table holds.
+        var proofs = 0
         try reader.forEachRecord(from: 0, through: .max) { position, bytes in
             guard position == expected else {
                 throw damage(.sequenceGap, expected, "the log jumps from position \(expected - 1) to \(position)")
@@ -104,6 +106,9 @@ struct LedgerVerifier {
                         lastHandle = handle
                     }
                     return name
+                } proof: { position in
+                    proofs += 1
+                    return try reader.proof(at: position)
                 }
             }
             switch decoded {
@@ -186,6 +191,9 @@ struct LedgerVerifier {
         }
         if counts.accountHandles != Int(lastHandle) {
             throw damage(.indexMismatch, nil, "the account table has \(counts.accountHandles) handles; the log names \(lastHandle)")
+        }
+        if counts.proofs != proofs {
+            throw damage(.indexMismatch, nil, "the proofs table has \(counts.proofs) proofs; the log's records keep \(proofs) apart")
         }
     }
 
@@ -315,7 +323,10 @@ private struct VerificationContext: RuleContext {
         guard let found = try reader.position(ofEventID: id), found <= position else { return nil }
         var matches = false
         _ = try reader.record(at: found) { bytes in
-            matches = (try? LogRecordCodec.decode(bytes, expectedPosition: found) { handle in try reader.accountNames(from: handle, limit: 1).first.flatMap { $0.handle == handle ? $0.account : nil } })?.id == id
+            let decoded = try? LogRecordCodec.decode(bytes, expectedPosition: found) { handle in
+                try reader.accountNames(from: handle, limit: 1).first.flatMap { $0.handle == handle ? $0.account : nil }
+            } proof: { try reader.proof(at: $0) }
+            matches = decoded?.id == id
         }
         guard matches else { throw IndexDisagreement(message: "the event-id index points event \"\(id)\" at position \(found), which holds another event") }
         return found

@@ -18,7 +18,10 @@ struct LogReader: Sendable {
 
     /// Decodes records `start...end` in order, calling `body` for each, in chunks.
     /// A damaged record or a gap throws `StorageError.damaged` naming its position.
-    func forEachRecord(from start: UInt64, through end: UInt64, _ body: (LogRecord) throws -> Void) throws {
+    /// `readingProofs` false leaves out the proofs records keep apart (a replay needs none).
+    func forEachRecord(
+        from start: UInt64, through end: UInt64, readingProofs: Bool = true, _ body: (LogRecord) throws -> Void
+    ) throws {
         var next = max(start, 1)
         while next <= end {
             let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(Self.chunkSize) - 1)
@@ -31,7 +34,8 @@ struct LogReader: Sendable {
                     guard position == expected else {
                         throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
                     }
-                    records.append(LogRecord(position: position, event: try Self.decode(bytes, at: position, reader: reader, names: storage.accountNames)))
+                    records.append(LogRecord(position: position, event: try Self.decode(
+                        bytes, at: position, reader: reader, names: storage.accountNames, readingProofs: readingProofs)))
                     expected += 1
                     return true
                 }
@@ -50,18 +54,24 @@ struct LogReader: Sendable {
     /// `reader` for those this process has not seen). A storage failure reading the account
     /// table is that failure, not damage.
     static func decode(
-        _ bytes: UnsafeRawBufferPointer, at position: UInt64, reader: any LedgerStorageReader, names: AccountNames
+        _ bytes: UnsafeRawBufferPointer, at position: UInt64, reader: any LedgerStorageReader, names: AccountNames,
+        readingProofs: Bool = true
     ) throws -> Event {
         var failure: (any Error)?
-        do {
-            return try LogRecordCodec.decode(bytes, expectedPosition: position) { handle in
-                do {
-                    return try names.name(of: handle, reader: reader)
-                } catch {
-                    failure = error
-                    throw error
-                }
+        func recordingFailure<T>(_ read: () throws -> T) throws -> T {
+            do {
+                return try read()
+            } catch {
+                failure = error
+                throw error
             }
+        }
+        do {
+            return try LogRecordCodec.decode(
+                bytes, expectedPosition: position,
+                accountName: { handle in try recordingFailure { try names.name(of: handle, reader: reader) } },
+                proof: { position in try recordingFailure { try reader.proof(at: position) } },
+                readingProofs: readingProofs)
         } catch {
             if let failure { throw failure }
             throw StorageError(.damaged, "record at position \(position): \(error)", position: position)
@@ -83,7 +93,7 @@ struct LogReader: Sendable {
             // The index holds the transactions of the whole log: at most that many by `position`.
             state.reserveCapacity(transactions: transactions)
         }
-        try forEachRecord(from: state.position + 1, through: position) { record in
+        try forEachRecord(from: state.position + 1, through: position, readingProofs: false) { record in
             do {
                 try state.apply(record.event, at: record.position, catalog: catalog)
             } catch {

@@ -166,7 +166,8 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         case .append:
             let next = position + 1
             let record = try LogRecordCodec.record(event, position: next) { try accountHandles.handle(of: $0, writer: writer) }
-            try writer.append(record: record, at: next, eventID: event.id, account: event.account)
+            try writer.append(record: record.bytes, at: next, eventID: event.id, account: event.account)
+            if let proof = record.proof { try writer.putProof(proof, at: next) }
             if let appTransaction = event.appTransaction { try writer.claimAppTransaction(appTransaction, for: event.account) }
             try apply(event, at: next)
             appendedCount += 1

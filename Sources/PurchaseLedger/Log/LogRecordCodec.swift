@@ -12,6 +12,8 @@
 ///     …             the type's fields; optional fields behind a presence mask (a byte; a
 ///                   varint for the store's events, `StoreEventCoding`); a transfer's
 ///                   `from` and `to` are accounts too
+///     …             format 2, for the types that carry them: the personal fields kept out of
+///                   the payload (`PersonalFields`: a token's handle, a proof's presence)
 ///     4 bytes       CRC-32C (little-endian) of every byte before it
 ///
 /// An account's id is stored once, in the storage's account table (`AccountNames`), and
@@ -33,6 +35,8 @@ enum LogRecordCodec {
         case positionMismatch(UInt64)
         /// A format-2 record names an account the account table does not hold.
         case unknownAccountHandle(UInt64)
+        /// A format-2 record's proof is not in the proofs table.
+        case missingProof
         case undecodable(String)
 
         var description: String {
@@ -41,16 +45,19 @@ enum LogRecordCodec {
             case .unknownVersion(let version): "unknown record format version \(version)"
             case .positionMismatch(let found): "record carries position \(found)"
             case .unknownAccountHandle(let handle): "record names account handle \(handle), which the account table lacks"
+            case .missingProof: "record's proof is missing from the proofs table"
             case .undecodable(let reason): "undecodable record (\(reason))"
             }
         }
     }
 
-    /// Writes the record's fields in format `version`; `accountHandle` names an account in
-    /// format 2 (format 1 writes it inline).
+    /// Writes the record's fields in format `version`; `accountHandle` names an account (or a
+    /// token) in format 2, which keeps a proof out of the record and returns it (format 1
+    /// writes them all inline).
+    @discardableResult
     static func encode(
         _ event: Event, position: UInt64, into writer: inout ByteWriter, version: UInt8, accountHandle: (String) throws -> UInt64
-    ) rethrows {
+    ) rethrows -> String? {
         func account(_ account: String, _ writer: inout ByteWriter) throws {
             if version == formatOneVersion { writer.string(account) } else { writer.varint(try accountHandle(account)) }
         }
@@ -60,7 +67,9 @@ enum LogRecordCodec {
         writer.string(event.id)
         try account(event.account, &writer)
         writer.timestamp(event.at)
-        switch event.payload {
+        var payload = event.payload
+        let personal = version == formatOneVersion ? nil : PersonalFields.separate(&payload)
+        switch payload {
         case .paymentAdded(let added):
             writer.string(added.payment)
             writer.string(added.product)
@@ -120,16 +129,27 @@ enum LogRecordCodec {
             try account(transfer.from, &writer)
             try account(transfer.to, &writer)
         }
+        guard let personal else { return nil }
+        writer.byte(personal.presence)
+        if personal.presence & PersonalFields.tokenBit != 0, let token = personal.token { try account(token, &writer) }
+        return personal.proof
+    }
+
+    /// A record of the current format, and the proof its event carried, which is stored apart
+    /// (`PersonalFields`).
+    struct Encoded {
+        var bytes: [UInt8]
+        var proof: String?
     }
 
     /// Encodes the event as a complete record of the current format, checksum included;
-    /// `accountHandle` gives each account's handle (assigning new ones).
-    static func record(_ event: Event, position: UInt64, accountHandle: (String) throws -> UInt64) rethrows -> [UInt8] {
+    /// `accountHandle` gives each account's (and token's) handle, assigning new ones.
+    static func record(_ event: Event, position: UInt64, accountHandle: (String) throws -> UInt64) rethrows -> Encoded {
         var writer = ByteWriter(capacity: 160)
-        try encode(event, position: position, into: &writer, version: formatVersion, accountHandle: accountHandle)
+        let proof = try encode(event, position: position, into: &writer, version: formatVersion, accountHandle: accountHandle)
         let crc = CRC32C.checksum(writer.bytes)
         writer.uint32(crc)
-        return writer.bytes
+        return Encoded(bytes: writer.bytes, proof: proof)
     }
 
     /// The record format 1 wrote (accounts inline): what a ledger from before account handles
@@ -152,9 +172,12 @@ enum LogRecordCodec {
     }
 
     /// Checks the record's checksum, version and position, then decodes its event; a record of
-    /// format 2 names its accounts by handle, which `accountName` resolves (nil: no such handle).
+    /// format 2 names its accounts and tokens by handle, which `accountName` resolves (nil: no
+    /// such handle), and keeps its proof apart, which `proof` reads (nil: none stored) unless
+    /// `readingProofs` is false (a replay, which never uses one: the event then has none).
     static func decode(
-        _ record: UnsafeRawBufferPointer, expectedPosition: UInt64, accountName: (UInt64) throws -> String?
+        _ record: UnsafeRawBufferPointer, expectedPosition: UInt64, accountName: (UInt64) throws -> String?,
+        proof: (UInt64) throws -> String? = { _ in nil }, readingProofs: Bool = true
     ) throws(Damage) -> Event {
         guard record.count >= 6 else { throw .undecodable("\(record.count) bytes") }
         let body = UnsafeRawBufferPointer(rebasing: record[0..<record.count - 4])
@@ -165,11 +188,27 @@ enum LogRecordCodec {
         do {
             let position = try reader.varint()
             guard position == expectedPosition else { throw Damage.positionMismatch(position) }
-            let event = try decodeEvent(&reader) { reader throws in
+            func readAccount(_ reader: inout ByteReader) throws -> String {
                 guard body[0] == formatVersion else { return try reader.string() }
                 let handle = try reader.varint()
                 guard let name = try accountName(handle) else { throw Damage.unknownAccountHandle(handle) }
                 return name
+            }
+            var event = try decodeEvent(&reader, account: readAccount)
+            if body[0] == formatVersion, PersonalFields.apply(to: event.type) {
+                let present = try reader.byte()
+                guard present & ~PersonalFields.allBits == 0,
+                      present & PersonalFields.tokenBit == 0 || present & PersonalFields.emptyTokenBit == 0 else {
+                    throw Damage.undecodable("unknown personal fields mask")
+                }
+                var personal = PersonalFields()
+                if present & PersonalFields.tokenBit != 0 { personal.token = try readAccount(&reader) }
+                if present & PersonalFields.emptyTokenBit != 0 { personal.token = "" }
+                if present & PersonalFields.proofBit != 0, readingProofs {
+                    guard let stored = try proof(position) else { throw Damage.missingProof }
+                    personal.proof = stored
+                }
+                personal.restore(into: &event.payload)
             }
             guard reader.isAtEnd else { throw Damage.undecodable("trailing bytes") }
             return event
@@ -182,7 +221,9 @@ enum LogRecordCodec {
         }
     }
 
-    private static func decodeEvent(_ reader: inout ByteReader, account readAccount: (inout ByteReader) throws -> String) throws -> Event {
+    private static func decodeEvent(
+        _ reader: inout ByteReader, account readAccount: (inout ByteReader) throws -> String
+    ) throws -> Event {
         let tag = try reader.byte()
         guard tag >= 1, tag <= EventType.allCases.count else { throw Damage.undecodable("unknown event tag \(tag)") }
         let type = EventType.allCases[Int(tag) - 1]

@@ -32,9 +32,21 @@ public struct AppStoreCall: Sendable, Hashable {
 
     /// The id of the event recording `call` of `transaction`: one per call and transaction,
     /// and for `setAppAccountToken` per token too (a chain transferred to another account
-    /// has its token set again, to the new account's).
+    /// has its token set again, to the new account's). The token appears as its FNV-1a
+    /// digest, not itself: an event id stays in the log, and a token is often an account's id.
     public static func eventID(_ call: AppStoreCallKind, transaction: String, token: String? = nil) -> String {
-        "appstore-call/\(call.rawValue)/\(transaction)" + (call == .setAppAccountToken ? token.map { "/" + $0 } ?? "" : "")
+        "appstore-call/\(call.rawValue)/\(transaction)" + (call == .setAppAccountToken ? token.map { "/" + tokenDigest($0) } ?? "" : "")
+    }
+
+    /// FNV-1a (64 bits) of the token's UTF-8, as 16 lowercase hex digits.
+    static func tokenDigest(_ token: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in token.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }
 

@@ -246,12 +246,15 @@ extension Event {
 }
 
 extension Event {
-    /// The accounts the event names, in the order its record stores them: its own, then a
-    /// transfer's `from` and `to` (`LogRecordCodec`).
+    /// The ids the event's record names by handle, in the order it stores them: its account,
+    /// a transfer's `from` and `to`, an `appAccountToken` (`LogRecordCodec`, `PersonalFields`).
     var accountsNamed: [String] {
         switch payload {
-        case .transferred(let transfer), .shared(let transfer): [account, transfer.from, transfer.to]
-        default: [account]
+        case .transferred(let transfer), .shared(let transfer): return [account, transfer.from, transfer.to]
+        default:
+            var payload = payload
+            guard let token = PersonalFields.separate(&payload)?.token, !token.isEmpty else { return [account] }
+            return [account, token]
         }
     }
 }

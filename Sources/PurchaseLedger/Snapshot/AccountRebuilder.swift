@@ -21,7 +21,9 @@ struct AccountRebuilder {
             let position = queue[index]
             index += 1
             var event: Event?
-            _ = try reader.record(at: position) { bytes in event = try LogReader.decode(bytes, at: position, reader: reader, names: names) }
+            _ = try reader.record(at: position) { bytes in
+                event = try LogReader.decode(bytes, at: position, reader: reader, names: names, readingProofs: false)
+            }
             guard let event else {
                 throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)
             }

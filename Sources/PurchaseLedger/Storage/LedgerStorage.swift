@@ -101,10 +101,12 @@ package struct StorageCounts: Sendable, Hashable {
     package var appTransactions: Int
     /// Rows of the account table (handle ↔ account id).
     package var accountHandles: Int
+    /// Proofs kept apart from their records.
+    package var proofs: Int
 
     package init(
         records: Int, eventIDs: Int, transactions: Int, revocations: Int, historyEntries: Int, appTransactions: Int = 0,
-        accountHandles: Int = 0
+        accountHandles: Int = 0, proofs: Int = 0
     ) {
         self.records = records
         self.eventIDs = eventIDs
@@ -113,6 +115,7 @@ package struct StorageCounts: Sendable, Hashable {
         self.historyEntries = historyEntries
         self.appTransactions = appTransactions
         self.accountHandles = accountHandles
+        self.proofs = proofs
     }
 }
 
@@ -241,6 +244,8 @@ package protocol LedgerStorageReader {
     func accountHandle(of account: String) throws -> UInt64?
     /// The greatest handle in the account table; 0 when it is empty.
     func lastAccountHandle() throws -> UInt64
+    /// The proof (Apple's JWS) the record at `position` keeps apart; nil when none is stored.
+    func proof(at position: UInt64) throws -> String?
 
     // MARK: Snapshots
 
@@ -278,6 +283,8 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws
     /// Adds a row to the account table: `handle` (the next one) names `account`.
     func putAccountName(_ account: String, handle: UInt64) throws
+    /// Stores the proof of the record appended at `position` (in the same write).
+    func putProof(_ proof: String, at position: UInt64) throws
     /// Records `account` as the customer of `appTransaction`, unless an account already is (the
     /// first report that named it decides).
     func claimAppTransaction(_ appTransaction: String, for account: String) throws

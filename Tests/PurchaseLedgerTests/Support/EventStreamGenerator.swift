@@ -199,7 +199,9 @@ struct EventStreamGenerator {
             fact.offerPeriod = detail(60) ? "P1M" : nil
         }
         fact.appTransaction = detail(60) ? "71\(Int.random(in: 100...103, using: &details))" : nil
-        fact.appAccountToken = detail(30) ? "7e3fb20b-4cdb-47cc-936d-99d65f608138" : nil
+        fact.appAccountToken = detail(30) ? (detail(10) ? "" : "7e3fb20b-4cdb-47cc-936d-99d65f608138") : nil
+        // Apple's proof, kept apart from the record in format 2.
+        fact.signed = detail(25) ? "eyJhbGciOiJFUzI1NiJ9.eyJ0cmFuc2FjdGlvbklkIjoi\(fact.transaction)In0.c2lnbmF0dXJl" : nil
         if detail(30) {
             fact.billingPlanType = "MONTHLY"
             fact.commitmentBillingPeriod = Int.random(in: 1...12, using: &details)
@@ -227,6 +229,7 @@ struct EventStreamGenerator {
         info.eligibleWinBackOffers = detail(30) ? Array(["wb1", "wb2", "wb3"].prefix(Int.random(in: 0...3, using: &details))) : nil
         info.appTransaction = detail(60) ? "71\(Int.random(in: 100...103, using: &details))" : nil
         info.appAccountToken = detail(30) ? "7e3fb20b-4cdb-47cc-936d-99d65f608138" : nil
+        info.signed = detail(20) ? "eyJhbGciOiJFUzI1NiJ9.eyJvcmlnaW5hbFRyYW5zYWN0aW9uSWQiOiI\(info.originalTransaction)In0.c2ln" : nil
         if detail(25) {
             info.billingPlanType = "MONTHLY"
             info.commitmentRenewsTo = "com.example.gold.monthly"

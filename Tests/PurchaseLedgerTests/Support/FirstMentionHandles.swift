@@ -6,6 +6,8 @@
 struct FirstMentionHandles {
     private var handles: [UTF8Key: UInt64] = [:]
     private var names: [UInt64: String] = [:]
+    /// The proofs the records kept apart, by position.
+    private(set) var proofs: [UInt64: String] = [:]
 
     mutating func handle(of account: String) -> UInt64 {
         if let known = handles[UTF8Key(account)] { return known }
@@ -20,13 +22,17 @@ struct FirstMentionHandles {
     }
 
     mutating func record(_ event: Event, position: UInt64) -> [UInt8] {
-        LogRecordCodec.record(event, position: position) { handle(of: $0) }
+        let encoded = LogRecordCodec.record(event, position: position) { handle(of: $0) }
+        proofs[position] = encoded.proof
+        return encoded.bytes
     }
 
     func decode(_ record: [UInt8], position: UInt64) throws(LogRecordCodec.Damage) -> Event {
-        let names = self.names
+        let (names, proofs) = (self.names, self.proofs)
         let result = record.withUnsafeBytes { bytes in
-            Result { () throws(LogRecordCodec.Damage) in try LogRecordCodec.decode(bytes, expectedPosition: position) { names[$0] } }
+            Result { () throws(LogRecordCodec.Damage) in
+                try LogRecordCodec.decode(bytes, expectedPosition: position) { names[$0] } proof: { proofs[$0] }
+            }
         }
         return try result.get()
     }
