@@ -48,7 +48,8 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         // Times what takes seconds an iteration, in child processes (the release `ledger` binary
-        // end to end; the library's full replay) and writes JMH JSON.
+        // end to end; the C SQLite peer it is compared with, peers/sqlite-peer.c, which
+        // tools/bench compiles; the library's full replay) and writes JMH JSON.
         .executableTarget(
             name: "command-line-bench",
             dependencies: ["Workloads", .product(name: "PurchaseLedger", package: ledgerPackage)],

@@ -3,8 +3,9 @@ import Foundation
 // bench-report JMH.json [MORE.jmh.json ...] RESULTS.md CHART.svg
 //
 // Turns package-benchmark's JMH export into RESULTS.md: every figure, its ratio to the raw
-// LMDB floor and to SQLite, the targets of the throughput issue, the machine, and a chart of
-// throughput against concurrency.
+// LMDB floor and to SQLite (the Swift peer through GRDB, and the C peer for what is timed as a
+// whole process), the targets of the throughput issue, the machine, and a chart of throughput
+// against concurrency.
 
 struct Figure {
     var name: String
@@ -204,6 +205,8 @@ let floorScan = figure("LMDB floor: cursor scan of 1,000,000 records")
 let sqliteSingle = figure("SQLite peer: 1 insert per transaction")
 let sqliteBatch = figure("SQLite peer: 1,000 inserts per transaction")
 let sqliteScan = figure("SQLite peer: ordered scan of 1,000,000 rows")
+let cSQLiteInsert = figure("C SQLite peer: insert of 1,000,000 events, 1,000 per transaction")
+let cSQLiteScan = figure("C SQLite peer: ordered scan of 1,000,000 rows")
 let ledgerSingle = figure("Ledger: append, 1 event per commit")
 let ledgerBatch = figure("Ledger: append, 1,000 events per commit")
 let replay = figure("Ledger: full replay of 1,000,000 events (open without snapshot)")
@@ -216,9 +219,12 @@ var report = """
     Written by `tools/bench` from one run of the `Benchmarks` package (package-benchmark, release
     build). Throughput is events (records, rows) per second, from the median wall clock of an
     iteration; ratios compare figures of the same run, so they hold on a noisy machine. The floor writes and
-    scans the same events' JSON lines (about 170 bytes) with raw LMDB calls; the peer is SQLite
-    through GRDB, WAL mode, `synchronous = FULL`, with the indexes the ledger keeps (unique event
-    id, account + position). Every commit in every suite is durable.
+    scans the same events' JSON lines (about 170 bytes) with raw LMDB calls. SQLite has two peers,
+    both WAL mode, `synchronous = FULL`, with the indexes the ledger keeps (unique event id,
+    account + position): the Swift peer, through GRDB (the "vs SQLite (GRDB)" column), and the
+    physical one, a C program on libsqlite3 with one prepared statement, 1,000 rows per
+    transaction and an ordered scan reading every body (Benchmarks/peers/sqlite-peer.c, the
+    "vs SQLite (C)" column). Every commit in every suite is durable.
 
     Each ledger figure is compared with the floor that does the same work per commit: one event
     per commit with one put per commit, 1,000 per commit with 1,000 puts, N concurrent
@@ -227,7 +233,12 @@ var report = """
     durable commit on this machine. The command-line suites run the release `ledger` binary as a
     user does, reading and writing files. The full replay of the library is timed the same way,
     in a child process (its iterations take about two seconds, and package-benchmark records no
-    throughput for one of two seconds or more), so its peak memory is the replay's alone.
+    throughput for one of two seconds or more), so its peak memory is the replay's alone. The C
+    peer is timed the same way in the same run, each insert and each scan a process of its own:
+    it inserts the file of 1,000,000 generated events that `ledger import` reads (id and account
+    taken from each line, the line as the body) into a new database, then scans those rows, the
+    events the replays read. `ledger import` is compared with its inserts, both replays with its
+    scan; the figures timed inside a process have no C ratio.
 
     ## Machine
 
@@ -235,34 +246,40 @@ var report = """
 
     ## Figures
 
-    | benchmark | throughput | wall clock (median) | peak memory | mallocs per iteration | vs floor | vs SQLite |
-    |---|---:|---:|---:|---:|---:|---:|
+    | benchmark | throughput | wall clock (median) | peak memory | mallocs per iteration | vs floor | vs SQLite (GRDB) | vs SQLite (C) |
+    |---|---:|---:|---:|---:|---:|---:|---:|
 
     """
 /// The floor that does the same work per commit as N appenders can at best: N puts per commit.
 func floorGrouped(_ perCommit: Int) -> Figure? { figure("LMDB floor: 1,000 puts in commits of \(perCommit)") }
 let commandImport = figure("Command line: ledger import of 1,000,000 events")
 let commandReplay = figure("Command line: ledger replay --json --no-snapshot of 1,000,000 events")
-// Each ledger figure against the floor doing the same amount of work per commit, and the peer.
-let comparisons: [(String, Figure?, Figure?)] = [
-    ("Ledger: append, 1 event per commit", floorSingle, sqliteSingle),
-    ("Ledger: append, 1,000 events per commit", floorBatch, sqliteBatch),
-    ("Ledger: group commit, 1 concurrent appenders", floorSingle, sqliteSingle),
-    ("Ledger: group commit, 8 concurrent appenders", floorGrouped(8), sqliteBatch),
-    ("Ledger: group commit, 64 concurrent appenders", floorGrouped(64), sqliteBatch),
-    ("Ledger: group commit, 256 concurrent appenders", floorGrouped(256), sqliteBatch),
-    ("Ledger: full replay of 1,000,000 events (open without snapshot)", floorScan, sqliteScan),
-    ("Command line: ledger import of 1,000,000 events", floorBatch, sqliteBatch),
-    ("Command line: ledger replay --json --no-snapshot of 1,000,000 events", floorScan, sqliteScan),
+/// What a ledger figure is compared with: the floor doing the same amount of work per commit,
+/// and the peers. The C peer only beside what is timed as it is, a whole process.
+struct Comparison {
+    var floor: Figure? = nil
+    var sqlite: Figure? = nil
+    var cSQLite: Figure? = nil
+}
+let comparisons: [(String, Comparison)] = [
+    ("Ledger: append, 1 event per commit", Comparison(floor: floorSingle, sqlite: sqliteSingle)),
+    ("Ledger: append, 1,000 events per commit", Comparison(floor: floorBatch, sqlite: sqliteBatch)),
+    ("Ledger: group commit, 1 concurrent appenders", Comparison(floor: floorSingle, sqlite: sqliteSingle)),
+    ("Ledger: group commit, 8 concurrent appenders", Comparison(floor: floorGrouped(8), sqlite: sqliteBatch)),
+    ("Ledger: group commit, 64 concurrent appenders", Comparison(floor: floorGrouped(64), sqlite: sqliteBatch)),
+    ("Ledger: group commit, 256 concurrent appenders", Comparison(floor: floorGrouped(256), sqlite: sqliteBatch)),
+    ("Ledger: full replay of 1,000,000 events (open without snapshot)", Comparison(floor: floorScan, sqlite: sqliteScan, cSQLite: cSQLiteScan)),
+    ("Command line: ledger import of 1,000,000 events", Comparison(floor: floorBatch, sqlite: sqliteBatch, cSQLite: cSQLiteInsert)),
+    ("Command line: ledger replay --json --no-snapshot of 1,000,000 events", Comparison(floor: floorScan, sqlite: sqliteScan, cSQLite: cSQLiteScan)),
 ]
-let compared = Dictionary(uniqueKeysWithValues: comparisons.map { ($0.0, ($0.1, $0.2)) })
+let compared = Dictionary(uniqueKeysWithValues: comparisons)
 for name in figures.keys.sorted() {
     let value = figures[name]!
-    let (floor, sqlite) = compared[name] ?? (nil, nil)
+    let comparison = compared[name] ?? Comparison()
     let memory = value.peakMemoryMB.map { String(format: "%.0f MB", $0) } ?? "–"
     let mallocs = value.mallocs.map { String(format: "%.0f", $0) } ?? "–"
     let clock = value.wallClock >= 1000 ? String(format: "%.1f ms", value.wallClock / 1000) : String(format: "%.0f µs", value.wallClock)
-    report += "| \(name) | \(format(value.throughput))/s | \(clock) | \(memory) | \(mallocs) | \(ratio(value.throughput, floor?.throughput)) | \(ratio(value.throughput, sqlite?.throughput)) |\n"
+    report += "| \(name) | \(format(value.throughput))/s | \(clock) | \(memory) | \(mallocs) | \(ratio(value.throughput, comparison.floor?.throughput)) | \(ratio(value.throughput, comparison.sqlite?.throughput)) | \(ratio(value.throughput, comparison.cSQLite?.throughput)) |\n"
 }
 
 func verdict(_ ok: Bool?) -> String {
@@ -281,12 +298,12 @@ func postgres(_ workload: String) -> Figure? { figure("PostgreSQL ledger: " + wo
 let rawPostgresBatch = figure("PostgreSQL raw: 1,000 inserts per transaction")
 let rawPostgresSingle = figure("PostgreSQL raw: 1 insert per transaction")
 var targets: [(String, String, Bool?)] = []
-targets.append(("full replay ≥ SQLite's ordered scan", ratio(replay?.throughput, sqliteScan?.throughput), atLeast(replay, 1, sqliteScan)))
+targets.append(("full replay ≥ SQLite's (GRDB) ordered scan", ratio(replay?.throughput, sqliteScan?.throughput), atLeast(replay, 1, sqliteScan)))
 for tasks in [64, 256] {
     targets.append(("group commit, \(tasks) appenders ≥ 0.5× raw LMDB at \(tasks) puts per commit",
                     ratio(group(tasks)?.throughput, floorGrouped(tasks)?.throughput), atLeast(group(tasks), 0.5, floorGrouped(tasks))))
 }
-targets.append(("1,000 events per commit ≥ 1.5× SQLite's 1,000 inserts per transaction",
+targets.append(("1,000 events per commit ≥ 1.5× SQLite's (GRDB) 1,000 inserts per transaction",
                 ratio(ledgerBatch?.throughput, sqliteBatch?.throughput), atLeast(ledgerBatch, 1.5, sqliteBatch)))
 targets.append(("1 event per commit ≥ 0.9× raw LMDB at 1 put per commit",
                 ratio(ledgerSingle?.throughput, floorSingle?.throughput), atLeast(ledgerSingle, 0.9, floorSingle)))
@@ -298,10 +315,15 @@ targets.append(("PostgreSQL backend, 1,000 per commit ≥ 0.5× raw PostgreSQL",
 targets.append(("PostgreSQL backend, 1 per commit ≥ 0.5× raw PostgreSQL",
                 ratio(postgres("append, 1 event per commit")?.throughput, rawPostgresSingle?.throughput),
                 atLeast(postgres("append, 1 event per commit"), 0.5, rawPostgresSingle)))
-targets.append(("`ledger import` of 1,000,000 events end to end ≥ 0.5× SQLite's 1,000-per-transaction inserts",
+targets.append(("`ledger import` of 1,000,000 events end to end ≥ 0.5× SQLite's (GRDB) 1,000-per-transaction inserts",
                 ratio(commandImport?.throughput, sqliteBatch?.throughput), atLeast(commandImport, 0.5, sqliteBatch)))
-targets.append(("`ledger replay --json --no-snapshot`, 1,000,000 events end to end ≥ 0.5× SQLite's ordered scan",
+targets.append(("`ledger replay --json --no-snapshot`, 1,000,000 events end to end ≥ 0.5× SQLite's (GRDB) ordered scan",
                 ratio(commandReplay?.throughput, sqliteScan?.throughput), atLeast(commandReplay, 0.5, sqliteScan)))
+// The same two against the reference measurement itself: SQLite from C, timed as a process too.
+targets.append(("`ledger import` of 1,000,000 events end to end ≥ 0.3× C SQLite's inserts of the same file (1,000 per transaction)",
+                ratio(commandImport?.throughput, cSQLiteInsert?.throughput), atLeast(commandImport, 0.3, cSQLiteInsert)))
+targets.append(("`ledger replay --json --no-snapshot`, 1,000,000 events end to end ≥ 0.25× C SQLite's ordered scan",
+                ratio(commandReplay?.throughput, cSQLiteScan?.throughput), atLeast(commandReplay, 0.25, cSQLiteScan)))
 let openFigures = [100, 1000, 5000].compactMap { size in
     figure("Ledger: open from a snapshot + 10,000-event tail, \(size)k-event log").map { (size, $0) }
 }

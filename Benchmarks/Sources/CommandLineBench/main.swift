@@ -18,6 +18,10 @@ import Darwin
 // - The `ledger` tool end to end, as a user meets it: the release binary (`LEDGER_BINARY`,
 //   built by tools/bench) importing a file of 1,000,000 generated events into a new ledger, and
 //   replaying the 1,000,000-event fixture (`replay --json --no-snapshot`).
+// - The physical SQLite peer (`SQLITE_PEER_BINARY`, Benchmarks/peers/sqlite-peer.c, compiled
+//   by tools/bench): inserting the same file into a new database, 1,000 rows per transaction,
+//   and scanning it in position order; what the two `ledger` runs are compared with, timed the
+//   same way.
 // - The library's full replay: this program again (`--open-without-snapshot PATH`), opening the
 //   fixture with `useSnapshots = false`, so that its peak memory is the replay's alone.
 
@@ -65,6 +69,27 @@ func element(_ name: String, _ runs: [(micros: Double, peakBytes: Double)]) -> [
     ]
 }
 
+/// The C SQLite peer's runs on the events file: three inserts into new databases, then five
+/// ordered scans of the first one (after a warm-up scan, as the replays have).
+func sqlitePeerElements(_ peer: String, events: String) throws -> [[String: Any]] {
+    let scanned = Scratch.directory("c-sqlite-scan")
+    defer { Scratch.remove(scanned) }
+    let scannedDatabase = scanned + "/events.sqlite"
+    var inserts = [try timedRun(peer, ["insert", scannedDatabase, events])]
+    for _ in 1..<3 {
+        let directory = Scratch.directory("c-sqlite-insert")
+        defer { Scratch.remove(directory) }
+        inserts.append(try timedRun(peer, ["insert", directory + "/events.sqlite", events]))
+    }
+    _ = try timedRun(peer, ["scan", scannedDatabase])  // warm-up: the page cache
+    var scans: [(micros: Double, peakBytes: Double)] = []
+    for _ in 0..<5 { scans.append(try timedRun(peer, ["scan", scannedDatabase])) }
+    return [
+        element("C SQLite peer: insert of 1,000,000 events, 1,000 per transaction", inserts),
+        element("C SQLite peer: ordered scan of 1,000,000 rows", scans),
+    ]
+}
+
 // A child that builds what the runs read, when missing. Not this process: a child's peak
 // memory (wait4's ru_maxrss) counts its parent's at the spawn, and building a fixture takes
 // hundreds of megabytes.
@@ -109,6 +134,11 @@ if let binary = CommandLineRuns.binary {
     elements.append(element("Command line: ledger replay --json --no-snapshot of 1,000,000 events", replays))
 } else {
     FileHandle.standardError.write(Data("LEDGER_BINARY is not set: no command-line figures\n".utf8))
+}
+if let peer = CommandLineRuns.sqlitePeerBinary {
+    elements += try sqlitePeerElements(peer, events: try CommandLineRuns.eventsFile(events: 1_000_000).events)
+} else {
+    FileHandle.standardError.write(Data("SQLITE_PEER_BINARY is not set: no C SQLite figures\n".utf8))
 }
 
 let fixture = try await LedgerFixtures.ledger(events: 1_000_000, tail: 0)

@@ -2,11 +2,18 @@ import Foundation
 import PurchaseLedger
 
 /// The `ledger` tool end to end, as a user meets it: the release binary that `tools/bench`
-/// builds (`LEDGER_BINARY`), run on a JSON Lines file of generated events.
+/// builds (`LEDGER_BINARY`), run on a JSON Lines file of generated events; and beside it the
+/// physical SQLite peer (`SQLITE_PEER_BINARY`, Benchmarks/peers/sqlite-peer.c), run on the
+/// same file.
 public enum CommandLineRuns {
     /// The release `ledger` binary, when `tools/bench` named one.
-    public static var binary: String? {
-        ProcessInfo.processInfo.environment["LEDGER_BINARY"].flatMap { $0.isEmpty ? nil : $0 }
+    public static var binary: String? { environmentPath("LEDGER_BINARY") }
+
+    /// The C SQLite peer that `tools/bench` compiles, when it named one.
+    public static var sqlitePeerBinary: String? { environmentPath("SQLITE_PEER_BINARY") }
+
+    private static func environmentPath(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// A JSON Lines file of `events` generated events (built once and kept), and the catalog
