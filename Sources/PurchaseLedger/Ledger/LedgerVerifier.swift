@@ -120,8 +120,9 @@ struct LedgerVerifier {
                 if let handleProblem { throw damage(.indexMismatch, position, handleProblem) }
                 throw damage(.undecodable, position, "\(other)")
             }
-            guard LogRecordCodec.version(of: bytes) == recordVersion else {
-                throw damage(.undecodable, position, "a record of format \(LogRecordCodec.version(of: bytes) ?? 0) in a ledger of format \(recordVersion)")
+            let version = LogRecordCodec.version(of: bytes)
+            guard version == recordVersion else {
+                throw damage(.undecodable, position, "a record of format \(version) in a ledger of format \(recordVersion)")
             }
             while nextCatalog < catalogs.count, catalogs[nextCatalog].effectiveFrom <= position {
                 context.catalog = catalogs[nextCatalog].catalog

@@ -162,13 +162,9 @@ enum LogRecordCodec {
         return writer.bytes
     }
 
-    /// The record's format version, once its checksum is checked; nil for a record too short
-    /// or damaged.
-    static func version(of record: UnsafeRawBufferPointer) -> UInt8? {
-        guard record.count >= 6 else { return nil }
-        let body = UnsafeRawBufferPointer(rebasing: record[0..<record.count - 4])
-        let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: record.count - 4, as: UInt32.self))
-        return CRC32C.checksum(body) == stored ? body[0] : nil
+    /// The format version a record decoded without damage is of (its first byte).
+    static func version(of record: UnsafeRawBufferPointer) -> UInt8 {
+        record.first ?? 0
     }
 
     /// Checks the record's checksum, version and position, then decodes its event; a record of
