@@ -405,6 +405,16 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func accountNames(handles: [UInt64]) throws -> [(handle: UInt64, account: String)] {
+            guard !handles.isEmpty,
+                  try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            let keys = handles.map { Int64(clamping: $0) }
+            return try run("SELECT handle, account FROM ledger_accounts WHERE handle = ANY(\(keys)::bigint[]) ORDER BY handle").map { row in
+                let (handle, account) = try row.decode((Int64, ByteBuffer).self)
+                return (try StoredPosition.from(handle), Keys.string(account))
+            }
+        }
+
         func accountHandle(of account: String) throws -> UInt64? {
             guard try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
             return try run("SELECT handle FROM ledger_accounts WHERE account = \(Keys.bytes(account))").first.map { row in

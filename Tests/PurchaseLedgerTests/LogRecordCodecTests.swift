@@ -46,6 +46,20 @@ struct LogRecordCodecTests {
         }
     }
 
+    /// The account's handle, read ahead of the decode (to fetch a chunk's accounts together),
+    /// is the one the record names; a record of format 1 has none.
+    @Test func theAccountHandleIsReadWithoutDecoding() {
+        var generator = EventStreamGenerator(seed: 13)
+        var handles = FirstMentionHandles()
+        for (offset, event) in generator.events(500).enumerated() {
+            let record = handles.record(event, position: UInt64(offset + 1))
+            #expect(record.withUnsafeBytes(LogRecordCodec.accountHandle(in:)) == handles.handle(of: event.account))
+            let formatOne = LogRecordCodec.formatOneRecord(event, position: UInt64(offset + 1))
+            #expect(formatOne.withUnsafeBytes(LogRecordCodec.accountHandle(in:)) == nil)
+        }
+        #expect([UInt8]([2, 1]).withUnsafeBytes(LogRecordCodec.accountHandle(in:)) == nil)
+    }
+
     @Test func compactComparedWithJSON() {
         var generator = EventStreamGenerator(seed: 12)
         var handles = FirstMentionHandles()

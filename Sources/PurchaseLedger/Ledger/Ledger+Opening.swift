@@ -185,19 +185,9 @@ enum Opening {
         guard next <= end else { return }
         let facts = FactsAsOf(reader: reader, position: next - 1)
         var session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: next - 1)
-        var expected = next
-        try reader.forEachRecord(from: next, through: end) { position, bytes in
-            guard position == expected else {
-                throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
-            }
-            facts.position = position - 1
-            let event = try LogReader.decode(bytes, at: position, reader: reader, names: live.storage.accountNames, readingProofs: false)
-            try session.apply(event, at: position)
-            expected += 1
-            return true
-        }
-        guard expected == end + 1 else {
-            throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
+        try LogReader.forEachDecoded(reader, storage: live.storage, from: next, through: end, readingProofs: false) { record in
+            facts.position = record.position - 1
+            try session.apply(record.event, at: record.position)
         }
         session.publish(to: live)
     }

@@ -29,24 +29,56 @@ struct LogReader: Sendable {
             let records = try storage.read { reader in
                 var records: [LogRecord] = []
                 records.reserveCapacity(Int(chunkEnd - next + 1))
-                var expected = next
-                try reader.forEachRecord(from: next, through: chunkEnd) { position, bytes in
-                    guard position == expected else {
-                        throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
-                    }
-                    records.append(LogRecord(position: position, event: try Self.decode(
-                        bytes, at: position, reader: reader, names: storage.accountNames, readingProofs: readingProofs)))
-                    expected += 1
-                    return true
-                }
-                guard expected == chunkEnd + 1 else {
-                    throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
-                }
+                try Self.forEachDecoded(
+                    reader, storage: storage, from: next, through: chunkEnd, readingProofs: readingProofs
+                ) { records.append($0) }
                 return records
             }
             for record in records { try body(record) }
             guard chunkEnd < end else { return }
             next = chunkEnd + 1
+        }
+    }
+
+    /// Decodes the records `start...end` as `reader` sees them, in order, checking that they run
+    /// without a gap. On a remote storage the chunk is read whole first, and the accounts it
+    /// names that this process has not seen are read in one query, not one each.
+    static func forEachDecoded(
+        _ reader: any LedgerStorageReader, storage: any LedgerStorage, from start: UInt64, through end: UInt64,
+        readingProofs: Bool, _ body: (LogRecord) throws -> Void
+    ) throws {
+        var expected = start
+        func checkSequence(_ position: UInt64) throws {
+            guard position == expected else {
+                throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
+            }
+            expected += 1
+        }
+        let names = storage.accountNames
+        if storage.isShared {
+            var chunk: [(position: UInt64, bytes: [UInt8])] = []
+            try reader.forEachRecord(from: start, through: end) { position, bytes in
+                try checkSequence(position)
+                chunk.append((position, Array(bytes)))
+                return true
+            }
+            try names.prefetch(chunk.compactMap { $0.bytes.withUnsafeBytes(LogRecordCodec.accountHandle(in:)) }, reader: reader)
+            for (position, bytes) in chunk {
+                let event = try bytes.withUnsafeBytes { raw in
+                    try decode(raw, at: position, reader: reader, names: names, readingProofs: readingProofs)
+                }
+                try body(LogRecord(position: position, event: event))
+            }
+        } else {
+            try reader.forEachRecord(from: start, through: end) { position, bytes in
+                try checkSequence(position)
+                try body(LogRecord(position: position, event: try decode(
+                    bytes, at: position, reader: reader, names: names, readingProofs: readingProofs)))
+                return true
+            }
+        }
+        guard expected == end + 1 else {
+            throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
         }
     }
 

@@ -92,6 +92,12 @@ package struct ByteReader {
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
     }
 
+    /// Moves past `count` bytes.
+    package mutating func skip(_ count: Int) throws(Malformed) {
+        guard count >= 0, count <= bytes.count - offset else { throw Malformed(reason: "skip past the end") }
+        offset += count
+    }
+
     package mutating func string() throws(Malformed) -> String {
         let length = try varint()
         guard length <= UInt64(bytes.count - offset) else { throw Malformed(reason: "string past the end") }

@@ -162,6 +162,24 @@ enum LogRecordCodec {
         return writer.bytes
     }
 
+    /// The handle of the account a record of format 2 belongs to, read without decoding the
+    /// rest (nor checking it: the decode does); nil for another format or a malformed record.
+    /// A reader fetches a chunk's accounts together with it before decoding them.
+    static func accountHandle(in record: UnsafeRawBufferPointer) -> UInt64? {
+        guard record.first == formatVersion else { return nil }
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: record[1...]))
+        do {
+            _ = try reader.varint()
+            _ = try reader.byte()
+            let idLength = try reader.varint()
+            guard idLength <= UInt64(record.count) else { return nil }
+            try reader.skip(Int(idLength))
+            return try reader.varint()
+        } catch {
+            return nil
+        }
+    }
+
     /// The format version a record decoded without damage is of (its first byte).
     static func version(of record: UnsafeRawBufferPointer) -> UInt8 {
         record.first ?? 0

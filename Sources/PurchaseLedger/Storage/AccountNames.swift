@@ -10,12 +10,16 @@ package final class AccountNames: Sendable {
     private struct Table {
         var names: [UInt64: String] = [:]
         var handles: [UTF8Key: UInt64] = [:]
+        /// The greatest handle seen.
+        var highest: UInt64 = 0
     }
 
     private let table = Mutex(Table())
 
-    /// Handles read together on a miss: handles are given in order of first mention, so a
-    /// replay needs a handle's neighbours next, and a remote storage reads them in one query.
+    /// Handles read together on a miss just past the greatest seen: handles are given in order
+    /// of first mention, so a replay from the start needs the next ones next (and a remote
+    /// storage reads them in one query). Any other miss (a tail, one account's history) reads
+    /// the one row: the next handles there are anyone's.
     static let readAhead = 1024
 
     package init() {}
@@ -23,10 +27,19 @@ package final class AccountNames: Sendable {
     /// The id of the account `handle` names, read from `reader` when this process has not seen
     /// it; nil when the account table has no such handle.
     func name(of handle: UInt64, reader: any LedgerStorageReader) throws -> String? {
-        if let name = table.withLock({ $0.names[handle] }) { return name }
-        let rows = try reader.accountNames(from: handle, limit: Self.readAhead)
+        let (cached, highest) = table.withLock { ($0.names[handle], $0.highest) }
+        if let cached { return cached }
+        let rows = try reader.accountNames(from: handle, limit: handle == highest + 1 ? Self.readAhead : 1)
         adopt(rows)
         return rows.first { $0.handle == handle }?.account
+    }
+
+    /// Reads, in one call, those of `handles` this process has not seen: what a chunk of
+    /// records names (`LogRecordCodec.accountHandle(in:)`), before it is decoded.
+    func prefetch(_ handles: [UInt64], reader: any LedgerStorageReader) throws {
+        let missing = table.withLock { table in Array(Set(handles.filter { table.names[$0] == nil })) }
+        guard !missing.isEmpty else { return }
+        adopt(try reader.accountNames(handles: missing.sorted()))
     }
 
     /// The handle of `account` when this process has seen it.
@@ -40,6 +53,7 @@ package final class AccountNames: Sendable {
             for row in rows {
                 table.names[row.handle] = row.account
                 table.handles[UTF8Key(row.account)] = row.handle
+                table.highest = max(table.highest, row.handle)
             }
         }
     }

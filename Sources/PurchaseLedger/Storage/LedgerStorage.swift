@@ -240,6 +240,8 @@ package protocol LedgerStorageReader {
 
     /// Rows of the account table from `handle` on, in handle order, at most `limit`.
     func accountNames(from handle: UInt64, limit: Int) throws -> [(handle: UInt64, account: String)]
+    /// The rows of those of `handles` (ascending) the account table holds.
+    func accountNames(handles: [UInt64]) throws -> [(handle: UInt64, account: String)]
     /// The handle the account table gives `account`; nil when it has none.
     func accountHandle(of account: String) throws -> UInt64?
     /// The greatest handle in the account table; 0 when it is empty.
@@ -267,6 +269,13 @@ package protocol LedgerStorageReader {
 
 extension LedgerStorageReader {
     package func transactionCountHint() throws -> Int? { nil }
+
+    /// One lookup per handle: what an embedded storage costs nothing more for.
+    package func accountNames(handles: [UInt64]) throws -> [(handle: UInt64, account: String)] {
+        try handles.compactMap { handle in
+            try accountNames(from: handle, limit: 1).first.flatMap { $0.handle == handle ? $0 : nil }
+        }
+    }
 
     /// One lookup per account: what an embedded storage costs nothing more for.
     package func accountStateVersions(of accounts: [String]) throws -> [[UInt64]] {
