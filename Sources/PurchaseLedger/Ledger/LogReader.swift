@@ -45,7 +45,7 @@ struct LogReader: Sendable {
     /// names that this process has not seen are read in one query, not one each.
     static func forEachDecoded(
         _ reader: any LedgerStorageReader, storage: any LedgerStorage, from start: UInt64, through end: UInt64,
-        readingProofs: Bool, _ body: (LogRecord) throws -> Void
+        readingProofs: Bool, _ body: (consuming LogRecord) throws -> Void
     ) throws {
         var expected = start
         func checkSequence(_ position: UInt64) throws {

@@ -208,8 +208,8 @@ enum LogRecordCodec {
                 guard let name = try accountName(handle) else { throw Damage.unknownAccountHandle(handle) }
                 return name
             }
-            var event = try decodeEvent(&reader, account: readAccount)
-            if body[0] == formatVersion, PersonalFields.apply(to: event.type) {
+            func readPersonalFields(_ reader: inout ByteReader) throws -> PersonalFields? {
+                guard body[0] == formatVersion else { return nil }
                 let present = try reader.byte()
                 guard present & ~PersonalFields.allBits == 0,
                       present & PersonalFields.tokenBit == 0 || present & PersonalFields.emptyTokenBit == 0 else {
@@ -222,8 +222,9 @@ enum LogRecordCodec {
                     guard let stored = try proof(position) else { throw Damage.missingProof }
                     personal.proof = stored
                 }
-                personal.restore(into: &event.payload)
+                return personal
             }
+            let event = try decodeEvent(&reader, account: readAccount, personalFields: readPersonalFields)
             guard reader.isAtEnd else { throw Damage.undecodable("trailing bytes") }
             return event
         } catch let damage as Damage {
@@ -235,8 +236,11 @@ enum LogRecordCodec {
         }
     }
 
+    /// `personalFields` reads what a record of format 2 keeps after the payload of the types
+    /// that carry them (nil in format 1), put back before the event is made: no copy of it.
     private static func decodeEvent(
-        _ reader: inout ByteReader, account readAccount: (inout ByteReader) throws -> String
+        _ reader: inout ByteReader, account readAccount: (inout ByteReader) throws -> String,
+        personalFields: (inout ByteReader) throws -> PersonalFields?
     ) throws -> Event {
         let tag = try reader.byte()
         guard tag >= 1, tag <= EventType.allCases.count else { throw Damage.undecodable("unknown event tag \(tag)") }
@@ -244,7 +248,7 @@ enum LogRecordCodec {
         let id = try reader.string()
         let account = try readAccount(&reader)
         let at = try reader.timestamp()
-        let payload: Event.Payload
+        var payload: Event.Payload
         switch type {
         case .paymentAdded:
             payload = .paymentAdded(PaymentAdded(
@@ -302,6 +306,9 @@ enum LogRecordCodec {
             let transfer = Transferred(
                 originalTransaction: try reader.string(), from: try readAccount(&reader), to: try readAccount(&reader))
             payload = type == .shared ? .shared(transfer) : .transferred(transfer)
+        }
+        if PersonalFields.apply(to: type), let personal = try personalFields(&reader) {
+            personal.restore(into: &payload)
         }
         return Event(id: id, account: account, at: at, payload: payload)
     }

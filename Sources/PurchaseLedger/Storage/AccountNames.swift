@@ -8,10 +8,32 @@ import Synchronization
 /// never goes stale.
 package final class AccountNames: Sendable {
     private struct Table {
-        var names: [UInt64: String] = [:]
+        /// Ids by handle, in pages of 64 handles allocated as handles are seen: a lookup per
+        /// record decoded is two array indexes, no hashing, and a tail that meets scattered
+        /// handles costs a page each, not an array as long as the table.
+        var pages: [[String?]?] = []
         var handles: [UTF8Key: UInt64] = [:]
         /// The greatest handle seen.
         var highest: UInt64 = 0
+
+        static let pageShift: UInt64 = 6
+
+        func name(_ handle: UInt64) -> String? {
+            let page = Int(truncatingIfNeeded: handle >> Self.pageShift)
+            guard page < pages.count, let names = pages[page] else { return nil }
+            return names[Int(truncatingIfNeeded: handle & (1 << Self.pageShift - 1))]
+        }
+
+        /// Remembers a row; a handle past four billion (a damaged table) is left to be read again.
+        mutating func set(_ handle: UInt64, _ name: String) {
+            guard handle < 1 << 32 else { return }
+            let page = Int(truncatingIfNeeded: handle >> Self.pageShift)
+            if page >= pages.count { pages.append(contentsOf: repeatElement(nil, count: page - pages.count + 1)) }
+            var names = pages[page] ?? Array(repeating: nil, count: 1 << Self.pageShift)
+            pages[page] = nil
+            names[Int(truncatingIfNeeded: handle & (1 << Self.pageShift - 1))] = name
+            pages[page] = names
+        }
     }
 
     private let table = Mutex(Table())
@@ -27,7 +49,7 @@ package final class AccountNames: Sendable {
     /// The id of the account `handle` names, read from `reader` when this process has not seen
     /// it; nil when the account table has no such handle.
     func name(of handle: UInt64, reader: any LedgerStorageReader) throws -> String? {
-        let (cached, highest) = table.withLock { ($0.names[handle], $0.highest) }
+        let (cached, highest) = table.withLock { ($0.name(handle), $0.highest) }
         if let cached { return cached }
         let rows = try reader.accountNames(from: handle, limit: handle == highest + 1 ? Self.readAhead : 1)
         adopt(rows)
@@ -37,7 +59,7 @@ package final class AccountNames: Sendable {
     /// Reads, in one call, those of `handles` this process has not seen: what a chunk of
     /// records names (`LogRecordCodec.accountHandle(in:)`), before it is decoded.
     func prefetch(_ handles: [UInt64], reader: any LedgerStorageReader) throws {
-        let missing = table.withLock { table in Array(Set(handles.filter { table.names[$0] == nil })) }
+        let missing = table.withLock { table in Array(Set(handles.filter { table.name($0) == nil })) }
         guard !missing.isEmpty else { return }
         adopt(try reader.accountNames(handles: missing.sorted()))
     }
@@ -51,7 +73,7 @@ package final class AccountNames: Sendable {
     func adopt(_ rows: some Sequence<(handle: UInt64, account: String)>) {
         table.withLock { table in
             for row in rows {
-                table.names[row.handle] = row.account
+                table.set(row.handle, row.account)
                 table.handles[UTF8Key(row.account)] = row.handle
                 table.highest = max(table.highest, row.handle)
             }
