@@ -67,8 +67,24 @@ enum LogRecordCodec {
         writer.string(event.id)
         try account(event.account, &writer)
         writer.timestamp(event.at)
+        // Only the types that carry personal fields are copied to take them out.
+        guard version != formatOneVersion, PersonalFields.apply(to: event.type) else {
+            try encode(event.payload, into: &writer, account: account)
+            return nil
+        }
         var payload = event.payload
-        let personal = version == formatOneVersion ? nil : PersonalFields.separate(&payload)
+        let personal = PersonalFields.separate(&payload)
+        try encode(payload, into: &writer, account: account)
+        guard let personal else { return nil }
+        writer.byte(personal.presence)
+        if personal.presence & PersonalFields.tokenBit != 0, let token = personal.token { try account(token, &writer) }
+        return personal.proof
+    }
+
+    /// Writes the type's fields; `account` writes an account as the record's format does.
+    private static func encode(
+        _ payload: Event.Payload, into writer: inout ByteWriter, account: (String, inout ByteWriter) throws -> Void
+    ) rethrows {
         switch payload {
         case .paymentAdded(let added):
             writer.string(added.payment)
@@ -129,10 +145,6 @@ enum LogRecordCodec {
             try account(transfer.from, &writer)
             try account(transfer.to, &writer)
         }
-        guard let personal else { return nil }
-        writer.byte(personal.presence)
-        if personal.presence & PersonalFields.tokenBit != 0, let token = personal.token { try account(token, &writer) }
-        return personal.proof
     }
 
     /// A record of the current format, and the proof its event carried, which is stored apart
