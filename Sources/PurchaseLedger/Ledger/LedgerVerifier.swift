@@ -325,7 +325,7 @@ private struct VerificationContext: RuleContext {
         var matches = false
         _ = try reader.record(at: found) { bytes in
             let decoded = try? LogRecordCodec.decode(bytes, expectedPosition: found) { handle in
-                try reader.accountNames(from: handle, limit: 1).first.flatMap { $0.handle == handle ? $0.account : nil }
+                try reader.accountNames(handles: [handle]).first?.account
             } proof: { try reader.proof(at: $0) }
             matches = decoded?.id == id
         }

@@ -159,9 +159,14 @@ enum LogRecordCodec {
     static func record(_ event: Event, position: UInt64, accountHandle: (String) throws -> UInt64) rethrows -> Encoded {
         var writer = ByteWriter(capacity: 160)
         let proof = try encode(event, position: position, into: &writer, version: formatVersion, accountHandle: accountHandle)
+        return Encoded(bytes: checksummed(writer), proof: proof)
+    }
+
+    /// The record's bytes with their CRC-32C appended.
+    private static func checksummed(_ writer: consuming ByteWriter) -> [UInt8] {
         let crc = CRC32C.checksum(writer.bytes)
         writer.uint32(crc)
-        return Encoded(bytes: writer.bytes, proof: proof)
+        return writer.bytes
     }
 
     /// The record format 1 wrote (accounts inline): what a ledger from before account handles
@@ -169,9 +174,7 @@ enum LogRecordCodec {
     package static func formatOneRecord(_ event: Event, position: UInt64) -> [UInt8] {
         var writer = ByteWriter(capacity: 160)
         encode(event, position: position, into: &writer, version: formatOneVersion) { _ in 0 }
-        let crc = CRC32C.checksum(writer.bytes)
-        writer.uint32(crc)
-        return writer.bytes
+        return checksummed(writer)
     }
 
     /// The handle of the account a record of format 2 belongs to, read without decoding the

@@ -252,6 +252,8 @@ extension Event {
         switch payload {
         case .transferred(let transfer), .shared(let transfer): return [account, transfer.from, transfer.to]
         default:
+            // Only the types that carry a token are copied to find it.
+            guard PersonalFields.apply(to: type) else { return [account] }
             var payload = payload
             guard let token = PersonalFields.separate(&payload)?.token, !token.isEmpty else { return [account] }
             return [account, token]
