@@ -33,7 +33,7 @@ public final class Environment: @unchecked Sendable {
         /// The largest map the environment may grow to; nil means no limit. A write that needs
         /// more throws `LMDBError` with code `.mapFull`.
         public var maximumMapSize: Int? = nil
-        public var maxTables: Int = 16
+        public var maxTables: Int = 32
         public var maxReaders: Int = 256
         public var readOnly: Bool = false
         public var durability: Durability = .synchronous
@@ -166,6 +166,16 @@ public final class Environment: @unchecked Sendable {
         public var readers: Int
         /// How many times this process grew the map.
         public var growthCount: Int
+    }
+
+    /// Frees the reader slots of processes that died holding them (which would keep freed
+    /// pages from being reused); returns how many.
+    @discardableResult
+    public func clearStaleReaders() throws -> Int {
+        try mapLock.withShared { () throws -> Int in
+            try checkOpen()
+            return try LMDBCall.clearStaleReaders(handle)
+        }
     }
 
     public func info() throws -> Info {

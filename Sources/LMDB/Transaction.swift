@@ -104,6 +104,13 @@ public class ReadTransaction {
         }
     }
 
+    /// How many pages LMDB's free list holds: pages no longer in use, whose old contents stay
+    /// in the file until a later write reuses them. A read transaction only (LMDB refuses a
+    /// write's cursor on the free list).
+    public func freePageCount() throws -> Int {
+        try LMDBCall.freePageCount(live)
+    }
+
     /// The bytes of the last key of `table`, decoded; nil when the table is empty.
     public func lastKey<K: LMDBDecodable, V>(_ table: Table<K, V>) throws -> K? {
         try withCursor(table) { cursor in

@@ -31,6 +31,18 @@ extension Ledger {
     }
 }
 
+extension Ledger {
+    /// Rewrites the data file of the ledger in `directory` entry by entry, so that it holds
+    /// only what its tables hold: after a forget, no freed or stale page keeps the forgotten
+    /// id's bytes (docs/FORMAT.md, "Forgetting a customer"). No other process may have the
+    /// ledger open (it takes the writer lock; close readers first). Returns the file's size
+    /// before and after.
+    @discardableResult
+    public static func rewriteDataFile(at directory: String) throws -> (before: Int, after: Int) {
+        try DataFileRewrite.rewrite(directory: directory)
+    }
+}
+
 extension LedgerLog {
     /// Opens the ledger in `directory` for reading.
     public static func open(at directory: String, logger: Logger = Logger(label: "PurchaseLedger")) throws -> LedgerLog {

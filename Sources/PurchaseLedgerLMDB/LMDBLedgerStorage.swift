@@ -22,6 +22,8 @@ import Synchronization
 /// - `proofs`: position (u64 big-endian, appended) → the proof (Apple's JWS) that record keeps
 ///   apart.
 ///
+/// - `scrub`: empty; filled and emptied again after a forget (`scrubFreedPages`).
+///
 /// And, written apart from appends by the snapshot policy:
 /// - `snapshots`: position → snapshot header;
 /// - `accountStates`: account length, account, position → the account's encoded state then.
@@ -30,6 +32,12 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     static let formatMarker = "purchase-ledger/lmdb/2"
     /// Ledgers written before account handles: read-only, migrated by `ledger copy`.
     static let formatOneMarker = "purchase-ledger/lmdb/1"
+
+    /// Every table, by name: what `DataFileRewrite` copies.
+    static let tableNames = [
+        "log", "events", "transactions", "revocations", "history", "snapshots", "accountStates", "catalogs", "meta", "clock",
+        "feeds", "appTransactions", "accountNames", "accountHandles", "proofs", "scrub",
+    ]
 
     let environment: Environment
     let isReadOnly: Bool
@@ -65,6 +73,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         var accountNames: Table<UInt64, String>?
         var accountHandles: Table<String, UInt64>?
         var proofs: Table<UInt64, String>?
+        /// Empty between scrubs (`scrubFreedPages`); nil in a read-only ledger without it.
+        var scrub: Table<UInt64, [UInt8]>?
     }
 
     init(directory: String, configuration: Environment.Configuration) throws {
@@ -95,7 +105,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     appTransactions: try opener.tableIfPresent("appTransactions"),
                     accountNames: try opener.tableIfPresent("accountNames"),
                     accountHandles: try opener.tableIfPresent("accountHandles"),
-                    proofs: try opener.tableIfPresent("proofs"))
+                    proofs: try opener.tableIfPresent("proofs"),
+                    scrub: try opener.tableIfPresent("scrub"))
             }
         } catch {
             environment.close()
@@ -126,6 +137,36 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         } catch let error as LMDBError where error.code == .ioError && Directory.freeBytes(directory).map({ $0 < 1 << 20 }) == true {
             // LMDB reports a write cut short by a full file system as EIO.
             throw StorageError(.storageFull, "the file system holding \(directory) is full; earlier events stay readable", cause: error)
+        } catch {
+            throw LMDBErrors.map(error, maximumSize: maximumSize)
+        }
+    }
+
+    /// LMDB copies a page on write and frees the old one, which keeps its bytes in the file until
+    /// a later write reuses it: after a forget, old copies of the pages that named the account.
+    /// This fills a scratch table with zeroed pages until it has taken every page of the free
+    /// list, commits, and empties it: every freed page is overwritten, and the ones freed by
+    /// emptying it hold zeros. Only pages no reader still reads can be reused: a page an older
+    /// read transaction holds (of this process or another) keeps its bytes until a later scrub.
+    func scrubFreedPages() throws -> Int? {
+        guard let scrub = tables.scrub, !isReadOnly else { return nil }
+        _ = try? environment.clearStaleReaders()
+        do {
+            let pageSize = try environment.info().pageSize
+            // A write reuses only pages freed before the transaction before it (the newest
+            // committed one is LMDB's fallback): one commit first, so that the pages the forget
+            // freed can be taken.
+            try environment.write { txn in try txn.put([0], in: scrub, forKey: 0) }
+            let free = try environment.read { try $0.freePageCount() }
+            guard free > 0 else { return 0 }
+            // Three values a leaf page: a page taken from the free list per three values, and a
+            // third more than the list holds, so that none is left.
+            let value = [UInt8](repeating: 0, count: pageSize / 4)
+            try environment.write { txn in
+                for key in 1...UInt64(free * 4 + 16) { try txn.append(value, in: scrub, forKey: key) }
+            }
+            try environment.write { txn in try txn.removeAll(in: scrub) }
+            return free
         } catch {
             throw LMDBErrors.map(error, maximumSize: maximumSize)
         }
@@ -336,6 +377,16 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try txn.value(in: table, forKey: position)
         }
 
+        func proofPositions() throws -> [UInt64] {
+            guard let table = tables.proofs else { return [] }
+            var positions: [UInt64] = []
+            try txn.scan(table) { key, _ in
+                positions.append(try UInt64(lmdbBytes: key))
+                return true
+            }
+            return positions
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard let feeds = tables.feeds else { return nil }
             return try txn.value(in: feeds, forKey: key)
@@ -537,6 +588,43 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         func putProof(_ proof: String, at position: UInt64) throws {
             guard let proofs = tables.proofs else { throw StorageError(.readOnly, "the ledger is open read-only") }
             try write.append(proof, in: proofs, forKey: position)
+        }
+
+        func deleteProof(at position: UInt64) throws {
+            guard let proofs = tables.proofs else { throw StorageError(.readOnly, "the ledger is open read-only") }
+            _ = try write.delete(in: proofs, key: position)
+        }
+
+        func renameAccount(handle: UInt64, from old: String, to new: String) throws {
+            guard let names = tables.accountNames, let handles = tables.accountHandles, let customers = tables.appTransactions else {
+                throw StorageError(.readOnly, "the ledger is open read-only")
+            }
+            try write.put(new, in: names, forKey: handle)
+            _ = try write.delete(in: handles, key: old)
+            guard try write.insert(handle, in: handles, forKey: new) else {
+                throw StorageError(.damaged, "the account table already gives \"\(new)\" a handle")
+            }
+            for position in try positions(ofAccount: old, after: 0, limit: .max) {
+                guard let from = LMDBLedgerStorage.historyKey(old, position), let to = LMDBLedgerStorage.historyKey(new, position) else {
+                    throw StorageError(.io, "account names are at most 255 bytes")
+                }
+                _ = try write.delete(in: tables.history, key: from)
+                try write.put(EmptyValue(), in: tables.history, forKey: to)
+            }
+            var held: [(String, TransactionHolder)] = []
+            try forEachHolder { transaction, holder in
+                if holder.entry.account.utf8.elementsEqual(old.utf8) { held.append((transaction, holder)) }
+            }
+            for (transaction, var holder) in held {
+                holder.entry.account = new
+                try setHolder(holder, ofTransaction: transaction)
+            }
+            var claimed: [String] = []
+            try txn.scan(customers) { key, value in
+                if value.elementsEqual(old.utf8) { claimed.append(try String(lmdbBytes: key)) }
+                return true
+            }
+            for appTransaction in claimed { try write.put(new, in: customers, forKey: appTransaction) }
         }
 
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {

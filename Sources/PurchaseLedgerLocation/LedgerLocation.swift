@@ -54,6 +54,17 @@ public enum LedgerLocation: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// After a forget, with the ledger closed by every process: rewrites a directory's data
+    /// file so that no stale page holds what the forget removed (`Ledger.rewriteDataFile(at:)`);
+    /// returns its size before and after. Nil for PostgreSQL, whose dead rows go with VACUUM
+    /// (docs/POSTGRES.md, "Forgetting a customer").
+    public func rewriteDataFile() throws -> (before: Int, after: Int)? {
+        switch self {
+        case .directory(let path): try Ledger.rewriteDataFile(at: path)
+        case .postgres: nil
+        }
+    }
+
     public func openLog(logger: Logger = Logger(label: "PurchaseLedger"), options: PostgresOptions = processOptions) throws -> LedgerLog {
         try openLog(logger: logger, options: options, copying: false)
     }

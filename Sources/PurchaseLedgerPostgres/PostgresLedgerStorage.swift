@@ -434,6 +434,13 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func proofPositions() throws -> [UInt64] {
+            guard try run("SELECT to_regclass('ledger_proofs') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            return try run("SELECT position FROM ledger_proofs ORDER BY position").rows.map { row in
+                try StoredPosition.from(try row.decode(Int64.self))
+            }
+        }
+
         func feedState(_ key: String) throws -> [UInt8]? {
             guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
             return try run("SELECT value FROM ledger_feeds WHERE key = \(Keys.bytes(key))").first.map { row in
@@ -766,6 +773,25 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func putProof(_ proof: String, at position: UInt64) throws {
             pending.putProof(proof, at: position)
+        }
+
+        func deleteProof(at position: UInt64) throws {
+            flush()
+            connection.send("DELETE FROM ledger_proofs WHERE position = \(Int64(clamping: position))")
+        }
+
+        func renameAccount(handle: UInt64, from old: String, to new: String) throws {
+            // After the rows this write has yet to send (its records name `old` too).
+            flush()
+            let (from, to) = (Keys.bytes(old), Keys.bytes(new))
+            connection.send("UPDATE ledger_accounts SET account = \(to) WHERE handle = \(Int64(clamping: handle))")
+            connection.send("UPDATE ledger_events SET account = \(to) WHERE account = \(from)")
+            connection.send("UPDATE ledger_transactions SET account = \(to) WHERE account = \(from)")
+            connection.send("UPDATE ledger_app_transactions SET account = \(to) WHERE account = \(from)")
+            accountHandles[UTF8Key(old)] = .some(nil)
+            accountHandles[UTF8Key(new)] = handle
+            // Looked up again, renamed, if this write asks.
+            holders.removeAll()
         }
 
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {

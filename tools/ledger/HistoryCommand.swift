@@ -103,6 +103,8 @@ extension LedgerCommand {
                 detail = ["original \(transfer.originalTransaction)", "from \(transfer.from) to \(transfer.to)"]
             case .shared(let transfer):
                 detail = ["original \(transfer.originalTransaction)", "shared by \(transfer.from)"]
+            case .forgotten(let forgotten):
+                detail = ["forgotten at the request of \(forgotten.requestedBy)"]
             case .consumptionConsent(let consent):
                 detail = [consent.consented ? "consented" : "declined"]
             case .consumptionRequest(let request):

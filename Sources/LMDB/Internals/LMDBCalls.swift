@@ -166,6 +166,26 @@ enum LMDBCall {
         try check(mdb_drop(txn, dbi, 0), "mdb_drop")
     }
 
+    /// Pages on LMDB's free list (database 0, `FREE_DBI`): each of its values is an ID list
+    /// of page numbers (`MDB_IDL`), its first element their count.
+    static func freePageCount(_ txn: Transaction) throws(LMDBError) -> Int {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(txn, 0, &cursor), "mdb_cursor_open")
+        defer { mdb_cursor_close(cursor) }
+        var total = 0
+        var operation = MDB_FIRST
+        while true {
+            var k = MDB_val()
+            var v = MDB_val()
+            let rc = mdb_cursor_get(cursor, &k, &v, operation)
+            if rc == MDB_NOTFOUND { return total }
+            try check(rc, "mdb_cursor_get")
+            operation = MDB_NEXT
+            guard v.mv_size >= MemoryLayout<Int>.size, let data = v.mv_data else { continue }
+            total += Int(clamping: data.loadUnaligned(as: Int.self))
+        }
+    }
+
     // MARK: Cursors
 
     static func openCursor(_ txn: Transaction, _ dbi: UInt32) throws(LMDBError) -> Cursor {

@@ -16,6 +16,13 @@ package enum WebhookState {
         key.hasPrefix(prefix) && key.hasSuffix("/lease")
     }
 
+    /// Whether `key` holds a change to deliver (parked, or asked to be sent again): its body
+    /// names its account, so forgetting the account removes it (`Forgetting`).
+    package static func isDelivery(_ key: String) -> Bool {
+        let parts = key.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "webhooks" && (parts[2] == "parked" || parts[2] == "retry")
+    }
+
     /// The endpoint of a parked change's key, nil for any other key.
     package static func parkedEndpoint(ofKey key: String) -> String? {
         let parts = key.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)

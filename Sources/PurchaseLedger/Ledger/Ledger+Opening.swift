@@ -187,6 +187,17 @@ enum Opening {
         var session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: next - 1)
         try LogReader.forEachDecoded(reader, storage: live.storage, from: next, through: end, readingProofs: false) { record in
             facts.position = record.position - 1
+            if record.event.type == .forgotten {
+                // Another process forgot a customer (or this open replays a forget): what this
+                // one read of the names it renamed is stale, and so is what it holds under them.
+                session.publish(to: live)
+                var handles: [UInt64]?
+                _ = try reader.record(at: record.position) { handles = LogRecordCodec.renamedHandles(in: $0) }
+                let renames = try live.storage.accountNames.reread(handles ?? [], reader: reader)
+                live.abandonSnapshot()
+                live.publish(position: record.position - 1) { $0.rename(renames, droppingCache: true) }
+                session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: record.position - 1)
+            }
             try session.apply(record.event, at: record.position)
         }
         session.publish(to: live)

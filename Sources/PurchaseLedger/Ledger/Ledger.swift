@@ -162,7 +162,41 @@ public final class Ledger: Sendable {
             throw StorageError(.readOnly, "the ledger at \(location) is open read-only")
         }
         guard !events.isEmpty else { return PendingAppends(results: []) }
-        return try await writer.submit(.append(events))
+        guard events.count > 1, events.contains(where: { $0.type == .forgotten }) else { return try await writer.submit(.append(events)) }
+        // A forget commits in a write of its own (`Forgetting`): the events before it, it, and
+        // the events after it go in three submissions, in order.
+        var parts: [PendingAppends] = []
+        var run: [Event] = []
+        for event in events {
+            if event.type == .forgotten {
+                if !run.isEmpty { parts.append(try await writer.submit(.append(run))) }
+                parts.append(try await writer.submit(.append([event])))
+                run = []
+            } else {
+                run.append(event)
+            }
+        }
+        if !run.isEmpty { parts.append(try await writer.submit(.append(run))) }
+        return PendingAppends(joining: parts)
+    }
+
+    /// Forgets a customer (docs/FORMAT.md, "Forgetting a customer"): appends a `forgotten`
+    /// event, in a commit of its own that renames the account to its pseudonym
+    /// (`forgotten/<handle>`) wherever the ledger stores it; returns the outcome and the
+    /// pseudonym. The account's books stay, as the pseudonym's; a later event of `account`
+    /// starts a new account. `requestedBy` says who asked (1–128 bytes), nothing about the
+    /// person. Throws `invalidEvent` when the ledger has no event of `account`.
+    public func forget(
+        _ account: String, requestedBy: String, at time: Timestamp = .now()
+    ) async throws -> (outcome: AppendOutcome, pseudonym: String) {
+        guard EventLimits.keyBytes.contains(account.utf8.count),
+              let handle = try storage.read({ try $0.accountHandle(of: account) }),
+              try live.withAccount(UTF8Key(account), { _, _, _ in true }) == true
+        else { throw LedgerError.invalid("the ledger has no event of this account") }
+        let event = Event(
+            id: Forgotten.eventID(handle: handle), account: account, at: time,
+            payload: .forgotten(Forgotten(requestedBy: requestedBy)))
+        return (try await append(event), Forgotten.pseudonym(ofHandle: handle))
     }
 
     /// Writes a snapshot of the projections now (between commits, in its own transaction) and

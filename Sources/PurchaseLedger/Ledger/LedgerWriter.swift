@@ -174,6 +174,8 @@ final class LedgerWriter: Sendable {
             try follower?.catchUp(writer)
             var session = ProjectionSession(
                 live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
+            // A forget goes alone (the queue takes it so): it renames what other events would read.
+            session.mayForget = requests.count == 1 && requests[0].events.count == 1
             var results: [[AppendResult]] = []
             results.reserveCapacity(requests.count)
             let latest = Event.latestAcceptedTime()
@@ -199,7 +201,21 @@ final class LedgerWriter: Sendable {
             session.publish(to: live)
             committed.signal()
         }
+        if session.didForget { scrubAfterForget() }
         return results
+    }
+
+    /// A forget committed: the storage's old page versions that named the account are
+    /// overwritten now (`LedgerStorage.scrubFreedPages`). The forget stands if this fails: a
+    /// later forget scrubs again.
+    private func scrubAfterForget() {
+        do {
+            if let pages = try storage.scrubFreedPages() {
+                logger.info("scrubbed freed pages after a forget", metadata: ["pages": "\(pages)"])
+            }
+        } catch {
+            logger.error("scrubbing freed pages after a forget failed", metadata: ["error": "\(StorageErrors.map(error))"])
+        }
     }
 
     /// What the batch's rules will look up (see `LedgerStorage.write(lookingUp:_:)`); nil for

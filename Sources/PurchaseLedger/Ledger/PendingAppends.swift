@@ -29,6 +29,21 @@ public final class PendingAppends: Sendable {
         state.withLock { $0 = .done(.success(results)) }
     }
 
+    /// The results of `parts`, in order, once each is complete; the first failure otherwise
+    /// (the parts before it are committed: a submission that holds a forget commits in parts).
+    convenience init(joining parts: [PendingAppends]) {
+        self.init()
+        Task { [self] in
+            var results: [AppendResult] = []
+            do {
+                for part in parts { results += try await part.results() }
+                complete(.success(results))
+            } catch {
+                complete(.failure(error))
+            }
+        }
+    }
+
     /// One result per submitted event, once the commit that holds them is durable. Throws when
     /// the storage failed (nothing of the submission was written) or the ledger was closed.
     ///

@@ -74,6 +74,13 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
     /// The handles of the accounts this session's records name; new ones are known to other
     /// readers once the write commits (`publish`).
     private(set) var accountHandles: AccountHandleAssigner
+    /// Whether this session may append a `forgotten` event: only as the one event of its write
+    /// (`LedgerWriter`), since the forget renames what the rest of a write would have read.
+    var mayForget = false
+    /// The renames of the forget this session appended, taken into memory by `publish`.
+    private(set) var forgotten: [Forgetting.Rename] = []
+    /// Whether this session appended a forget (`forgotten` is empty for one of a pseudonym).
+    private(set) var didForget = false
 
     init(live: LiveProjections, reader: any LedgerStorageReader, facts: Facts, catalog: Catalog, position: UInt64) {
         self.live = live
@@ -164,15 +171,57 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         case .duplicate(let earlier):
             return .success(.duplicate(of: earlier))
         case .append:
+            if let refusal = try checkPseudonyms(of: event, writer: writer) { return .failure(refusal) }
+            var plan: Forgetting.Plan?
+            if case .forgotten = event.payload {
+                guard mayForget else { return .failure(.invalid("a `forgotten` event is appended in a write of its own")) }
+                plan = try Forgetting.plan(event.account, writer: writer, names: live.storage.accountNames)
+            }
             let next = position + 1
-            let record = try LogRecordCodec.record(event, position: next) { try accountHandles.handle(of: $0, writer: writer) }
+            let record = try LogRecordCodec.record(event, position: next, renamedHandles: plan?.handles ?? []) {
+                try accountHandles.handle(of: $0, writer: writer)
+            }
             try writer.append(record: record.bytes, at: next, eventID: event.id, account: event.account)
             if let proof = record.proof { try writer.putProof(proof, at: next) }
             if let appTransaction = event.appTransaction { try writer.claimAppTransaction(appTransaction, for: event.account) }
             try apply(event, at: next)
+            if let plan {
+                try Forgetting.perform(plan, writer: writer, catalog: catalog)
+                forgotten += plan.renames
+                didForget = true
+            }
             appendedCount += 1
             return .success(.appended(position: next))
         }
+    }
+
+    /// A name of the pseudonyms' form (`forgotten/<n>`) is one only if the account table gives it
+    /// the handle `n`, or would as the next handle (a copy of a ledger that forgot someone names
+    /// the pseudonym first where the original named the id): any other would take a pseudonym a
+    /// later forget needs. `invalidEvent` then.
+    private func checkPseudonyms(of event: Event, writer: any LedgerStorageWriter) throws -> LedgerError? {
+        // Almost every event: no name of that form, nothing to look up.
+        guard event.namesPseudonymForm else { return nil }
+        var next: UInt64?
+        var new: Set<UTF8Key> = []
+        for name in event.accountsNamed {
+            let key = UTF8Key(name)
+            let handle: UInt64
+            let cached = accountHandles.names.cachedHandle(of: name) ?? accountHandles.assignedHandle(of: name)
+            if let known = try cached ?? writer.accountHandle(of: name) {
+                handle = known
+            } else if new.contains(key) {
+                continue
+            } else {
+                handle = try next ?? (accountHandles.nextHandle(writer: writer))
+                next = handle + 1
+                new.insert(key)
+            }
+            if let claimed = Forgotten.handle(ofPseudonym: name), claimed != handle {
+                return .invalid("`\(name)` is the form of a forgotten account's pseudonym, and the account table gives it no such handle")
+            }
+        }
+        return nil
     }
 
     /// Applies an event known to be valid (appended, or replayed from the log).
@@ -192,7 +241,14 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         live.storage.accountNames.adopt(accountHandles.assigned)
         let accounts = touched.take()
         let position = self.position
+        let forgotten = self.forgotten
+        if !forgotten.isEmpty {
+            live.storage.accountNames.rename(forgotten)
+            // It captured states by their old names.
+            live.abandonSnapshot()
+        }
         live.publish(position: position) { state in
+            defer { if !forgotten.isEmpty { state.rename(forgotten, droppingCache: false) } }
             for (account, touched) in accounts where touched.changed {
                 if touched.owned {
                     state.adopt(account, state: touched.state, isNew: touched.isNew,

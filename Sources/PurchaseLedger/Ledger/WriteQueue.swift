@@ -28,6 +28,15 @@ final class WriteQueue: Sendable {
         var isSnapshot: Bool {
             if case .snapshot = work { true } else { false }
         }
+
+        /// A snapshot, or a forget (`Forgetting`): committed in a write of its own.
+        var goesAlone: Bool {
+            switch work {
+            case .snapshot: true
+            case .append(let events): events.contains { $0.type == .forgotten }
+            case .write: false
+            }
+        }
     }
 
     private struct Admission {
@@ -144,7 +153,7 @@ final class WriteQueue: Sendable {
     }
 
     /// Whole requests, in order, up to `maximumBatchEvents` (at least one request); a snapshot
-    /// goes alone. Then lets waiting submitters in, in order, as room allows.
+    /// or a forget goes alone. Then lets waiting submitters in, in order, as room allows.
     /// Nil once the queue is empty: the next submission wakes the writer again.
     func takeBatch() -> [Request]? {
         var admitted: [(CheckedContinuation<PendingAppends, any Error>, PendingAppends)] = []
@@ -160,7 +169,7 @@ final class WriteQueue: Sendable {
             while end < queue.requests.count {
                 let request = queue.requests[end]
                 let count = request.events.count
-                if end > queue.head && (events + count > maximumBatchEvents || request.isSnapshot || queue.requests[queue.head].isSnapshot) { break }
+                if end > queue.head && (events + count > maximumBatchEvents || request.goesAlone || queue.requests[queue.head].goesAlone) { break }
                 events += count
                 end += 1
             }

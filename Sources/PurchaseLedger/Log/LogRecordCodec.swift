@@ -5,7 +5,8 @@
 ///                   or copied elsewhere, is detected)
 ///     byte          event type tag (1 paymentAdded … 6 revoked, 7 storeTransaction, 8 renewalInfo,
 ///                   9 consumptionConsent, 10 consumptionRequest, 11 consumptionAnswer,
-///                   12 appStoreCall, 13 appTransaction, 14 transferred, 15 shared)
+///                   12 appStoreCall, 13 appTransaction, 14 transferred, 15 shared,
+///                   16 forgotten)
 ///     string        id                     (string = varint length + UTF-8)
 ///     account       the account            (format 2: its handle, a varint from 1; format 1: a string)
 ///     timestamp     at                     (zigzag varint seconds + varint nanoseconds)
@@ -14,6 +15,9 @@
 ///                   `from` and `to` are accounts too
 ///     …             format 2, for the types that carry them: the personal fields kept out of
 ///                   the payload (`PersonalFields`: a token's handle, a proof's presence)
+///     …             `forgotten`: a varint count, then the handles its commit renamed to their
+///                   pseudonyms (the account's, and tokens' only the account's records named), so
+///                   that another process reading the record knows which names it must read again
 ///     4 bytes       CRC-32C (little-endian) of every byte before it
 ///
 /// An account's id is stored once, in the storage's account table (`AccountNames`), and
@@ -56,7 +60,8 @@ enum LogRecordCodec {
     /// writes them all inline).
     @discardableResult
     static func encode(
-        _ event: Event, position: UInt64, into writer: inout ByteWriter, version: UInt8, accountHandle: (String) throws -> UInt64
+        _ event: Event, position: UInt64, into writer: inout ByteWriter, version: UInt8, renamedHandles: [UInt64] = [],
+        accountHandle: (String) throws -> UInt64
     ) rethrows -> String? {
         func account(_ account: String, _ writer: inout ByteWriter) throws {
             if version == formatOneVersion { writer.string(account) } else { writer.varint(try accountHandle(account)) }
@@ -70,6 +75,10 @@ enum LogRecordCodec {
         // Only the types that carry personal fields are copied to take them out.
         guard version != formatOneVersion, PersonalFields.apply(to: event.type) else {
             try encode(event.payload, into: &writer, account: account)
+            if case .forgotten = event.payload {
+                writer.varint(UInt64(renamedHandles.count))
+                for handle in renamedHandles { writer.varint(handle) }
+            }
             return nil
         }
         var payload = event.payload
@@ -144,6 +153,8 @@ enum LogRecordCodec {
             writer.string(transfer.originalTransaction)
             try account(transfer.from, &writer)
             try account(transfer.to, &writer)
+        case .forgotten(let forgotten):
+            writer.string(forgotten.requestedBy)
         }
     }
 
@@ -156,9 +167,12 @@ enum LogRecordCodec {
 
     /// Encodes the event as a complete record of the current format, checksum included;
     /// `accountHandle` gives each account's (and token's) handle, assigning new ones.
-    static func record(_ event: Event, position: UInt64, accountHandle: (String) throws -> UInt64) rethrows -> Encoded {
+    static func record(
+        _ event: Event, position: UInt64, renamedHandles: [UInt64] = [], accountHandle: (String) throws -> UInt64
+    ) rethrows -> Encoded {
         var writer = ByteWriter(capacity: 160)
-        let proof = try encode(event, position: position, into: &writer, version: formatVersion, accountHandle: accountHandle)
+        let proof = try encode(
+            event, position: position, into: &writer, version: formatVersion, renamedHandles: renamedHandles, accountHandle: accountHandle)
         return Encoded(bytes: checksummed(writer), proof: proof)
     }
 
@@ -195,6 +209,24 @@ enum LogRecordCodec {
         }
     }
 
+    /// The handles the commit of a `forgotten` record renamed; nil for a record of another type
+    /// or a malformed one (the decode tells which).
+    static func renamedHandles(in record: UnsafeRawBufferPointer) -> [UInt64]? {
+        guard record.count > 4, record.first == formatVersion else { return nil }
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: record[1..<record.count - 4]))
+        do {
+            _ = try reader.varint()
+            guard try reader.byte() == tag(of: .forgotten) else { return nil }
+            _ = try reader.string()
+            _ = try reader.varint()
+            _ = try reader.timestamp()
+            _ = try reader.string()
+            return try reader.renamedHandles()
+        } catch {
+            return nil
+        }
+    }
+
     /// The format version a record decoded without damage is of (its first byte).
     static func version(of record: UnsafeRawBufferPointer) -> UInt8 {
         record.first ?? 0
@@ -217,10 +249,13 @@ enum LogRecordCodec {
         do {
             let position = try reader.varint()
             guard position == expectedPosition else { throw Damage.positionMismatch(position) }
+            // Whether the record names a forgotten account or token: its proof went with it.
+            var namesForgotten = false
             func readAccount(_ reader: inout ByteReader) throws -> String {
                 guard body[0] == formatVersion else { return try reader.string() }
                 let handle = try reader.varint()
                 guard let name = try accountName(handle) else { throw Damage.unknownAccountHandle(handle) }
+                if Forgotten.handle(ofPseudonym: name) == handle { namesForgotten = true }
                 return name
             }
             func readPersonalFields(_ reader: inout ByteReader) throws -> PersonalFields? {
@@ -234,7 +269,8 @@ enum LogRecordCodec {
                 if present & PersonalFields.tokenBit != 0 { personal.token = try readAccount(&reader) }
                 if present & PersonalFields.emptyTokenBit != 0 { personal.token = "" }
                 if present & PersonalFields.proofBit != 0, readingProofs {
-                    guard let stored = try proof(position) else { throw Damage.missingProof }
+                    let stored = try proof(position)
+                    guard stored != nil || namesForgotten else { throw Damage.missingProof }
                     personal.proof = stored
                 }
                 return personal
@@ -321,6 +357,9 @@ enum LogRecordCodec {
             let transfer = Transferred(
                 originalTransaction: try reader.string(), from: try readAccount(&reader), to: try readAccount(&reader))
             payload = type == .shared ? .shared(transfer) : .transferred(transfer)
+        case .forgotten:
+            payload = .forgotten(Forgotten(requestedBy: try reader.string()))
+            _ = try reader.renamedHandles()
         }
         if PersonalFields.apply(to: type), let personal = try personalFields(&reader) {
             personal.restore(into: &payload)
@@ -350,6 +389,15 @@ private extension ByteWriter {
 }
 
 private extension ByteReader {
+    /// A `forgotten` record's renamed handles: a count, then each (fewer than the bytes left).
+    mutating func renamedHandles() throws(Malformed) -> [UInt64] {
+        let count = try varint()
+        guard count <= 4096 else { throw Malformed(reason: "too many renamed handles") }
+        var handles: [UInt64] = []
+        for _ in 0..<count { handles.append(try varint()) }
+        return handles
+    }
+
     mutating func optionalQuantity() throws(Malformed) -> Int? {
         let raw = try varint()
         guard raw <= 10 else { throw Malformed(reason: "quantity out of range") }

@@ -44,6 +44,8 @@ public struct Event: Sendable, Hashable {
         case transferred(Transferred)
         /// Another account's purchase shared with this one (`to`), its owner keeping it.
         case shared(Transferred)
+        /// The customer asked to be forgotten (`ForgottenEvents.swift`).
+        case forgotten(Forgotten)
     }
 
     /// The `type` field of the interchange format.
@@ -64,6 +66,7 @@ public struct Event: Sendable, Hashable {
         case .appTransaction: .appTransaction
         case .transferred: .transferred
         case .shared: .shared
+        case .forgotten: .forgotten
         }
     }
 
@@ -74,7 +77,7 @@ public struct Event: Sendable, Hashable {
         case .transactionUpdated(let u): u.payment
         case .downloadUpdated(let d): d.payment
         case .transactionFinished(let f): f.payment
-        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred, .shared: nil
+        case .consumed, .revoked, .storeTransaction, .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred, .shared, .forgotten: nil
         }
     }
 }
@@ -86,6 +89,7 @@ public enum EventType: String, Sendable, Hashable, CaseIterable {
     case consumptionConsent, consumptionRequest, consumptionAnswer
     case appStoreCall, appTransaction
     case transferred, shared
+    case forgotten
 }
 
 /// The app called `addPayment`: opens a queue entry in state `added`.

@@ -19,7 +19,7 @@ extension Event {
             try check(at, "at")
             try check(fact.purchasedAt, "purchasedAt")
             try check(fact.revokedAt, "revokedAt")
-        case .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred, .shared:
+        case .renewalInfo, .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred, .shared, .forgotten:
             try check(at, "at")
         case .paymentAdded, .transactionUpdated, .downloadUpdated, .transactionFinished, .consumed, .revoked:
             // The device's own clock, as version 1 of the format takes it.

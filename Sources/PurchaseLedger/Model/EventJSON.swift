@@ -150,6 +150,8 @@ extension Event {
                 originalTransaction: try reader.string("originalTransaction"),
                 from: try reader.string("from"), to: try reader.string("to"))
             payload = type == .shared ? .shared(transfer) : .transferred(transfer)
+        case .forgotten:
+            payload = .forgotten(Forgotten(requestedBy: try reader.string("requestedBy")))
         case .appStoreCall:
             guard let call: AppStoreCallKind = try reader.optionalEnumeration("call") else {
                 throw .invalid("missing required field `call`")
@@ -252,6 +254,8 @@ extension Event {
             writer.member("originalTransaction", transfer.originalTransaction)
             writer.member("from", transfer.from)
             writer.member("to", transfer.to)
+        case .forgotten(let forgotten):
+            writer.member("requestedBy", forgotten.requestedBy)
         case .appStoreCall(let call):
             writer.member("call", call.call.rawValue)
             writer.member("transaction", call.transaction)

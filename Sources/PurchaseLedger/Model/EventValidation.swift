@@ -94,6 +94,8 @@ extension Event {
             guard transfer.side(of: account) != nil else {
                 throw .invalid("a `transferred` event belongs to its `from` or its `to` account")
             }
+        case .forgotten(let forgotten):
+            try Self.checkKey(forgotten.requestedBy, "requestedBy")
         case .revoked(let revoked):
             try Self.checkName(revoked.transaction, "transaction")
             try Self.checkText(revoked.reason, "reason")

@@ -72,6 +72,33 @@ final class LiveProjections: Sendable {
             }
         }
 
+        /// A forget's renames (`Forgetting`): an account in memory under an old name moves to its
+        /// pseudonym, and every state in memory names the new names; the storage renamed the
+        /// same in the same commit. `droppingCache` (another process forgot: this one may hold an
+        /// account it loaded by name without reading its handle) drops the accounts unchanged
+        /// since the snapshot, which are read again from it.
+        mutating func rename(_ renames: [Forgetting.Rename], droppingCache: Bool) {
+            if droppingCache {
+                for account in Array(accounts.keys) where lastChanged[account] == nil { accounts.removeValue(forKey: account) }
+            }
+            guard !renames.isEmpty else { return }
+            let names = Dictionary(renames.map { (UTF8Key($0.old), $0.new) }, uniquingKeysWith: { first, _ in first })
+            for (account, state) in Array(accounts) {
+                let renamed = state.renaming(names)
+                if let new = names[account] {
+                    accounts.removeValue(forKey: account)
+                    accounts[UTF8Key(new)] = renamed
+                } else if renamed != state {
+                    accounts[account] = renamed
+                }
+            }
+            for (account, position) in Array(lastChanged) {
+                guard let new = names[account] else { continue }
+                lastChanged.removeValue(forKey: account)
+                lastChanged[UTF8Key(new)] = position
+            }
+        }
+
         /// Applies a change to an account in memory.
         mutating func change(_ account: UTF8Key, _ change: AccountChange) {
             guard let moved = accounts[account]?.apply(change) else {

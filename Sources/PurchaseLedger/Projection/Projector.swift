@@ -172,6 +172,12 @@ enum Projector {
             try store.change(account, .transfer(
                 chain: UTF8Key(share.originalTransaction), ChainTransfer(side: .sharing, other: share.from, position: position)))
 
+        case .forgotten:
+            // The account's state stays, as its pseudonym's (the books): the commit that
+            // appended this renamed the account everywhere (`Forgetting`), and a replay reads
+            // every earlier event of it as the pseudonym's already.
+            break
+
         case .consumptionRequest, .consumptionAnswer, .appStoreCall:
             // In the log for audit and for answering again; the account exists (every account
             // with an event is listed), and nothing else changes.

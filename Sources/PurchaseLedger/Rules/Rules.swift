@@ -87,6 +87,11 @@ enum Rules {
             return try transferred(transfer, account: account, in: context)
         case .shared(let share):
             return try shared(share, account: account, in: context)
+        case .forgotten:
+            // Nothing to forget of an account the ledger has no event of (the message names no
+            // account: refusals are logged).
+            guard try context.wholeState(account) != nil else { return .reject(.invalid("the ledger has no event of this account")) }
+            return .append
         case .consumptionConsent, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction:
             // Records of what was said: a request may name a transaction the ledger never saw
             // (that is the answer: not delivered), and an answer is the server's own.

@@ -4,10 +4,13 @@ import Synchronization
 /// account table (records of format 2 name accounts by handle, `LogRecordCodec`).
 ///
 /// It holds only what is committed: readers add the rows they read, the writer the handles it
-/// assigned once their commit returned. A handle never names another account, so an entry
-/// never goes stale.
+/// assigned once their commit returned. A handle names one account until the account is
+/// forgotten (`Forgetting`): its row then names the pseudonym, which the process that forgot it
+/// learns with its commit (`rename`) and any other when it reads the `forgotten` event
+/// (`reread`). A renamed handle is never named otherwise again, so a row read before the rename
+/// and adopted after it cannot bring the old name back.
 package final class AccountNames: Sendable {
-    private struct Table {
+    fileprivate struct Table {
         /// Ids by handle, in pages of 64 handles allocated as handles are seen: a lookup per
         /// record decoded is two array indexes, no hashing, and a tail that meets scattered
         /// handles costs a page each, not an array as long as the table.
@@ -15,6 +18,8 @@ package final class AccountNames: Sendable {
         var handles: [UTF8Key: UInt64] = [:]
         /// The greatest handle seen.
         var highest: UInt64 = 0
+        /// Handles renamed by a forget, with their pseudonyms: they win over any row adopted later.
+        var renamed: [UInt64: String] = [:]
 
         static let pageShift: UInt64 = 6
 
@@ -36,7 +41,7 @@ package final class AccountNames: Sendable {
         }
     }
 
-    private let table = Mutex(Table())
+    fileprivate let table = Mutex(Table())
 
     /// Handles read together on a miss just past the greatest seen: handles are given in order
     /// of first mention, so a replay from the start needs the next ones next (and a remote
@@ -73,11 +78,47 @@ package final class AccountNames: Sendable {
     func adopt(_ rows: some Sequence<(handle: UInt64, account: String)>) {
         table.withLock { table in
             for row in rows {
+                // Read before its forget committed: the old name is gone.
+                if let pseudonym = table.renamed[row.handle], pseudonym != row.account { continue }
                 table.set(row.handle, row.account)
                 table.handles[UTF8Key(row.account)] = row.handle
                 table.highest = max(table.highest, row.handle)
             }
         }
+    }
+}
+
+extension AccountNames {
+    /// Takes the renames of a forget this process committed.
+    func rename(_ renames: [Forgetting.Rename]) {
+        table.withLock { table in
+            for rename in renames { Self.apply(rename, to: &table) }
+        }
+    }
+
+    /// Reads again the rows of `handles`, which another process's forget renamed, as `reader`
+    /// sees them (it read the `forgotten` record); returns the renames this process had not seen
+    /// (a handle it never read is no rename of its own).
+    func reread(_ handles: [UInt64], reader: any LedgerStorageReader) throws -> [Forgetting.Rename] {
+        guard !handles.isEmpty else { return [] }
+        let rows = try reader.accountNames(handles: Array(Set(handles)).sorted())
+        return table.withLock { table in
+            var renames: [Forgetting.Rename] = []
+            for row in rows {
+                let old = table.name(row.handle)
+                if let old, old != row.account { renames.append(Forgetting.Rename(handle: row.handle, old: old, new: row.account)) }
+                Self.apply(Forgetting.Rename(handle: row.handle, old: old ?? row.account, new: row.account), to: &table)
+            }
+            return renames
+        }
+    }
+
+    private static func apply(_ rename: Forgetting.Rename, to table: inout Table) {
+        if table.handles[UTF8Key(rename.old)] == rename.handle { table.handles[UTF8Key(rename.old)] = nil }
+        table.set(rename.handle, rename.new)
+        table.handles[UTF8Key(rename.new)] = rename.handle
+        table.highest = max(table.highest, rename.handle)
+        table.renamed[rename.handle] = rename.new
     }
 }
 
@@ -92,6 +133,16 @@ struct AccountHandleAssigner {
 
     init(names: AccountNames) {
         self.names = names
+    }
+
+    /// The handle this write assigned `account`, if it did.
+    func assignedHandle(of account: String) -> UInt64? {
+        assignedByAccount[UTF8Key(account)]
+    }
+
+    /// The handle the next account never seen would get.
+    func nextHandle(writer: any LedgerStorageWriter) throws -> UInt64 {
+        try next ?? (writer.lastAccountHandle() + 1)
     }
 
     mutating func handle(of account: String, writer: any LedgerStorageWriter) throws -> UInt64 {

@@ -43,10 +43,18 @@ package protocol LedgerStorage: AnyObject, Sendable {
     /// What this process has read of the account table: one instance per open storage.
     var accountNames: AccountNames { get }
 
+    /// After a forget (`Forgetting`): overwrites the old versions of pages the storage keeps in
+    /// its own files, as far as readers of older versions allow; returns how many it
+    /// overwrote, nil for a storage that keeps none it can reach (docs/POSTGRES.md says what
+    /// PostgreSQL keeps).
+    func scrubFreedPages() throws -> Int?
+
     func close()
 }
 
 extension LedgerStorage {
+    package func scrubFreedPages() throws -> Int? { nil }
+
     /// A write with nothing to look up ahead.
     package func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {
         try write(lookingUp: nil, body)
@@ -248,6 +256,8 @@ package protocol LedgerStorageReader {
     func lastAccountHandle() throws -> UInt64
     /// The proof (Apple's JWS) the record at `position` keeps apart; nil when none is stored.
     func proof(at position: UInt64) throws -> String?
+    /// The positions of every proof stored, in order.
+    func proofPositions() throws -> [UInt64]
 
     // MARK: Snapshots
 
@@ -294,6 +304,13 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     func putAccountName(_ account: String, handle: UInt64) throws
     /// Stores the proof of the record appended at `position` (in the same write).
     func putProof(_ proof: String, at position: UInt64) throws
+    /// Removes the proof of the record at `position` (a forgotten customer's).
+    func deleteProof(at position: UInt64) throws
+    /// Forgetting (`Forgetting`): the account table's `handle` names `new` from now on and
+    /// `old` has no handle; every index that names `old` (history, the transactions' holders,
+    /// the customers' app transactions) names `new` instead. Stored account states are the
+    /// caller's.
+    func renameAccount(handle: UInt64, from old: String, to new: String) throws
     /// Records `account` as the customer of `appTransaction`, unless an account already is (the
     /// first report that named it decides).
     func claimAppTransaction(_ appTransaction: String, for account: String) throws

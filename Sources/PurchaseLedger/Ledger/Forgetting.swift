@@ -1,0 +1,173 @@
+/// Forgetting a customer (docs/FORMAT.md, "Forgetting a customer"): what the commit that appends
+/// a `forgotten` event renames, and the renaming in storage. The records stay as they are: they
+/// name accounts and tokens by handle, and the account table is the one place that holds the
+/// names, so renaming a handle's row to its pseudonym renames the account in every record at
+/// once. What else holds a name (the indexes, the stored account states, the proofs, parked
+/// webhook deliveries) is renamed or removed in the same commit.
+enum Forgetting {
+    /// A name the commit renames to its handle's pseudonym.
+    struct Rename: Sendable, Hashable {
+        var handle: UInt64
+        var old: String
+        var new: String
+    }
+
+    /// What forgetting one account changes, decided before its event is appended.
+    struct Plan: Sendable {
+        /// The account's name first (none when it is a pseudonym already: a copy of a ledger
+        /// that forgot it), then the tokens only its records named.
+        var renames: [Rename]
+        /// The records whose proofs go: the account's, and any other that names a renamed token.
+        var proofs: [UInt64]
+
+        var handles: [UInt64] { renames.map(\.handle) }
+
+        var newNames: [UTF8Key: String] {
+            Dictionary(renames.map { (UTF8Key($0.old), $0.new) }, uniquingKeysWith: { first, _ in first })
+        }
+    }
+
+    /// At most this many names one forget renames (the record lists their handles).
+    static let maximumRenames = 4096
+
+    /// What forgetting `account` renames, as `writer` sees the ledger before the event.
+    static func plan(_ account: String, writer: any LedgerStorageWriter, names: AccountNames) throws -> Plan {
+        guard let handle = try writer.accountHandle(of: account) else {
+            throw StorageError(.damaged, "an account with events has no handle in the account table")
+        }
+        var renames: [Rename] = []
+        if Forgotten.handle(ofPseudonym: account) != handle {
+            renames.append(Rename(handle: handle, old: account, new: Forgotten.pseudonym(ofHandle: handle)))
+        }
+        let own = try writer.positions(ofAccount: account, after: 0, limit: .max)
+        var seen: Set<UTF8Key> = [UTF8Key(account)]
+        for position in own {
+            guard let token = try token(at: position, writer: writer, names: names), seen.insert(UTF8Key(token)).inserted,
+                  let tokenHandle = try writer.accountHandle(of: token),
+                  Forgotten.handle(ofPseudonym: token) != tokenHandle,
+                  // A token another account goes by is that account's id: it stays.
+                  try writer.positions(ofAccount: token, after: 0, limit: 1).isEmpty
+            else { continue }
+            renames.append(Rename(handle: tokenHandle, old: token, new: Forgotten.pseudonym(ofHandle: tokenHandle)))
+        }
+        guard renames.count <= maximumRenames else {
+            throw StorageError(.io, "the account's records name \(renames.count) tokens; a forget renames at most \(maximumRenames)")
+        }
+        // Proofs carry the token: those of the account's records, and of any record naming a
+        // renamed token (a renewal recorded where a transfer moved the purchase).
+        let renamed = Set(renames.map { UTF8Key($0.old) })
+        let mine = Set(own)
+        var proofs: [UInt64] = []
+        for position in try writer.proofPositions() {
+            if mine.contains(position) {
+                proofs.append(position)
+            } else if !renamed.isEmpty, let token = try token(at: position, writer: writer, names: names), renamed.contains(UTF8Key(token)) {
+                proofs.append(position)
+            }
+        }
+        return Plan(renames: renames, proofs: proofs)
+    }
+
+    /// The token the record at `position` carries; nil without one.
+    private static func token(at position: UInt64, writer: any LedgerStorageReader, names: AccountNames) throws -> String? {
+        var event: Event?
+        _ = try writer.record(at: position) { bytes in
+            event = try LogReader.decode(bytes, at: position, reader: writer, names: names, readingProofs: false)
+        }
+        guard let event, PersonalFields.apply(to: event.type) else { return nil }
+        var payload = event.payload
+        guard let token = PersonalFields.separate(&payload)?.token, !token.isEmpty else { return nil }
+        return token
+    }
+
+    /// Renames what `plan` says in the write that appended the `forgotten` event: the account
+    /// table and the indexes (`renameAccount`), the proofs, every stored account state that
+    /// names an old name (the account's own, and its transfer partners' and token holders'),
+    /// and parked webhook deliveries about it.
+    static func perform(_ plan: Plan, writer: any LedgerStorageWriter, catalog: Catalog) throws {
+        for rename in plan.renames {
+            try writer.renameAccount(handle: rename.handle, from: rename.old, to: rename.new)
+        }
+        for position in plan.proofs {
+            try writer.deleteProof(at: position)
+        }
+        guard !plan.renames.isEmpty else { return }
+        let newNames = plan.newNames
+        let needles = plan.renames.map { Array($0.old.utf8) }
+        var stored: [(account: String, version: UInt64, bytes: [UInt8])] = []
+        try writer.forEachAccountState { account, version, bytes in
+            if newNames[UTF8Key(account)] != nil || needles.contains(where: { bytes.contains($0) }) {
+                stored.append((account, version, Array(bytes)))
+            }
+        }
+        for (account, version, bytes) in stored {
+            let renamedAccount = newNames[UTF8Key(account)] ?? account
+            let state: AccountState
+            do {
+                state = try bytes.withUnsafeBytes { try AccountStateCodec.decode($0) }.renaming(newNames)
+            } catch {
+                // A damaged state is rebuilt from the history, which names the new name already.
+                guard let rebuilt = try AccountRebuilder(reader: writer, catalog: catalog, names: AccountNames())
+                    .state(of: renamedAccount, through: version) else { continue }
+                state = rebuilt
+            }
+            if renamedAccount != account { try writer.deleteAccountState(account: account, version: version) }
+            try writer.putAccountState(AccountStateCodec.encode(state), account: renamedAccount, version: version)
+        }
+        // A parked delivery's body names the account: it cannot be delivered any more.
+        for (key, value) in try writer.feedStates(prefix: WebhookState.prefix)
+        where WebhookState.isDelivery(key) && needles.contains(where: { value.contains($0) }) {
+            try writer.setFeedState(key, nil)
+        }
+    }
+}
+
+extension AccountState {
+    /// The state with every name in `names` (by its old bytes) replaced: transfer partners and
+    /// the store's tokens. The same state when it names none of them.
+    func renaming(_ names: [UTF8Key: String]) -> AccountState {
+        guard !names.isEmpty else { return self }
+        func renamed(_ name: String?) -> String? {
+            guard let name else { return nil }
+            return names[UTF8Key(name)] ?? name
+        }
+        var state = self
+        for (chain, transfer) in transfers {
+            if let new = names[UTF8Key(transfer.other)] { state.transfers[chain]?.other = new }
+        }
+        for (transaction, record) in storeTransactions where record.fact.appAccountToken.map({ names[UTF8Key($0)] != nil }) == true {
+            state.storeTransactions[transaction]?.fact.appAccountToken = renamed(record.fact.appAccountToken)
+        }
+        for (chain, record) in renewals where record.info.appAccountToken.map({ names[UTF8Key($0)] != nil }) == true {
+            state.renewals[chain]?.info.appAccountToken = renamed(record.info.appAccountToken)
+        }
+        for (transaction, records) in environmentReports {
+            state.environmentReports[transaction] = records.map { record in
+                var record = record
+                record.fact.appAccountToken = renamed(record.fact.appAccountToken)
+                return record
+            }
+        }
+        for (chain, records) in environmentRenewals {
+            state.environmentRenewals[chain] = records.map { record in
+                var record = record
+                record.info.appAccountToken = renamed(record.info.appAccountToken)
+                return record
+            }
+        }
+        return state
+    }
+}
+
+extension Collection where Element == UInt8 {
+    /// Whether `needle`'s bytes occur in these, in a row.
+    func contains(_ needle: [UInt8]) -> Bool {
+        guard let first = needle.first, needle.count <= count else { return needle.isEmpty }
+        var start = startIndex
+        while let found = self[start...].firstIndex(of: first) {
+            if self[found...].starts(with: needle) { return true }
+            start = index(after: found)
+        }
+        return false
+    }
+}

@@ -1,0 +1,96 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import LMDB
+import PurchaseLedger
+
+/// Rewrites a ledger's data file entry by entry into a fresh environment, then puts it in
+/// place of the old one (docs/FORMAT.md, "Forgetting a customer").
+///
+/// LMDB never overwrites a page in place: it writes a changed page elsewhere and frees the old
+/// one, whose bytes stay in the file until a later write reuses it, and a page written again
+/// keeps, in its unused middle, whatever its buffer held before. So after a forget, bytes of the
+/// id can remain in the file though no table holds them. A copy of every entry, in key order,
+/// into a new file holds only what the tables hold now: no freed page, no stale bytes.
+///
+/// No other process may have the ledger open: this takes the writer lock, and a reader of
+/// another process would go on reading the old file.
+enum DataFileRewrite {
+    /// Returns the data file's size before and after.
+    static func rewrite(directory: String) throws -> (before: Int, after: Int) {
+        try LedgerDirectory.checkExists(directory)
+        let lock = try LedgerDirectory.lockForWriting(directory)
+        defer { lock.release() }
+        let data = directory + "/" + LMDBLedgerStorage.dataFileName
+        let before = Directory.fileSize(data) ?? 0
+        let scratch = directory + "/rewrite.tmp"
+        try removeScratch(scratch)
+        try Directory.create(scratch)
+        defer { try? removeScratch(scratch) }
+        do {
+            try copyEntries(from: directory, to: scratch)
+        } catch {
+            throw LMDBErrors.map(error, maximumSize: nil)
+        }
+        guard rename(scratch + "/" + LMDBLedgerStorage.dataFileName, data) == 0 else {
+            throw StorageError(.io, "could not put the rewritten data file in place (errno \(errno))")
+        }
+        let fd = open(directory, O_RDONLY | O_DIRECTORY)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+        return (before, Directory.fileSize(data) ?? 0)
+    }
+
+    private static func copyEntries(from directory: String, to scratch: String) throws {
+        var readOnly = Environment.Configuration()
+        readOnly.readOnly = true
+        readOnly.maxTables = LMDBLedgerStorage.tableNames.count + 8
+        let source = try Environment(directory: directory, configuration: readOnly)
+        defer { source.close() }
+        var writable = Environment.Configuration()
+        writable.maxTables = readOnly.maxTables
+        writable.initialMapSize = max(1 << 20, try source.info().usedSize + (1 << 20))
+        let target = try Environment(directory: scratch, configuration: writable)
+        defer { target.close() }
+        let names = try source.openTables { opener in
+            try LMDBLedgerStorage.tableNames.compactMap { name in
+                try opener.tableIfPresent(name, key: [UInt8].self, value: [UInt8].self).map { (name, $0) }
+            }
+        }
+        let tables = try target.openTables { opener in
+            try names.map { name, _ in try opener.table(name, key: [UInt8].self, value: [UInt8].self) }
+        }
+        for ((_, from), to) in zip(names, tables) {
+            // In runs of entries a transaction, in key order (appended: pages fill whole).
+            var after: [UInt8]?
+            while true {
+                var entries: [(key: [UInt8], value: [UInt8])] = []
+                try source.read { txn in
+                    try txn.scan(from, from: after) { key, value in
+                        if let after, key.elementsEqual(after) { return true }
+                        entries.append((Array(key), Array(value)))
+                        return entries.count < 65_536
+                    }
+                }
+                guard let last = entries.last else { break }
+                try target.write { txn in
+                    for entry in entries {
+                        try entry.value.withUnsafeBytes { try txn.append(bytes: $0, in: to, forKey: entry.key) }
+                    }
+                }
+                after = last.key
+            }
+        }
+    }
+
+    private static func removeScratch(_ path: String) throws {
+        for file in ["data.mdb", "lock.mdb"] { unlink(path + "/" + file) }
+        if rmdir(path) != 0 && errno != ENOENT {
+            throw StorageError(.io, "could not remove \(path) (errno \(errno))")
+        }
+    }
+}

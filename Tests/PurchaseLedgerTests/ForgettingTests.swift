@@ -1,0 +1,232 @@
+import Foundation
+import LedgerTestSupport
+import Logging
+import PostgresNIO
+import Testing
+@testable import PurchaseLedger
+@testable import PurchaseLedgerPostgres
+import PurchaseLedgerLocation
+
+/// Forgetting a customer (docs/FORMAT.md, "Forgetting a customer"): the id leaves every file of
+/// the ledger, the books stay as the pseudonym's, and every reading of the ledger agrees.
+struct ForgettingTests {
+    static let alice = "alice-7f3c2e@example.com"
+    static let aliceToken = "0d5c7a52-33a4-4f1e-9b1f-4c1f6a2e8d11"
+    static let bob = "bob-91ab"
+    static let proof = "eyJhbGciOiJFUzI1NiJ9.eyJhcHBBY2NvdW50VG9rZW4iOiJhbGljZSJ9.c2ln"
+
+    /// Alice buys a lifetime unlock (Apple's report carries a token of hers that no account goes
+    /// by) and a subscription (its report carries her id as the token), moves the subscription
+    /// to Bob, and Apple reports its renewal in Bob's account, still with her token; each report
+    /// with its proof.
+    static func history() throws -> [Event] {
+        var events = TransferTests.purchase(
+            "a1", account: alice, transaction: "L1", original: "L1", product: "lifetime", expires: nil)
+        events[1].payload = try reported(events[1], token: aliceToken)
+        var subscription = TransferTests.purchase(
+            "a2", account: alice, transaction: "S1", original: "S1", product: "pro.monthly", expires: 30)
+        subscription[1].payload = try reported(subscription[1], token: alice)
+        events += subscription
+        events += Event.transfer(originalTransaction: "S1", from: alice, to: bob, at: TransferTests.days(-1))
+        var renewal = TransferTests.purchase(
+            "b1", account: bob, transaction: "S2", original: "S1", product: "pro.monthly", expires: 60)[1]
+        renewal.payload = try reported(renewal, token: alice)
+        events.append(renewal)
+        return events
+    }
+
+    private static func reported(_ event: Event, token: String) throws -> Event.Payload {
+        guard case .storeTransaction(var fact) = event.payload else { throw TestFailure("not a store report") }
+        (fact.appAccountToken, fact.signed) = (token, proof)
+        return .storeTransaction(fact)
+    }
+
+    @Test(arguments: Backend.available)
+    func forgettingRemovesTheIdFromTheLedgerAndKeepsTheBooks(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try Self.history())
+            // Stored states name her: her own, and Bob's (his transfer's other side, his report's token).
+            try await ledger.writeSnapshot()
+            let before = try ledger.statistics()
+            let entitlements = try ledger.entitlements(of: Self.alice)
+            let bobsProjection = try #require(try ledger.projection(of: Self.bob, asOf: TransferTests.now))
+            #expect(!entitlements.isEmpty)
+
+            // The search finds what it looks for: her id and token are stored before.
+            #expect(!(try Self.places(of: Self.alice, at: location, on: backend)).isEmpty)
+            #expect(!(try Self.places(of: Self.aliceToken, at: location, on: backend)).isEmpty)
+
+            let (outcome, pseudonym) = try await ledger.forget(Self.alice, requestedBy: "ticket-4711")
+            #expect(pseudonym == "forgotten/1")
+            guard case .appended(let position) = outcome else { throw TestFailure("not appended: \(outcome)") }
+            #expect(try ledger.projection(of: Self.alice) == nil)
+            #expect(try ledger.entitlements(of: pseudonym) == entitlements)
+            // Bob's renewal report carried her id as its token: it reads as the pseudonym now.
+            #expect(bobsProjection.storeTransactions.map(\.report.appAccountToken) == [Self.alice])
+            var renamed = bobsProjection
+            renamed.storeTransactions[0].report.appAccountToken = pseudonym
+            #expect(try ledger.projection(of: Self.bob, asOf: TransferTests.now) == renamed)
+            let after = try ledger.statistics()
+            #expect((after.accounts, after.entries, after.unfinishedEntries) == (before.accounts, before.entries, before.unfinishedEntries))
+            // The same request again names an account the ledger no longer has.
+            await #expect(throws: LedgerError.self) { try await ledger.forget(Self.alice, requestedBy: "ticket-4711") }
+            let state = try ledger.currentState()
+            try await ledger.writeSnapshot()
+            await ledger.close()
+
+            // Replayed, and opened from the snapshot: the same books.
+            for useSnapshots in [false, true] {
+                var configuration = Ledger.Configuration.testing
+                configuration.useSnapshots = useSnapshots
+                let reopened = try Ledger.open(location: location, configuration: configuration)
+                #expect(try reopened.currentState() == state)
+                await reopened.close()
+            }
+            let log = try LedgerLog.open(location: location)
+            #expect(log.verify().isIntact)
+            let counts = try log.storage.read { try $0.counts() }
+            #expect(counts.proofs == 0, "every proof carried one of her names")
+            var exported: [UInt8] = []
+            try log.exportJSONLines { exported += $0 }
+            let lines = String(decoding: exported, as: UTF8.self).split(separator: "\n")
+            #expect(lines.last?.contains("\"type\":\"forgotten\"") == true)
+            #expect(lines.last?.contains("\"requestedBy\":\"ticket-4711\"") == true)
+            #expect(lines.last?.contains("\"id\":\"forget/1\"") == true)
+            #expect(try log.storage.read { try $0.position(ofEventID: "forget/1") } == position)
+            log.close()
+
+            // No file of the ledger holds her id or her token: on LMDB once the data file is
+            // rewritten (its freed pages, and the unused middles of pages written again, keep
+            // what no table holds).
+            let sizes = try LedgerLocation(location).rewriteDataFile()
+            #expect((sizes != nil) == (backend == .lmdb))
+            for needle in [Self.alice, Self.aliceToken] {
+                let found = try Self.places(of: needle, at: location, on: backend)
+                #expect(found.isEmpty, "\(needle) found in \(found)")
+            }
+            #expect(occurrences(of: Array(Self.alice.utf8), in: exported).isEmpty)
+            #expect(occurrences(of: Array(Self.aliceToken.utf8), in: exported).isEmpty)
+
+            // A copy of the export is the same ledger: the pseudonyms take their own handles.
+            try await withLocation(on: backend) { copy in
+                let copied = try Ledger.open(location: copy, catalog: TransferTests.catalog, configuration: .testing)
+                let events = try String(decoding: exported, as: UTF8.self).split(separator: "\n").map { try Event(jsonLine: String($0)) }
+                try await copied.appendAll(events)
+                #expect(try copied.currentState() == state)
+                await copied.close()
+                let copyLog = try LedgerLog.open(location: copy)
+                defer { copyLog.close() }
+                var again: [UInt8] = []
+                try copyLog.exportJSONLines { again += $0 }
+                #expect(again == exported)
+                #expect(copyLog.verify().isIntact)
+            }
+
+            // Her id comes back as a new account, owning nothing of the old one's.
+            let fresh = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await fresh.appendAll(TransferTests.purchase(
+                "n1", account: Self.alice, transaction: "C9", original: "C9", product: "coins", expires: nil))
+            #expect(try fresh.entitlements(of: Self.alice) == [])
+            #expect(try fresh.balances(of: Self.alice) == ["coin": 10])
+            #expect(try fresh.entitlements(of: pseudonym) == entitlements)
+            await fresh.close()
+            let reopened = try LedgerLog.open(location: location)
+            defer { reopened.close() }
+            #expect(reopened.verify().isIntact)
+            #expect(try reopened.storage.read { try $0.accountHandle(of: Self.alice) } == 4)
+        }
+    }
+
+    @Test(arguments: Backend.available)
+    func aForgetInABatchCommitsAloneAndAPseudonymsFormIsReserved(on backend: Backend) async throws {
+        try await withLedger(on: backend, catalog: TransferTests.catalog) { ledger, _ in
+            try await ledger.appendAll(TransferTests.purchase(
+                "a1", account: "carol", transaction: "L1", original: "L1", product: "lifetime", expires: nil))
+            // Before and after it in one submission: each in its commit, in order.
+            let results = try await ledger.append(contentsOf: [
+                .transactionFinished(id: "a1/finish", account: "carol", at: TransferTests.now, payment: "appstore:L1"),
+                Event(id: "forget/1", account: "carol", at: TransferTests.now, payload: .forgotten(Forgotten(requestedBy: "ops"))),
+                .transactionUpdated(id: "c2", account: "carol", at: TransferTests.now, TransactionUpdated(
+                    payment: "appstore:C1", state: .purchased, transaction: "C1", product: "coins")),
+            ])
+            try TransferTests.appended(results)
+            #expect(try ledger.balances(of: "carol") == ["coin": 10])
+            #expect(try ledger.entitlements(of: "forgotten/1") == ["lifetime"])
+            #expect(try ledger.unfinished(of: "forgotten/1").isEmpty)
+
+            // A name of the pseudonyms' form the account table does not give that handle.
+            let taken = try await ledger.append(contentsOf: [
+                .transactionUpdated(id: "x1", account: "forgotten/7", at: TransferTests.now, TransactionUpdated(
+                    payment: "p", state: .purchased, transaction: "C2", product: "coins")),
+                Event(id: "forget/9", account: "nobody", at: TransferTests.now, payload: .forgotten(Forgotten(requestedBy: "ops"))),
+            ])
+            #expect(taken.map(\.code) == [.invalidEvent, .invalidEvent])
+        }
+    }
+
+    /// PostgreSQL: another server that read her account before the forget reads it no more after
+    /// catching up, and gives her id a new handle.
+    @Test(arguments: Backend.available.filter { $0 == .postgres })
+    func anotherProcessFollowsTheForget(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await first.appendAll(try Self.history())
+            _ = try await second.catchUp()
+            #expect(try second.entitlements(of: Self.alice) == ["lifetime"])
+            let (_, pseudonym) = try await first.forget(Self.alice, requestedBy: "ops")
+            _ = try await second.catchUp()
+            #expect(try second.projection(of: Self.alice) == nil)
+            #expect(try second.entitlements(of: pseudonym) == ["lifetime"])
+            #expect(try second.currentState() == (try first.currentState()))
+            try await second.appendAll(TransferTests.purchase(
+                "n1", account: Self.alice, transaction: "C9", original: "C9", product: "coins", expires: nil))
+            _ = try await first.catchUp()
+            #expect(try first.balances(of: Self.alice) == ["coin": 10])
+            #expect(try first.entitlements(of: pseudonym) == ["lifetime"])
+            await first.close()
+            await second.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(log.verify().isIntact)
+        }
+    }
+
+    /// Where `needle`'s bytes occur in the ledger: each file of an LMDB ledger's directory, or
+    /// each column of a PostgreSQL ledger's tables.
+    static func places(of needle: String, at location: String, on backend: Backend) throws -> [String] {
+        switch backend {
+        case .lmdb:
+            let files = try FileManager.default.contentsOfDirectory(atPath: location)
+            #expect(files.contains("data.mdb"))
+            return try files.filter { file in
+                let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: location + "/" + file)))
+                return !occurrences(of: Array(needle.utf8), in: bytes).isEmpty
+            }
+        case .postgres:
+            let connection = try BlockingConnection.connect(try PostgresLocation(url: location), logger: Logger(label: "test"))
+            defer { connection.close() }
+            let columns = try connection.query("""
+                SELECT table_name::text, column_name::text, data_type::text FROM information_schema.columns
+                WHERE table_schema = 'public' AND data_type IN ('bytea', 'text')
+                """).rows.map { try $0.decode((String, String, String).self, context: .default) }
+            #expect(columns.count > 10)
+            var found: [String] = []
+            for (table, column, type) in columns {
+                let bytes = type == "text" ? "convert_to(\"\(column)\", 'UTF8')" : "\"\(column)\""
+                let hits = try connection.query(PostgresQuery(unsafeSQL: """
+                    SELECT count(*) FROM "\(table)" WHERE position(convert_to($1, 'UTF8') IN \(bytes)) > 0
+                    """, binds: try binds(needle))).first?.decode(Int64.self, context: .default) ?? 0
+                if hits > 0 { found.append("\(table).\(column)") }
+            }
+            return found
+        }
+    }
+
+    private static func binds(_ value: String) throws -> PostgresBindings {
+        var binds = PostgresBindings()
+        binds.append(value)
+        return binds
+    }
+}
