@@ -76,6 +76,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         routes.post("/v1/events") { request, context in try await postEvents(request, context: context) }
         routes.get("/v1/accounts/:account") { request, context in try await account(request, context: context) }
         routes.get("/v1/accounts/:account/history") { request, context in try history(request, context: context) }
+        routes.delete("/v1/accounts/:account") { request, context in try await forget(request, context: context) }
         if metricsRegistry != nil {
             routes.get("/metrics") { _, context in try metrics(context: context) }
         }
@@ -161,6 +162,38 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         var answer = projection ?? .empty(account: account)
         if timeline, answer.timeline == nil { answer.timeline = [] }
         return .json(answer.json(position: position) + "\n")
+    }
+
+    /// `DELETE /v1/accounts/{account}`: forgets the customer (docs/FORMAT.md, "Forgetting a
+    /// customer"), answered once the forget is durable: `{"position": P, "pseudonym":
+    /// "forgotten/<handle>"}`, 404 `notFound` when the ledger has no event of the account.
+    /// `requestedBy` (1–128 bytes, optional) says who asked; the API key's name is recorded
+    /// with it.
+    func forget(_ request: Request, context: Context) async throws -> Response {
+        try context.require(.accountsForget)
+        let account = try accountParameter(context)
+        var requestedBy = "api-key:" + (context.identity?.name ?? "none")
+        if let text = request.uri.queryParameters["requestedBy"] {
+            requestedBy += " " + text
+        }
+        guard requestedBy.utf8.count <= 128 else {
+            throw LedgerHTTPError.badRequest("requestedBy and the API key's name are at most 128 bytes together")
+        }
+        let answer: (outcome: AppendOutcome, pseudonym: String)?
+        do {
+            answer = try await ledger.forget(account, requestedBy: requestedBy)
+        } catch let error as LedgerError {
+            throw LedgerHTTPError(status: .badRequest, code: error.code.rawValue, message: error.message)
+        } catch {
+            throw Self.httpError(storage: error, logger: context.logger)
+        }
+        guard let forgotten = answer else {
+            throw LedgerHTTPError(status: .notFound, code: "notFound", message: "the ledger has no event of this account")
+        }
+        let position = switch forgotten.outcome {
+        case .appended(let position), .duplicate(let position): position
+        }
+        return .json("{\"position\": \(position), \"pseudonym\": \(JSONString.quoted(forgotten.pseudonym))}\n")
     }
 
     /// Waits until the ledger's projections reflect `position` (catching up with other

@@ -433,6 +433,9 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     case metricsRead = "metrics:read"
     /// Read the change feed (`GET /v1/changes`, its stream): every account's changes.
     case changesRead = "changes:read"
+    /// Forget a customer (`DELETE /v1/accounts/{account}`, or a posted `forgotten` event):
+    /// the account's id leaves the ledger, its books stay under a pseudonym.
+    case accountsForget = "accounts:forget"
 
     /// The event types a key needs more than `events:write` for, and the scope each needs.
     static let beyondWriting: [(types: Set<EventType>, scope: Scope)] = [
@@ -440,5 +443,6 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
         // A transfer moves another account's purchase, and the calls to Apple and their
         // answers are Apple's word: none is a device's to send.
         ([.storeTransaction, .renewalInfo, .consumptionRequest, .consumptionAnswer, .appStoreCall, .appTransaction, .transferred, .shared], .eventsStore),
+        ([.forgotten], .accountsForget),
     ]
 }

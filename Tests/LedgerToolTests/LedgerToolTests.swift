@@ -280,6 +280,54 @@ struct LedgerToolTests {
         }
     }
 
+    /// `ledger forget` forgets a customer on both backends: the id is gone from every answer
+    /// and, on LMDB, from the rewritten data file; the books stay under the pseudonym; asking
+    /// again exits 1. `ledger rewrite` rewrites an LMDB file and refuses a database.
+    @Test(arguments: Self.backends)
+    func forgetRemovesTheCustomerAndKeepsTheBooks(_ backend: String) throws {
+        try withDirectory { directory in
+            let catalog = directory.appendingPathComponent("catalog.json")
+            try Data(#"{"products": [{"id": "pro", "type": "autoRenewable", "group": "g"}]}"#.utf8).write(to: catalog)
+            let lines = """
+                {"id":"a1","type":"transactionUpdated","account":"alice@example.com","at":"2026-01-01T00:00:00Z","payment":"p1","state":"purchased","transaction":"10","originalTransaction":"10","product":"pro","expiresAt":"2026-02-01T00:00:00Z"}
+                {"id":"b1","type":"transactionUpdated","account":"bob","at":"2026-01-01T00:00:00Z","payment":"p1","state":"purchased","transaction":"20","originalTransaction":"20","product":"pro","expiresAt":"2026-02-01T00:00:00Z"}
+
+                """
+            try withLedgerLocation(backend, in: directory) { location in
+                #expect(try ledger("import", "--catalog", catalog.path, location, "-", input: Data(lines.utf8)).status == 0)
+                let forgotten = try ledger("forget", location, "--account", "alice@example.com", "--requested-by", "ticket 4711", "--json")
+                #expect(forgotten.status == 0, "\(forgotten.error)")
+                let answer = try #require(try JSONSerialization.jsonObject(with: forgotten.output) as? [String: Any])
+                #expect(answer["position"] as? Int == 3)
+                #expect(answer["pseudonym"] as? String == "forgotten/1")
+                #expect((answer["rewrote"] != nil) == (backend == "lmdb"))
+                let replay = try ledger("replay", "--json", "--as-of", "2026-01-15T00:00:00Z", location)
+                let accounts = try #require(try JSONSerialization.jsonObject(with: replay.output) as? [String: Any])["accounts"] as? [String: [String: Any]]
+                #expect(accounts?["alice@example.com"] == nil)
+                #expect(accounts?["forgotten/1"]?["entitlements"] as? [String] == ["pro"])
+                #expect(accounts?["bob"]?["entitlements"] as? [String] == ["pro"])
+                let export = try ledger("export", location).text
+                #expect(!export.contains("alice"))
+                #expect(export.contains(#""requestedBy":"ticket 4711""#))
+                #expect(try ledger("verify", location).status == 0)
+                if backend == "lmdb" {
+                    for file in try FileManager.default.contentsOfDirectory(atPath: location) {
+                        let bytes = try Data(contentsOf: URL(fileURLWithPath: location + "/" + file))
+                        #expect(bytes.range(of: Data("alice@example.com".utf8)) == nil, "in \(file)")
+                    }
+                    let rewrite = try ledger("rewrite", location, "--json")
+                    #expect(rewrite.status == 0, "\(rewrite.error)")
+                    #expect(try ledger("verify", location).status == 0)
+                } else {
+                    #expect(try ledger("rewrite", location).status == 2)
+                }
+                let again = try ledger("forget", location, "--account", "alice@example.com", "--requested-by", "ticket 4711")
+                #expect(again.status == 1)
+                #expect(again.error.contains("no event of this account"))
+            }
+        }
+    }
+
     /// `ledger attribute` runs the server's audit file again with the server's configuration;
     /// what still has no account (here, a line that does not verify) stays in the file.
     @Test func attributeKeepsWhatItCannotAttribute() throws {

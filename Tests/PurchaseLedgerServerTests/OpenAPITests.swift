@@ -32,7 +32,9 @@ struct OpenAPITests {
         }
         try await withTemporaryDirectory { directory in
             var configuration = try LedgerServerTests.configuration(in: directory, port: try LedgerServerTests.freePort())
-            configuration.keys.append(.init(name: "fuzz", key: Self.everyScope, scopes: Scope.allCases))
+            // Every scope but forgetting, whose answer changes the ledger by design: its route
+            // is fuzzed for the 403 a key without it gets (RouteTests forgets for real).
+            configuration.keys.append(.init(name: "fuzz", key: Self.everyScope, scopes: Scope.allCases.filter { $0 != .accountsForget }))
             // The App Store routes mounted, verifying with a root of the test fixtures.
             configuration.appStore = .init(
                 bundleId: "com.example", appAppleId: 1234, environments: [.sandbox],

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import LedgerTestSupport
 import PurchaseLedger
 @testable import PurchaseLedgerAppStore
 @testable import PurchaseLedgerServer
@@ -52,6 +53,45 @@ struct RouteTests {
             #expect(account["position"] as? Int == 4)
             #expect(account["balances"] as? [String: Int] == ["hints": 7])
             #expect((account["unfinished"] as? [Any])?.isEmpty == true)
+        }
+    }
+
+    /// `DELETE /v1/accounts/{account}` forgets the customer: only with `accounts:forget`, once,
+    /// and the books stay under the pseudonym it answers.
+    @Test func deletingAnAccountForgetsItAndKeepsTheBooks() async throws {
+        try await ServerHarness.run { harness, client in
+            _ = try await client.post(events: [
+                Lines.added("e1", "user/42", payment: "B1", product: "com.example.hardwords"),
+                Lines.purchased("e2", "user/42", payment: "B1", transaction: "t1"),
+            ])
+            let refused = try await client.send(.delete, "/v1/accounts/user%2F42", key: TestKeys.writer)
+            #expect(refused.status == .forbidden)
+            // A forgotten event posted needs the scope too.
+            let posted = try await client.send(.post, "/v1/events", key: TestKeys.writer, body:
+                #"{"id": "f1", "type": "forgotten", "account": "user/42", "at": "2026-03-14T08:00:00Z", "requestedBy": "x"}"#)
+            #expect(posted.status == .forbidden)
+            let tooLong = try await client.send(
+                .delete, "/v1/accounts/user%2F42?requestedBy=" + String(repeating: "x", count: 120), key: TestKeys.forgetter)
+            #expect(tooLong.status == .badRequest)
+            #expect(harness.ledger.position == 2)
+
+            let forgotten = try await client.send(.delete, "/v1/accounts/user%2F42?requestedBy=ticket-9", key: TestKeys.forgetter)
+            #expect(forgotten.status == .ok)
+            #expect(try forgotten.object["position"] as? Int == 3)
+            #expect(try forgotten.object["pseudonym"] as? String == "forgotten/1")
+            let gone = try await client.account("user/42")
+            #expect(gone["entitlements"] as? [String] == [])
+            #expect((gone["unfinished"] as? [Any])?.isEmpty == true)
+            let books = try await client.send(.get, "/v1/accounts/forgotten%2F1", key: TestKeys.reader)
+            #expect(try books.object["entitlements"] as? [String] == ["com.example.hardwords"])
+            let history = try harness.ledger.history(account: "forgotten/1")
+            guard case .forgotten(let event)? = history.last?.event.payload else { throw TestFailure("no forgotten event last") }
+            #expect(event.requestedBy == "api-key:support ticket-9")
+
+            let again = try await client.send(.delete, "/v1/accounts/user%2F42", key: TestKeys.forgetter)
+            #expect(again.status == .notFound)
+            #expect(try again.object["error"] as? String == "notFound")
+            #expect(harness.ledger.position == 3)
         }
     }
 

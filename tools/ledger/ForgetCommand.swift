@@ -40,7 +40,11 @@ extension LedgerCommand {
                 let opened = try ledger.openLedger(configuration: configuration)
                 let forgotten: (outcome: AppendOutcome, pseudonym: String)
                 do {
-                    forgotten = try await opened.forget(account, requestedBy: requestedBy)
+                    guard let answer = try await opened.forget(account, requestedBy: requestedBy) else {
+                        await opened.close()
+                        return .failure(LedgerError(.invalidEvent, "the ledger has no event of this account"))
+                    }
+                    forgotten = answer
                 } catch let error as LedgerError {
                     await opened.close()
                     return .failure(error)

@@ -67,6 +67,17 @@ struct ChangeDeriver {
 
     private mutating func apply(_ record: LogRecord, asOf time: Timestamp, log: LogReader, emit: (LedgerChange) throws -> Void) throws {
         let event = record.event
+        if event.type == .forgotten {
+            // What this deriver read before the forget under the former names is the
+            // pseudonyms' now, as a feed derived again reads it; the forget itself changes no
+            // projection.
+            let renames = try log.renames(ofForgetAt: record.position)
+            if !renames.isEmpty {
+                state.rename(renames)
+                projections.removeAll(keepingCapacity: true)
+                for rename in renames { due.rename(UTF8Key(rename.old), to: UTF8Key(rename.new)) }
+            }
+        }
         // The accounts an event can change: its own, and for a revocation the one holding the
         // transaction (its credit is taken back there).
         var accounts = [UTF8Key(event.account)]
@@ -196,6 +207,13 @@ struct DueInstants {
 
     mutating func remove(_ account: UTF8Key) {
         byAccount[account] = nil
+    }
+
+    /// The account's next instant is its new name's (a forget).
+    mutating func rename(_ account: UTF8Key, to new: UTF8Key) {
+        guard let instant = byAccount[account] else { return }
+        remove(account)
+        schedule(new, at: instant)
     }
 
     private mutating func dropStale() {

@@ -57,12 +57,20 @@ enum Forgetting {
         // renamed token (a renewal recorded where a transfer moved the purchase).
         let renamed = Set(renames.map { UTF8Key($0.old) })
         let mine = Set(own)
+        let stored = try writer.proofPositions()
         var proofs: [UInt64] = []
-        for position in try writer.proofPositions() {
-            if mine.contains(position) {
-                proofs.append(position)
-            } else if !renamed.isEmpty, let token = try token(at: position, writer: writer, names: names), renamed.contains(UTF8Key(token)) {
-                proofs.append(position)
+        if let first = stored.first, let last = stored.last {
+            // One pass over the records that keep a proof, read in runs, not one query each.
+            let keeping = Set(stored)
+            try writer.forEachRecord(from: first, through: last) { position, bytes in
+                guard keeping.contains(position) else { return true }
+                if mine.contains(position) {
+                    proofs.append(position)
+                } else if !renamed.isEmpty, let token = try token(of: bytes, at: position, writer: writer, names: names),
+                          renamed.contains(UTF8Key(token)) {
+                    proofs.append(position)
+                }
+                return true
             }
         }
         return Plan(renames: renames, proofs: proofs)
@@ -70,11 +78,16 @@ enum Forgetting {
 
     /// The token the record at `position` carries; nil without one.
     private static func token(at position: UInt64, writer: any LedgerStorageReader, names: AccountNames) throws -> String? {
-        var event: Event?
-        _ = try writer.record(at: position) { bytes in
-            event = try LogReader.decode(bytes, at: position, reader: writer, names: names, readingProofs: false)
-        }
-        guard let event, PersonalFields.apply(to: event.type) else { return nil }
+        var token: String?
+        _ = try writer.record(at: position) { token = try self.token(of: $0, at: position, writer: writer, names: names) }
+        return token
+    }
+
+    private static func token(
+        of bytes: UnsafeRawBufferPointer, at position: UInt64, writer: any LedgerStorageReader, names: AccountNames
+    ) throws -> String? {
+        let event = try LogReader.decode(bytes, at: position, reader: writer, names: names, readingProofs: false)
+        guard PersonalFields.apply(to: event.type) else { return nil }
         var payload = event.payload
         guard let token = PersonalFields.separate(&payload)?.token, !token.isEmpty else { return nil }
         return token
@@ -169,5 +182,38 @@ extension Collection where Element == UInt8 {
             start = index(after: found)
         }
         return false
+    }
+}
+
+extension LedgerState {
+    /// A forget's renames, in a state kept in memory across it (a change feed's): the accounts
+    /// move to their pseudonyms, and every state and holder names the new names.
+    mutating func rename(_ renames: [Forgetting.Rename]) {
+        guard !renames.isEmpty else { return }
+        let names = Dictionary(renames.map { (UTF8Key($0.old), $0.new) }, uniquingKeysWith: { first, _ in first })
+        for (account, state) in Array(accounts) {
+            let renamed = state.renaming(names)
+            if let new = names[account] {
+                accounts.removeValue(forKey: account)
+                accounts[UTF8Key(new)] = renamed
+            } else if renamed != state {
+                accounts[account] = renamed
+            }
+        }
+        for (transaction, holder) in holders {
+            if let new = names[UTF8Key(holder.entry.account)] { holders[transaction]?.entry.account = new }
+        }
+    }
+}
+
+extension LogReader {
+    /// The renames of the `forgotten` record at `position` this process had read under the
+    /// former names (`AccountNames.reread`).
+    func renames(ofForgetAt position: UInt64) throws -> [Forgetting.Rename] {
+        try storage.read { reader in
+            var handles: [UInt64]?
+            _ = try reader.record(at: position) { handles = LogRecordCodec.renamedHandles(in: $0) }
+            return try storage.accountNames.reread(handles ?? [], reader: reader)
+        }
     }
 }

@@ -185,14 +185,15 @@ public final class Ledger: Sendable {
     /// (`forgotten/<handle>`) wherever the ledger stores it; returns the outcome and the
     /// pseudonym. The account's books stay, as the pseudonym's; a later event of `account`
     /// starts a new account. `requestedBy` says who asked (1–128 bytes), nothing about the
-    /// person. Throws `invalidEvent` when the ledger has no event of `account`.
+    /// person. Nil when the ledger has no event of `account`; throws `LedgerError` when the
+    /// event is refused (`requestedBy` out of bounds).
     public func forget(
         _ account: String, requestedBy: String, at time: Timestamp = .now()
-    ) async throws -> (outcome: AppendOutcome, pseudonym: String) {
+    ) async throws -> (outcome: AppendOutcome, pseudonym: String)? {
         guard EventLimits.keyBytes.contains(account.utf8.count),
               let handle = try storage.read({ try $0.accountHandle(of: account) }),
               try live.withAccount(UTF8Key(account), { _, _, _ in true }) == true
-        else { throw LedgerError.invalid("the ledger has no event of this account") }
+        else { return nil }
         let event = Event(
             id: Forgotten.eventID(handle: handle), account: account, at: time,
             payload: .forgotten(Forgotten(requestedBy: requestedBy)))

@@ -20,6 +20,10 @@ package final class AccountNames: Sendable {
         var highest: UInt64 = 0
         /// Handles renamed by a forget, with their pseudonyms: they win over any row adopted later.
         var renamed: [UInt64: String] = [:]
+        /// The names those handles had when this process renamed them: what it may still hold
+        /// under them in memory (a change feed's state), renamed when it reads the forget.
+        /// Never stored; gone with the process.
+        var formerNames: [UInt64: String] = [:]
 
         static let pageShift: UInt64 = 6
 
@@ -96,24 +100,28 @@ extension AccountNames {
         }
     }
 
-    /// Reads again the rows of `handles`, which another process's forget renamed, as `reader`
-    /// sees them (it read the `forgotten` record); returns the renames this process had not seen
-    /// (a handle it never read is no rename of its own).
+    /// Reads again the rows of `handles`, which a forget renamed, as `reader` sees them (it
+    /// read the `forgotten` record); returns the renames of those this process had read under
+    /// their former names, now or when it renamed them before (each reader of the record gets
+    /// them: the projections, a change feed). A handle it never read is no rename of its own.
     func reread(_ handles: [UInt64], reader: any LedgerStorageReader) throws -> [Forgetting.Rename] {
         guard !handles.isEmpty else { return [] }
-        let rows = try reader.accountNames(handles: Array(Set(handles)).sorted())
+        let unique = Array(Set(handles)).sorted()
+        let known = table.withLock { table in unique.allSatisfy { table.renamed[$0] != nil } }
+        let rows = known ? [] : try reader.accountNames(handles: unique)
         return table.withLock { table in
-            var renames: [Forgetting.Rename] = []
-            for row in rows {
-                let old = table.name(row.handle)
-                if let old, old != row.account { renames.append(Forgetting.Rename(handle: row.handle, old: old, new: row.account)) }
-                Self.apply(Forgetting.Rename(handle: row.handle, old: old ?? row.account, new: row.account), to: &table)
+            for row in rows where table.renamed[row.handle] == nil {
+                Self.apply(Forgetting.Rename(handle: row.handle, old: table.name(row.handle) ?? row.account, new: row.account), to: &table)
             }
-            return renames
+            return unique.compactMap { handle in
+                guard let old = table.formerNames[handle], let new = table.renamed[handle] else { return nil }
+                return Forgetting.Rename(handle: handle, old: old, new: new)
+            }
         }
     }
 
     private static func apply(_ rename: Forgetting.Rename, to table: inout Table) {
+        if rename.old != rename.new { table.formerNames[rename.handle] = rename.old }
         if table.handles[UTF8Key(rename.old)] == rename.handle { table.handles[UTF8Key(rename.old)] = nil }
         table.set(rename.handle, rename.new)
         table.handles[UTF8Key(rename.new)] = rename.handle
