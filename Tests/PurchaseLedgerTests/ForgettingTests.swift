@@ -165,6 +165,55 @@ struct ForgettingTests {
         }
     }
 
+    /// Forgets amid a random stream, with snapshots written a slice at a time around them: the
+    /// state kept up to date, the one opened from the snapshot and the one replayed agree; the
+    /// ledger verifies; a copy from its export is the same ledger; both backends agree.
+    @Test(arguments: [3, 11] as [UInt64])
+    func forgetsAmidARandomStreamKeepEveryReadingInAgreement(seed: UInt64) async throws {
+        var exports: [[UInt8]] = []
+        for backend in Backend.available {
+            try await withLocation(on: backend) { location in
+                var configuration = Ledger.Configuration.testing
+                configuration.snapshotInterval = 64
+                let ledger = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: configuration)
+                var generator = EventStreamGenerator(seed: seed)
+                var forgotten = 0
+                for round in 0..<6 {
+                    _ = try await ledger.append(contentsOf: generator.events(150))
+                    // An account the stream named lately, as the app's support would pick one.
+                    let accounts = generator.emitted.suffix(40).map(\.account)
+                    let account = accounts[(round * 7) % accounts.count]
+                    if try await ledger.forget(account, requestedBy: "round \(round)", at: generator.clock) != nil { forgotten += 1 }
+                }
+                #expect(forgotten >= 4)
+                let state = try ledger.currentState()
+                await ledger.close()
+                for useSnapshots in [true, false] {
+                    var reopening = Ledger.Configuration.testing
+                    reopening.useSnapshots = useSnapshots
+                    let reopened = try Ledger.open(location: location, configuration: reopening)
+                    #expect(try reopened.currentState() == state, "snapshots: \(useSnapshots)")
+                    await reopened.close()
+                }
+                let log = try LedgerLog.open(location: location)
+                #expect(log.verify().isIntact)
+                var exported: [UInt8] = []
+                try log.exportJSONLines { exported += $0 }
+                log.close()
+                exports.append(exported)
+                try await withLocation(on: backend) { copy in
+                    let copied = try Ledger.open(location: copy, catalog: wordGameCatalog, configuration: .testing)
+                    let events = try String(decoding: exported, as: UTF8.self).split(separator: "\n").map { try Event(jsonLine: String($0)) }
+                    let results = try await copied.append(contentsOf: events)
+                    #expect(results.allSatisfy { if case .success(.appended) = $0 { true } else { false } })
+                    #expect(try copied.currentState() == state)
+                    await copied.close()
+                }
+            }
+        }
+        #expect(Set(exports).count == 1, "the backends agree")
+    }
+
     /// The change feed: a feed following the ledger across a forget reads the new account of
     /// the same id as new (its projection owns nothing of the pseudonym's), and gives the same
     /// changes as the feed derived again afterwards, which names the pseudonym throughout.
