@@ -22,9 +22,12 @@ enum Forgetting {
 
         var handles: [UInt64] { renames.map(\.handle) }
 
-        var newNames: [UTF8Key: String] {
-            Dictionary(renames.map { (UTF8Key($0.old), $0.new) }, uniquingKeysWith: { first, _ in first })
-        }
+        var newNames: [UTF8Key: String] { Forgetting.newNames(renames) }
+    }
+
+    /// Each renamed name's new name, by the old one's bytes.
+    static func newNames(_ renames: [Rename]) -> [UTF8Key: String] {
+        Dictionary(renames.map { (UTF8Key($0.old), $0.new) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// At most this many names one forget renames (the record lists their handles).
@@ -172,16 +175,19 @@ extension AccountState {
     }
 }
 
-extension Collection where Element == UInt8 {
-    /// Whether `needle`'s bytes occur in these, in a row.
-    func contains(_ needle: [UInt8]) -> Bool {
-        guard let first = needle.first, needle.count <= count else { return needle.isEmpty }
-        var start = startIndex
-        while let found = self[start...].firstIndex(of: first) {
-            if self[found...].starts(with: needle) { return true }
-            start = index(after: found)
+extension [UTF8Key: AccountState] {
+    /// Accounts by the states they hold, renamed (`names`: new names by old): one under an
+    /// old name moves to its new one, and every state names the new names.
+    mutating func rename(_ names: [UTF8Key: String]) {
+        for (account, state) in Array(self) {
+            let renamed = state.renaming(names)
+            if let new = names[account] {
+                removeValue(forKey: account)
+                self[UTF8Key(new)] = renamed
+            } else if renamed != state {
+                self[account] = renamed
+            }
         }
-        return false
     }
 }
 
@@ -190,16 +196,8 @@ extension LedgerState {
     /// move to their pseudonyms, and every state and holder names the new names.
     mutating func rename(_ renames: [Forgetting.Rename]) {
         guard !renames.isEmpty else { return }
-        let names = Dictionary(renames.map { (UTF8Key($0.old), $0.new) }, uniquingKeysWith: { first, _ in first })
-        for (account, state) in Array(accounts) {
-            let renamed = state.renaming(names)
-            if let new = names[account] {
-                accounts.removeValue(forKey: account)
-                accounts[UTF8Key(new)] = renamed
-            } else if renamed != state {
-                accounts[account] = renamed
-            }
-        }
+        let names = Forgetting.newNames(renames)
+        accounts.rename(names)
         for (transaction, holder) in holders {
             if let new = names[UTF8Key(holder.entry.account)] { holders[transaction]?.entry.account = new }
         }

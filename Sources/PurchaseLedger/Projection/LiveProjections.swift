@@ -82,16 +82,8 @@ final class LiveProjections: Sendable {
                 for account in Array(accounts.keys) where lastChanged[account] == nil { accounts.removeValue(forKey: account) }
             }
             guard !renames.isEmpty else { return }
-            let names = Dictionary(renames.map { (UTF8Key($0.old), $0.new) }, uniquingKeysWith: { first, _ in first })
-            for (account, state) in Array(accounts) {
-                let renamed = state.renaming(names)
-                if let new = names[account] {
-                    accounts.removeValue(forKey: account)
-                    accounts[UTF8Key(new)] = renamed
-                } else if renamed != state {
-                    accounts[account] = renamed
-                }
-            }
+            let names = Forgetting.newNames(renames)
+            accounts.rename(names)
             for (account, position) in Array(lastChanged) {
                 guard let new = names[account] else { continue }
                 lastChanged.removeValue(forKey: account)
