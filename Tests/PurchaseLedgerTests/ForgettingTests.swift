@@ -271,6 +271,20 @@ struct ForgettingTests {
         }
     }
 
+    /// The byte search a forget makes of every stored state and parked delivery.
+    @Test func theByteSearchFindsARunOfBytesAnywhereAndNothingElse() {
+        func occurs(_ needle: String, in haystack: String) -> Bool {
+            Array(haystack.utf8).withUnsafeBytes { Forgetting.occurs(Array(needle.utf8), in: $0) }
+        }
+        #expect(occurs("alice", in: "alice"))
+        #expect(occurs("alice", in: "xxalicexx"))
+        #expect(occurs("alice", in: "aalalicx alice"))
+        #expect(!occurs("alice", in: "alic"))
+        #expect(!occurs("alice", in: "alicalice".replacingOccurrences(of: "alice", with: "alixe")))
+        #expect(!occurs("alice", in: ""))
+        #expect(occurs("", in: "anything"))
+    }
+
     /// Where `needle`'s bytes occur in the ledger: each file of an LMDB ledger's directory, or
     /// each column of a PostgreSQL ledger's tables.
     static func places(of needle: String, at location: String, on backend: Backend) throws -> [String] {

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Forgetting a customer (docs/FORMAT.md, "Forgetting a customer"): what the commit that appends
 /// a `forgotten` event renames, and the renaming in storage. The records stay as they are: they
 /// name accounts and tokens by handle, and the account table is the one place that holds the
@@ -112,7 +118,7 @@ enum Forgetting {
         let needles = plan.renames.map { Array($0.old.utf8) }
         var stored: [(account: String, version: UInt64, bytes: [UInt8])] = []
         try writer.forEachAccountState { account, version, bytes in
-            if newNames[UTF8Key(account)] != nil || needles.contains(where: { bytes.contains($0) }) {
+            if newNames[UTF8Key(account)] != nil || needles.contains(where: { Self.occurs($0, in: bytes) }) {
                 stored.append((account, version, Array(bytes)))
             }
         }
@@ -132,8 +138,27 @@ enum Forgetting {
         }
         // A parked delivery's body names the account: it cannot be delivered any more.
         for (key, value) in try writer.feedStates(prefix: WebhookState.prefix)
-        where WebhookState.isDelivery(key) && needles.contains(where: { value.contains($0) }) {
+        where WebhookState.isDelivery(key) && needles.contains(where: { needle in value.withUnsafeBytes { Self.occurs(needle, in: $0) } }) {
             try writer.setFeedState(key, nil)
+        }
+    }
+}
+
+extension Forgetting {
+    /// Whether `needle`'s bytes occur in `bytes`, in a row: every stored state is searched, so
+    /// this is a plain loop over raw bytes, not a generic collection search.
+    static func occurs(_ needle: [UInt8], in bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let first = needle.first else { return true }
+        guard bytes.count >= needle.count else { return false }
+        return needle.withUnsafeBytes { needle in
+            var start = 0
+            let last = bytes.count - needle.count
+            while start <= last {
+                guard let found = bytes[start...last].firstIndex(of: first) else { return false }
+                if memcmp(bytes.baseAddress! + found, needle.baseAddress!, needle.count) == 0 { return true }
+                start = found + 1
+            }
+            return false
         }
     }
 }
