@@ -8,11 +8,12 @@ import Synchronization
 import Workloads
 
 /// Every suite measures events per second (`throughput`, with `scalingFactor` set to the events
-/// one iteration handles), wall clock, peak resident memory and mallocs. Names are
+/// one iteration handles), wall clock, peak resident memory, mallocs and bytes written to disk. Names are
 /// "<subject>: <workload>", which `tools/bench` groups into RESULTS.md.
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
-        metrics: [.throughput, .wallClock, .peakMemoryResident, .mallocCountTotal],
+        // Bytes the process sent to the disk (/proc/self/io): pages written per event.
+        metrics: [.throughput, .wallClock, .peakMemoryResident, .mallocCountTotal, .writeBytesPhysical],
         timeUnits: .microseconds,
         warmupIterations: 1,
         maxDuration: .seconds(5),
