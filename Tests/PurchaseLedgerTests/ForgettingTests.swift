@@ -4,6 +4,7 @@ import Logging
 import PostgresNIO
 import Testing
 @testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
 @testable import PurchaseLedgerPostgres
 import PurchaseLedgerLocation
 
@@ -268,6 +269,31 @@ struct ForgettingTests {
             let log = try LedgerLog.open(location: location)
             defer { log.close() }
             #expect(log.verify().isIntact)
+        }
+    }
+
+    /// `verify` holds a forget to its renames: a table that names a forgotten handle otherwise
+    /// again (a restore of the table from before the forget, say) is damage at the forget.
+    @Test func verifyFindsAForgottenNameBackInTheAccountTable() async throws {
+        try await withLocation(on: .lmdb) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            // Without proofs: a record that keeps one apart and names no pseudonym is damage of its own.
+            try await ledger.appendAll(TransferTests.purchase(
+                "a1", account: Self.alice, transaction: "L1", original: "L1", product: "lifetime", expires: nil))
+            let (outcome, pseudonym) = try #require(try await ledger.forget(Self.alice, requestedBy: "ops"))
+            await ledger.close()
+            guard case .appended(let position) = outcome else { throw TestFailure("not appended") }
+            let before = try LedgerLog.open(location: location)
+            #expect(before.verify().isIntact)
+            before.close()
+            let storage = try LMDBLedgerStorage(directory: location, configuration: .init())
+            try storage.write { try $0.renameAccount(handle: 1, from: pseudonym, to: "someone-else") }
+            storage.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            let report = log.verify()
+            #expect(report.damage?.kind == .indexMismatch)
+            #expect(report.damage?.position == position)
         }
     }
 

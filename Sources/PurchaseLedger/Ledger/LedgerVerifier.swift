@@ -122,6 +122,14 @@ struct LedgerVerifier {
                 if let handleProblem { throw damage(.indexMismatch, position, handleProblem) }
                 throw damage(.undecodable, position, "\(other)")
             }
+            // A forget renamed these handles to their pseudonyms, for good.
+            if event.type == .forgotten {
+                for handle in LogRecordCodec.renamedHandles(in: bytes) ?? [] {
+                    guard try names.name(of: handle, reader: reader) == Forgotten.pseudonym(ofHandle: handle) else {
+                        throw damage(.indexMismatch, position, "the forget renamed account handle \(handle), which the account table does not name as its pseudonym")
+                    }
+                }
+            }
             let version = LogRecordCodec.version(of: bytes)
             guard version == recordVersion else {
                 throw damage(.undecodable, position, "a record of format \(version) in a ledger of format \(recordVersion)")
