@@ -1,5 +1,6 @@
 import Foundation
 import LedgerTestSupport
+import LMDB
 import Logging
 import PostgresNIO
 import Testing
