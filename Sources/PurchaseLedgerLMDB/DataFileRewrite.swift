@@ -21,6 +21,10 @@ enum DataFileRewrite {
     /// Returns the data file's size before and after.
     static func rewrite(directory: String) throws -> (before: Int, after: Int) {
         try LedgerDirectory.checkExists(directory)
+        // Not open in this process (LMDB must not open one environment twice in a process),
+        // nor written by another.
+        let claim = try OpenEnvironments.claim(directory)
+        defer { claim.release() }
         let lock = try LedgerDirectory.lockForWriting(directory)
         defer { lock.release() }
         let data = directory + "/" + LMDBLedgerStorage.dataFileName

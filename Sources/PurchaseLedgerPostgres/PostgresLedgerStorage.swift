@@ -44,6 +44,28 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
     /// to it announces this process's own append, which the ledger has or is about to publish.
     private let ownHead = OwnHead()
     private let isClosed = Atomic<Bool>(false)
+    /// The tables later migrations added that the database has, decided once at open: a
+    /// writable open migrated it (all of them), and a read-only one reads the schema it found.
+    private let present: PresentTables
+
+    /// Which tables of later migrations a database has.
+    struct PresentTables: Sendable {
+        var clock = true
+        var feeds = true
+        var customers = true
+        var accounts = true
+        var proofs = true
+
+        static func read(_ connection: BlockingConnection) throws -> PresentTables {
+            guard let row = try connection.query("""
+                SELECT to_regclass('ledger_clock') IS NOT NULL, to_regclass('ledger_feeds') IS NOT NULL,
+                       to_regclass('ledger_app_transactions') IS NOT NULL, to_regclass('ledger_accounts') IS NOT NULL,
+                       to_regclass('ledger_proofs') IS NOT NULL
+                """).first else { throw StorageError(.io, "PostgreSQL answered no row") }
+            let (clock, feeds, customers, accounts, proofs) = try row.decode((Bool, Bool, Bool, Bool, Bool).self)
+            return PresentTables(clock: clock, feeds: feeds, customers: customers, accounts: accounts, proofs: proofs)
+        }
+    }
 
     init(location: PostgresLocation, readOnly: Bool, synchronousCommit: Bool, options: PostgresOptions, logger: Logger) throws {
         self.location = location
@@ -65,6 +87,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 logger.info("migrated the ledger's schema", metadata: ["location": "\(location)", "versions": "\(applied)"])
             }
         }
+        present = try PresentTables.read(connection)
     }
 
     deinit {
@@ -77,7 +100,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         try readers.withConnection { connection in
             try connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             do {
-                let result = try body(Reader(connection: connection))
+                let result = try body(Reader(connection: connection, present: present))
                 try connection.query("COMMIT")
                 return result
             } catch {
@@ -123,7 +146,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 throw StorageError(.damaged, "the ledger's head row is missing")
             }
             let head = try StoredPosition.from(lockedHead)
-            let writer = Writer(connection: connection, head: head)
+            let writer = Writer(connection: connection, head: head, present: present)
             try writer.remember(lookups, found: connection.wait(prefetching))
             let result = try body(writer)
             if writer.isDiscarded {
@@ -230,11 +253,13 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     class Reader: LedgerStorageReader {
         let connection: BlockingConnection
+        let present: PresentTables
         /// Rows fetched per round trip when scanning.
         static let pageSize = 1000
 
-        init(connection: BlockingConnection) {
+        init(connection: BlockingConnection, present: PresentTables) {
             self.connection = connection
+            self.present = present
         }
 
         /// Runs a query of this transaction (a writer first sends what it buffered).
@@ -359,7 +384,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func clockReadings(after: ClockReading?, limit: Int) throws -> [ClockReading] {
             guard limit > 0 else { return [] }
             // A ledger of schema 1 opened read-only has no clock yet.
-            guard try run("SELECT to_regclass('ledger_clock') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            guard present.clock else { return [] }
             let from = after ?? ClockReading(position: 0, time: .earliest)
             let inclusive = after == nil
             return try run("""
@@ -377,7 +402,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func lastClockReading() throws -> ClockReading? {
-            guard try run("SELECT to_regclass('ledger_clock') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            guard present.clock else { return nil }
             return try run("""
                 SELECT position, seconds, nanoseconds FROM ledger_clock ORDER BY position DESC, seconds DESC, nanoseconds DESC LIMIT 1
                 """).first.map { row in
@@ -390,66 +415,67 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func account(ofAppTransaction appTransaction: String) throws -> String? {
-            guard try run("SELECT to_regclass('ledger_app_transactions') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            guard present.customers else { return nil }
             return try run("SELECT account FROM ledger_app_transactions WHERE app_transaction = \(Keys.bytes(appTransaction))")
                 .first.map { Keys.string(try $0.decode(ByteBuffer.self)) }
         }
 
         func accountNames(from handle: UInt64, limit: Int) throws -> [(handle: UInt64, account: String)] {
-            guard limit > 0, try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
-            return try run("""
+            guard limit > 0, present.accounts else { return [] }
+            return try Self.accountRows(run("""
                 SELECT handle, account FROM ledger_accounts WHERE handle >= \(Int64(clamping: handle)) ORDER BY handle LIMIT \(Int64(limit))
-                """).map { row in
-                let (handle, account) = try row.decode((Int64, ByteBuffer).self)
-                return (try StoredPosition.from(handle), Keys.string(account))
-            }
+                """))
         }
 
         func accountNames(handles: [UInt64]) throws -> [(handle: UInt64, account: String)] {
-            guard !handles.isEmpty,
-                  try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            guard !handles.isEmpty, present.accounts else { return [] }
             let keys = handles.map { Int64(clamping: $0) }
-            return try run("SELECT handle, account FROM ledger_accounts WHERE handle = ANY(\(keys)::bigint[]) ORDER BY handle").map { row in
+            return try Self.accountRows(run("SELECT handle, account FROM ledger_accounts WHERE handle = ANY(\(keys)::bigint[]) ORDER BY handle"))
+        }
+
+        /// Rows of the account table (handle, account), as both readers select them.
+        private static func accountRows(_ result: PostgresQueryResult) throws -> [(handle: UInt64, account: String)] {
+            try result.map { row in
                 let (handle, account) = try row.decode((Int64, ByteBuffer).self)
                 return (try StoredPosition.from(handle), Keys.string(account))
             }
         }
 
         func accountHandle(of account: String) throws -> UInt64? {
-            guard try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            guard present.accounts else { return nil }
             return try run("SELECT handle FROM ledger_accounts WHERE account = \(Keys.bytes(account))").first.map { row in
                 try StoredPosition.from(try row.decode(Int64.self))
             }
         }
 
         func lastAccountHandle() throws -> UInt64 {
-            guard try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true else { return 0 }
+            guard present.accounts else { return 0 }
             return try StoredPosition.from(try run("SELECT coalesce(max(handle), 0) FROM ledger_accounts").first?.decode(Int64.self) ?? 0)
         }
 
         func proof(at position: UInt64) throws -> String? {
-            guard try run("SELECT to_regclass('ledger_proofs') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            guard present.proofs else { return nil }
             return try run("SELECT proof FROM ledger_proofs WHERE position = \(Int64(clamping: position))").first.map { row in
                 Keys.string(try row.decode(ByteBuffer.self))
             }
         }
 
         func proofPositions() throws -> [UInt64] {
-            guard try run("SELECT to_regclass('ledger_proofs') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            guard present.proofs else { return [] }
             return try run("SELECT position FROM ledger_proofs ORDER BY position").rows.map { row in
                 try StoredPosition.from(try row.decode(Int64.self))
             }
         }
 
         func feedState(_ key: String) throws -> [UInt8]? {
-            guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return nil }
+            guard present.feeds else { return nil }
             return try run("SELECT value FROM ledger_feeds WHERE key = \(Keys.bytes(key))").first.map { row in
                 Array(try row.decode(ByteBuffer.self).readableBytesView)
             }
         }
 
         func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])] {
-            guard try run("SELECT to_regclass('ledger_feeds') IS NOT NULL").first?.decode(Bool.self) == true else { return [] }
+            guard present.feeds else { return [] }
             let start = Array(prefix.utf8)
             // The keys that start with the prefix are those from it up to its successor.
             var upper = start
@@ -494,9 +520,9 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             guard let row else { throw StorageError(.io, "PostgreSQL returned no counts") }
             let (records, transactions, revocations) = try row.decode((Int64, Int64, Int64).self)
             // A database older than migration 3 has no customers.
-            let hasCustomers = try run("SELECT to_regclass('ledger_app_transactions') IS NOT NULL").first?.decode(Bool.self) == true
+            let hasCustomers = present.customers
             let customers = hasCustomers ? try run("SELECT count(*) FROM ledger_app_transactions").first?.decode(Int64.self) ?? 0 : 0
-            let hasAccounts = try run("SELECT to_regclass('ledger_accounts') IS NOT NULL").first?.decode(Bool.self) == true
+            let hasAccounts = present.accounts
             let handles = hasAccounts ? try run("SELECT count(*) FROM ledger_accounts").first?.decode(Int64.self) ?? 0 : 0
             let proofs = hasAccounts ? try run("SELECT count(*) FROM ledger_proofs").first?.decode(Int64.self) ?? 0 : 0
             // Event ids and history are columns of the events table: one row each per record.
@@ -598,9 +624,9 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// write changed the snapshots (it is read then).
         private var newestSnapshot: UInt64??
 
-        init(connection: BlockingConnection, head: UInt64) {
+        init(connection: BlockingConnection, head: UInt64, present: PresentTables) {
             self.head = head
-            super.init(connection: connection)
+            super.init(connection: connection, present: present)
         }
 
         override func newestCatalogVersion() throws -> CatalogVersion? {

@@ -298,6 +298,39 @@ struct ForgettingTests {
         }
     }
 
+    /// The rewrite of an LMDB data file needs the ledger closed by this process (LMDB must not
+    /// open an environment twice in one) and by every writer; it keeps every entry.
+    @Test func aDataFileIsRewrittenOnlyWhenTheLedgerIsClosedAndKeepsEveryEntry() async throws {
+        try await withLocation(on: .lmdb) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try Self.history())
+            #expect {
+                try Ledger.rewriteDataFile(at: location)
+            } throws: { ($0 as? StorageError)?.code == .ledgerInUse }
+            let state = try ledger.currentState()
+            await ledger.close()
+            var before: [UInt8] = []
+            let log = try LedgerLog.open(location: location)
+            try log.exportJSONLines { before += $0 }
+            let counts = try log.storage.read { try $0.counts() }
+            log.close()
+
+            let sizes = try Ledger.rewriteDataFile(at: location)
+            #expect(sizes.after <= sizes.before)
+            #expect(!FileManager.default.fileExists(atPath: location + "/rewrite.tmp"))
+            let rewritten = try LedgerLog.open(location: location)
+            var after: [UInt8] = []
+            try rewritten.exportJSONLines { after += $0 }
+            #expect(after == before)
+            #expect(try rewritten.storage.read { try $0.counts() } == counts)
+            #expect(rewritten.verify().isIntact)
+            rewritten.close()
+            let reopened = try Ledger.open(location: location, configuration: .testing)
+            #expect(try reopened.currentState() == state)
+            await reopened.close()
+        }
+    }
+
     /// The byte search a forget makes of every stored state and parked delivery.
     @Test func theByteSearchFindsARunOfBytesAnywhereAndNothingElse() {
         func occurs(_ needle: String, in haystack: String) -> Bool {

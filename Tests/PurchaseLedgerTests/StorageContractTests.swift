@@ -363,4 +363,62 @@ struct StorageContractTests {
             }
         }
     }
+
+    /// A forget's storage part (`renameAccount`, `deleteProof`): the handle's row names the new
+    /// name, and every index that named the old one names the new one, in one write; a write
+    /// that throws renames nothing.
+    @Test(arguments: Backend.available)
+    func aRenamedAccountIsRenamedInEveryIndexAndItsProofsGo(on backend: Backend) async throws {
+        try await withStorage(on: backend) { storage, reopen in
+            do {
+                try storage.write { (writer: any LedgerStorageWriter) throws in
+                    try writer.putAccountName("alice", handle: 1)
+                    try writer.putAccountName("bob", handle: 2)
+                    for position: UInt64 in 1...4 {
+                        try writer.append(record: Self.record(position), at: position, eventID: "e\(position)", account: position == 3 ? "bob" : "alice")
+                        try writer.putProof("proof \(position)", at: position)
+                    }
+                    try writer.setHolder(
+                        TransactionHolder(entry: EntryReference(account: "alice", payment: "p1"), position: 1, creditsConsumable: true),
+                        ofTransaction: "t1")
+                    try writer.setHolder(
+                        TransactionHolder(entry: EntryReference(account: "bob", payment: "p1"), position: 3, creditsConsumable: false),
+                        ofTransaction: "t3")
+                    try writer.claimAppTransaction("app-1", for: "alice")
+                }
+            }
+            struct Abandon: Error {}
+            #expect(throws: Abandon.self) {
+                try storage.write { (writer: any LedgerStorageWriter) throws in
+                    try writer.renameAccount(handle: 1, from: "alice", to: "forgotten/1")
+                    throw Abandon()
+                }
+            }
+            #expect(try storage.read { try $0.accountHandle(of: "alice") } == 1)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.renameAccount(handle: 1, from: "alice", to: "forgotten/1")
+                for position: UInt64 in [1, 2, 4] { try writer.deleteProof(at: position) }
+                // The write reads its own rename.
+                #expect(try writer.accountHandle(of: "alice") == nil)
+                #expect(try writer.positions(ofAccount: "forgotten/1", after: 0, limit: 10) == [1, 2, 4])
+            }
+            let again = try reopen(true)
+            try again.read { (reader: any LedgerStorageReader) throws in
+                #expect(try reader.accountNames(handles: [1, 2]).map(\.account) == ["forgotten/1", "bob"])
+                #expect(try reader.accountHandle(of: "alice") == nil)
+                #expect(try reader.accountHandle(of: "forgotten/1") == 1)
+                #expect(try reader.positions(ofAccount: "alice", after: 0, limit: 10).isEmpty)
+                #expect(try reader.positions(ofAccount: "forgotten/1", after: 0, limit: 10) == [1, 2, 4])
+                #expect(try reader.positions(ofAccount: "bob", after: 0, limit: 10) == [3])
+                #expect(try reader.holder(ofTransaction: "t1")?.entry == EntryReference(account: "forgotten/1", payment: "p1"))
+                #expect(try reader.holder(ofTransaction: "t1")?.creditsConsumable == true)
+                #expect(try reader.holder(ofTransaction: "t3")?.entry.account == "bob")
+                #expect(try reader.account(ofAppTransaction: "app-1") == "forgotten/1")
+                #expect(try reader.proofPositions() == [3])
+                #expect(try reader.proof(at: 1) == nil)
+                let counts = try reader.counts()
+                #expect((counts.accountHandles, counts.proofs, counts.historyEntries) == (2, 1, 4))
+            }
+        }
+    }
 }
