@@ -125,13 +125,25 @@ struct LogReader: Sendable {
             // The index holds the transactions of the whole log: at most that many by `position`.
             state.reserveCapacity(transactions: transactions)
         }
-        try forEachRecord(from: state.position + 1, through: position, readingProofs: false) { record in
-            do {
-                try state.apply(record.event, at: record.position, catalog: catalog)
-            } catch {
-                throw StorageError(.damaged, "record at position \(record.position) cannot be replayed: \(error)", position: record.position)
+        // Each chunk's records are applied as they are decoded, inside the chunk's short read:
+        // not collected first (a replay would copy every event once more).
+        var next = state.position + 1
+        while next <= position {
+            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(Self.chunkSize) - 1)
+            let chunkEnd = overflow ? position : min(position, chunkLimit)
+            try storage.read { reader in
+                try Self.forEachDecoded(reader, storage: storage, from: next, through: chunkEnd, readingProofs: false) { record in
+                    do {
+                        try state.apply(record.event, at: record.position, catalog: catalog)
+                    } catch {
+                        throw StorageError(
+                            .damaged, "record at position \(record.position) cannot be replayed: \(error)", position: record.position)
+                    }
+                    if record.position & Self.progressMask == 0 { progress(record.position) }
+                }
             }
-            if record.position & Self.progressMask == 0 { progress(record.position) }
+            guard chunkEnd < position else { break }
+            next = chunkEnd + 1
         }
         return state
     }
