@@ -168,31 +168,31 @@ extension AccountState {
     /// the store's tokens. The same state when it names none of them.
     func renaming(_ names: [UTF8Key: String]) -> AccountState {
         guard !names.isEmpty else { return self }
-        func renamed(_ name: String?) -> String? {
-            guard let name else { return nil }
-            return names[UTF8Key(name)] ?? name
+        /// The new name of `name`, when it is renamed.
+        func new(_ name: String?) -> String? {
+            name.flatMap { names[UTF8Key($0)] }
         }
         var state = self
         for (chain, transfer) in transfers {
-            if let new = names[UTF8Key(transfer.other)] { state.transfers[chain]?.other = new }
+            if let other = new(transfer.other) { state.transfers[chain]?.other = other }
         }
-        for (transaction, record) in storeTransactions where record.fact.appAccountToken.map({ names[UTF8Key($0)] != nil }) == true {
-            state.storeTransactions[transaction]?.fact.appAccountToken = renamed(record.fact.appAccountToken)
+        for (transaction, record) in storeTransactions {
+            if let token = new(record.fact.appAccountToken) { state.storeTransactions[transaction]?.fact.appAccountToken = token }
         }
-        for (chain, record) in renewals where record.info.appAccountToken.map({ names[UTF8Key($0)] != nil }) == true {
-            state.renewals[chain]?.info.appAccountToken = renamed(record.info.appAccountToken)
+        for (chain, record) in renewals {
+            if let token = new(record.info.appAccountToken) { state.renewals[chain]?.info.appAccountToken = token }
         }
-        for (transaction, records) in environmentReports {
+        for (transaction, records) in environmentReports where records.contains(where: { new($0.fact.appAccountToken) != nil }) {
             state.environmentReports[transaction] = records.map { record in
                 var record = record
-                record.fact.appAccountToken = renamed(record.fact.appAccountToken)
+                record.fact.appAccountToken = new(record.fact.appAccountToken) ?? record.fact.appAccountToken
                 return record
             }
         }
-        for (chain, records) in environmentRenewals {
+        for (chain, records) in environmentRenewals where records.contains(where: { new($0.info.appAccountToken) != nil }) {
             state.environmentRenewals[chain] = records.map { record in
                 var record = record
-                record.info.appAccountToken = renamed(record.info.appAccountToken)
+                record.info.appAccountToken = new(record.info.appAccountToken) ?? record.info.appAccountToken
                 return record
             }
         }
@@ -200,18 +200,23 @@ extension AccountState {
     }
 }
 
+extension Dictionary where Key == UTF8Key {
+    /// Moves the value under each renamed key (`names`: new names by old) to its new one.
+    mutating func moveKeys(_ names: [UTF8Key: String]) {
+        for (old, new) in names {
+            if let value = removeValue(forKey: old) { self[UTF8Key(new)] = value }
+        }
+    }
+}
+
 extension [UTF8Key: AccountState] {
     /// Accounts by the states they hold, renamed (`names`: new names by old): one under an
     /// old name moves to its new one, and every state names the new names.
     mutating func rename(_ names: [UTF8Key: String]) {
-        for (account, state) in Array(self) {
+        moveKeys(names)
+        for (account, state) in self {
             let renamed = state.renaming(names)
-            if let new = names[account] {
-                removeValue(forKey: account)
-                self[UTF8Key(new)] = renamed
-            } else if renamed != state {
-                self[account] = renamed
-            }
+            if renamed != state { self[account] = renamed }
         }
     }
 }
@@ -233,10 +238,13 @@ extension LogReader {
     /// The renames of the `forgotten` record at `position` this process had read under the
     /// former names (`AccountNames.reread`).
     func renames(ofForgetAt position: UInt64) throws -> [Forgetting.Rename] {
-        try storage.read { reader in
-            var handles: [UInt64]?
-            _ = try reader.record(at: position) { handles = LogRecordCodec.renamedHandles(in: $0) }
-            return try storage.accountNames.reread(handles ?? [], reader: reader)
-        }
+        try storage.read { try Self.renames(ofForgetAt: position, reader: $0, names: storage.accountNames) }
+    }
+
+    /// The same, as `reader` sees the ledger.
+    static func renames(ofForgetAt position: UInt64, reader: any LedgerStorageReader, names: AccountNames) throws -> [Forgetting.Rename] {
+        var handles: [UInt64]?
+        _ = try reader.record(at: position) { handles = LogRecordCodec.renamedHandles(in: $0) }
+        return try names.reread(handles ?? [], reader: reader)
     }
 }

@@ -191,9 +191,7 @@ enum Opening {
                 // Another process forgot a customer (or this open replays a forget): what this
                 // one read of the names it renamed is stale, and so is what it holds under them.
                 session.publish(to: live)
-                var handles: [UInt64]?
-                _ = try reader.record(at: record.position) { handles = LogRecordCodec.renamedHandles(in: $0) }
-                let renames = try live.storage.accountNames.reread(handles ?? [], reader: reader)
+                let renames = try LogReader.renames(ofForgetAt: record.position, reader: reader, names: live.storage.accountNames)
                 live.abandonSnapshot()
                 live.publish(position: record.position - 1) { $0.rename(renames, droppingCache: true) }
                 session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: record.position - 1)

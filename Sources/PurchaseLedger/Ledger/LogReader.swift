@@ -22,19 +22,27 @@ struct LogReader: Sendable {
     func forEachRecord(
         from start: UInt64, through end: UInt64, readingProofs: Bool = true, _ body: (LogRecord) throws -> Void
     ) throws {
-        var next = max(start, 1)
-        while next <= end {
-            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(Self.chunkSize) - 1)
-            let chunkEnd = overflow ? end : min(end, chunkLimit)
+        try forEachChunk(from: start, through: end) { first, last in
             let records = try storage.read { reader in
                 var records: [LogRecord] = []
-                records.reserveCapacity(Int(chunkEnd - next + 1))
+                records.reserveCapacity(Int(last - first + 1))
                 try Self.forEachDecoded(
-                    reader, storage: storage, from: next, through: chunkEnd, readingProofs: readingProofs
+                    reader, storage: storage, from: first, through: last, readingProofs: readingProofs
                 ) { records.append($0) }
                 return records
             }
             for record in records { try body(record) }
+        }
+    }
+
+    /// Calls `body` with each run of at most `chunkSize` positions of `start...end`, in order:
+    /// the span of one short read.
+    private func forEachChunk(from start: UInt64, through end: UInt64, _ body: (UInt64, UInt64) throws -> Void) throws {
+        var next = max(start, 1)
+        while next <= end {
+            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(Self.chunkSize) - 1)
+            let chunkEnd = overflow ? end : min(end, chunkLimit)
+            try body(next, chunkEnd)
             guard chunkEnd < end else { return }
             next = chunkEnd + 1
         }
@@ -127,12 +135,9 @@ struct LogReader: Sendable {
         }
         // Each chunk's records are applied as they are decoded, inside the chunk's short read:
         // not collected first (a replay would copy every event once more).
-        var next = state.position + 1
-        while next <= position {
-            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(Self.chunkSize) - 1)
-            let chunkEnd = overflow ? position : min(position, chunkLimit)
+        try forEachChunk(from: state.position + 1, through: position) { first, last in
             try storage.read { reader in
-                try Self.forEachDecoded(reader, storage: storage, from: next, through: chunkEnd, readingProofs: false) { record in
+                try Self.forEachDecoded(reader, storage: storage, from: first, through: last, readingProofs: false) { record in
                     do {
                         try state.apply(record.event, at: record.position, catalog: catalog)
                     } catch {
@@ -142,8 +147,6 @@ struct LogReader: Sendable {
                     if record.position & Self.progressMask == 0 { progress(record.position) }
                 }
             }
-            guard chunkEnd < position else { break }
-            next = chunkEnd + 1
         }
         return state
     }

@@ -20,6 +20,20 @@ final class WriteQueue: Sendable {
         let id: UInt64
         let work: Work
         let pending: PendingAppends
+        /// A snapshot, or a forget (`Forgetting`): committed in a write of its own. Decided once,
+        /// when queued, not each time the writer looks at the queue.
+        let goesAlone: Bool
+
+        init(id: UInt64, work: Work, pending: PendingAppends) {
+            self.id = id
+            self.work = work
+            self.pending = pending
+            goesAlone = switch work {
+            case .snapshot: true
+            case .append(let events): events.contains { $0.type == .forgotten }
+            case .write: false
+            }
+        }
 
         var events: [Event] {
             if case .append(let events) = work { events } else { [] }
@@ -29,14 +43,6 @@ final class WriteQueue: Sendable {
             if case .snapshot = work { true } else { false }
         }
 
-        /// A snapshot, or a forget (`Forgetting`): committed in a write of its own.
-        var goesAlone: Bool {
-            switch work {
-            case .snapshot: true
-            case .append(let events): events.contains { $0.type == .forgotten }
-            case .write: false
-            }
-        }
     }
 
     private struct Admission {

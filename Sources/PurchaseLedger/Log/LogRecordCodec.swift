@@ -195,33 +195,35 @@ enum LogRecordCodec {
     /// rest (nor checking it: the decode does); nil for another format or a malformed record.
     /// A reader fetches a chunk's accounts together with it before decoding them.
     static func accountHandle(in record: UnsafeRawBufferPointer) -> UInt64? {
-        guard record.first == formatVersion else { return nil }
-        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: record[1...]))
-        do {
-            _ = try reader.varint()
-            _ = try reader.byte()
-            let idLength = try reader.varint()
-            guard idLength <= UInt64(record.count) else { return nil }
-            try reader.skip(Int(idLength))
-            return try reader.varint()
-        } catch {
-            return nil
-        }
+        head(of: record)?.account
     }
 
     /// The handles the commit of a `forgotten` record renamed; nil for a record of another type
     /// or a malformed one (the decode tells which).
     static func renamedHandles(in record: UnsafeRawBufferPointer) -> [UInt64]? {
+        guard var head = head(of: record), head.tag == tag(of: .forgotten) else { return nil }
+        do {
+            _ = try head.rest.timestamp()
+            _ = try head.rest.string()
+            return try head.rest.renamedHandles()
+        } catch {
+            return nil
+        }
+    }
+
+    /// A record of format 2 read up to its account, without checking it (the decode does): its
+    /// event tag, its account's handle, and a reader of the bytes after them (the checksum left
+    /// out); nil for another format or a malformed record.
+    private static func head(of record: UnsafeRawBufferPointer) -> (tag: UInt8, account: UInt64, rest: ByteReader)? {
         guard record.count > 4, record.first == formatVersion else { return nil }
         var reader = ByteReader(UnsafeRawBufferPointer(rebasing: record[1..<record.count - 4]))
         do {
             _ = try reader.varint()
-            guard try reader.byte() == tag(of: .forgotten) else { return nil }
-            _ = try reader.string()
-            _ = try reader.varint()
-            _ = try reader.timestamp()
-            _ = try reader.string()
-            return try reader.renamedHandles()
+            let tag = try reader.byte()
+            let idLength = try reader.varint()
+            guard idLength <= UInt64(record.count) else { return nil }
+            try reader.skip(Int(idLength))
+            return (tag, try reader.varint(), reader)
         } catch {
             return nil
         }

@@ -84,11 +84,7 @@ final class LiveProjections: Sendable {
             guard !renames.isEmpty else { return }
             let names = Forgetting.newNames(renames)
             accounts.rename(names)
-            for (account, position) in Array(lastChanged) {
-                guard let new = names[account] else { continue }
-                lastChanged.removeValue(forKey: account)
-                lastChanged[UTF8Key(new)] = position
-            }
+            lastChanged.moveKeys(names)
         }
 
         /// Applies a change to an account in memory.

@@ -10,7 +10,7 @@ import Synchronization
 /// (`reread`). A renamed handle is never named otherwise again, so a row read before the rename
 /// and adopted after it cannot bring the old name back.
 package final class AccountNames: Sendable {
-    fileprivate struct Table {
+    private struct Table {
         /// Ids by handle, in pages of 64 handles allocated as handles are seen: a lookup per
         /// record decoded is two array indexes, no hashing, and a tail that meets scattered
         /// handles costs a page each, not an array as long as the table.
@@ -45,7 +45,7 @@ package final class AccountNames: Sendable {
         }
     }
 
-    fileprivate let table = Mutex(Table())
+    private let table = Mutex(Table())
 
     /// Handles read together on a miss just past the greatest seen: handles are given in order
     /// of first mention, so a replay from the start needs the next ones next (and a remote
