@@ -29,6 +29,18 @@ public struct TableOpener: ~Copyable {
         }
     }
 
+    /// A table files written by an older version may have and newer ones do not: never created;
+    /// nil when the file has none.
+    public func existingTable<Key: LMDBEncodable, Value>(
+        _ name: String, key: Key.Type = Key.self, value: Value.Type = Value.self
+    ) throws(LMDBError) -> Table<Key, Value>? {
+        do {
+            return Table(name: name, handle: try LMDBCall.openTable(transaction, name: name, flags: []))
+        } catch where error.code == .notFound {
+            return nil
+        }
+    }
+
     public func table<Key: LMDBEncodable, Value>(
         _ name: String, key: Key.Type = Key.self, value: Value.Type = Value.self
     ) throws(LMDBError) -> Table<Key, Value> {

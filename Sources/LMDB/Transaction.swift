@@ -164,7 +164,12 @@ public final class WriteTransaction: ReadTransaction {
 
     /// Removes every entry of the table, keeping the table.
     public func removeAll<K, V>(in table: Table<K, V>) throws {
-        try LMDBCall.drop(live, table.handle)
+        try LMDBCall.drop(live, table.handle, delete: false)
+    }
+
+    /// Removes the table from the file. Its handle is closed: `table` must not be used again.
+    public func deleteTable<K, V>(_ table: Table<K, V>) throws {
+        try LMDBCall.drop(live, table.handle, delete: true)
     }
 
     private func putBytes<K, V: LMDBEncodable>(

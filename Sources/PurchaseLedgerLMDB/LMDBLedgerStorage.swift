@@ -10,7 +10,7 @@ import Synchronization
 /// - `transactions`: store transaction id → the entry holding it (account, payment), since when,
 ///   and whether it credited a consumable;
 /// - `revocations`: store transaction id → position of its first revocation;
-/// - `history`: account length, account, position → nothing (an account's events in order);
+/// - `recentHistory` and `accountHistory`: an account's events in order (`AccountHistory`);
 /// - `catalogs`: first position governed → catalog JSON (the catalog in force, and its past);
 /// - `meta`: `format` → the storage format marker;
 /// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
@@ -35,7 +35,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     /// Every table, by name: what `DataFileRewrite` copies.
     static let tableNames = [
-        "log", "events", "transactions", "revocations", "history", "snapshots", "accountStates", "catalogs", "meta", "clock",
+        "log", "events", "transactions", "revocations", "history", "recentHistory", "accountHistory", "snapshots", "accountStates", "catalogs", "meta", "clock",
         "feeds", "appTransactions", "accountNames", "accountHandles", "proofs", "scrub",
     ]
 
@@ -58,7 +58,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         var events: Table<String, UInt64>
         var transactions: Table<[UInt8], [UInt8]>
         var revocations: Table<[UInt8], UInt64>
-        var history: Table<[UInt8], EmptyValue>
+        var history: AccountHistory.Layout
         var snapshots: Table<UInt64, [UInt8]>
         var accountStates: Table<[UInt8], [UInt8]>
         var catalogs: Table<UInt64, [UInt8]>
@@ -89,13 +89,14 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             throw error
         }
         do {
+            let history = try Self.historyLayout(environment: environment, readOnly: configuration.readOnly)
             tables = try environment.openTables { opener in
                 Tables(
                     log: try opener.table("log"),
                     events: try opener.table("events"),
                     transactions: try opener.table("transactions"),
                     revocations: try opener.table("revocations"),
-                    history: try opener.table("history"),
+                    history: history,
                     snapshots: try opener.table("snapshots"),
                     accountStates: try opener.table("accountStates"),
                     catalogs: try opener.table("catalogs"),
@@ -117,6 +118,31 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     deinit {
         close()
+    }
+
+    /// How the ledger's history is laid out; a format 2 ledger written before `AccountHistory`
+    /// and opened to write is moved to its tables first, in one write.
+    private static func historyLayout(environment: Environment, readOnly: Bool) throws -> AccountHistory.Layout {
+        let (old, indexed, recent, meta, handles) = try environment.openTables { opener in
+            (try opener.existingTable("history", key: [UInt8].self, value: EmptyValue.self),
+             try opener.tableIfPresent("accountHistory", key: [UInt8].self, value: EmptyValue.self),
+             try opener.tableIfPresent("recentHistory", key: UInt64.self, value: UInt64.self),
+             try opener.existingTable("meta", key: String.self, value: String.self),
+             try opener.existingTable("accountHandles", key: String.self, value: UInt64.self))
+        }
+        if let old {
+            guard !readOnly, let indexed, let recent else { return .byName(old) }
+            // Format 1 (refused for writing when the ledger opens) keeps its history by name.
+            let migrated = try environment.write { txn -> Bool in
+                guard let meta, try txn.value(in: meta, forKey: "format") == formatMarker, let handles else { return false }
+                _ = try AccountHistory.migrate(old, handles: handles, to: indexed, in: txn)
+                try txn.deleteTable(old)
+                return true
+            }
+            return migrated ? .byHandle(indexed: indexed, recent: recent) : .byName(old)
+        }
+        guard let indexed, let recent else { throw StorageError(.damaged, "the ledger has no history index") }
+        return .byHandle(indexed: indexed, recent: recent)
     }
 
     func read<R>(_ body: (any LedgerStorageReader) throws -> R) throws -> R {
@@ -463,21 +489,33 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func positions(ofAccount account: String, after position: UInt64, limit: Int) throws -> [UInt64] {
-            var positions: [UInt64] = []
-            guard limit > 0, position < UInt64.max, let prefix = LMDBLedgerStorage.historyPrefix(account),
-                  let start = LMDBLedgerStorage.historyKey(account, position + 1)
-            else { return positions }
-            try txn.scan(tables.history, from: start) { key, _ in
-                guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
-                positions.append(UInt64(bigEndian: key.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self)))
-                return positions.count < limit
+            switch tables.history {
+            case .byHandle(let indexed, let recent):
+                guard let handle = try accountHandle(of: account) else { return [] }
+                return try AccountHistory.positions(of: handle, after: position, limit: limit, indexed: indexed, recent: recent, in: txn)
+            case .byName(let history):
+                var positions: [UInt64] = []
+                guard limit > 0, position < UInt64.max, let prefix = LMDBLedgerStorage.historyPrefix(account),
+                      let start = LMDBLedgerStorage.historyKey(account, position + 1)
+                else { return positions }
+                try txn.scan(history, from: start) { key, _ in
+                    guard key.count == prefix.count + 8, key.starts(with: prefix) else { return false }
+                    positions.append(UInt64(bigEndian: key.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self)))
+                    return positions.count < limit
+                }
+                return positions
             }
-            return positions
         }
 
         func hasHistoryEntry(account: String, position: UInt64) throws -> Bool {
-            guard let key = LMDBLedgerStorage.historyKey(account, position) else { return false }
-            return try txn.contains(tables.history, key: key)
+            switch tables.history {
+            case .byHandle(let indexed, let recent):
+                guard let handle = try accountHandle(of: account) else { return false }
+                return try AccountHistory.contains(handle: handle, position: position, indexed: indexed, recent: recent, in: txn)
+            case .byName(let history):
+                guard let key = LMDBLedgerStorage.historyKey(account, position) else { return false }
+                return try txn.contains(history, key: key)
+            }
         }
 
         func record(at position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
@@ -489,16 +527,28 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func accountCount() throws -> Int {
-            // One seek per account: from an account's first key, jump past its last possible key.
-            var count = 0
-            try txn.withCursor(tables.history) { cursor in
-                var entry = try cursor.first()
-                while let key = entry?.key, key.count > 8 {
-                    count += 1
-                    entry = try cursor.seek(atOrAfter: Array(key.prefix(key.count - 8)) + [UInt8](repeating: 0xFF, count: 9))
+            switch tables.history {
+            case .byHandle(let indexed, let recent):
+                return try AccountHistory.accountCount(indexed: indexed, recent: recent, in: txn)
+            case .byName(let history):
+                // One seek per account: from an account's first key, jump past its last possible key.
+                var count = 0
+                try txn.withCursor(history) { cursor in
+                    var entry = try cursor.first()
+                    while let key = entry?.key, key.count > 8 {
+                        count += 1
+                        entry = try cursor.seek(atOrAfter: Array(key.prefix(key.count - 8)) + [UInt8](repeating: 0xFF, count: 9))
+                    }
                 }
+                return count
             }
-            return count
+        }
+
+        private func historyEntryCount() throws -> Int {
+            switch tables.history {
+            case .byHandle(let indexed, let recent): try txn.count(indexed) + txn.count(recent)
+            case .byName(let history): try txn.count(history)
+            }
         }
 
         func catalogs() throws -> [(effectiveFrom: UInt64, json: [UInt8])] {
@@ -528,7 +578,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             StorageCounts(
                 records: try txn.count(tables.log), eventIDs: try txn.count(tables.events),
                 transactions: try txn.count(tables.transactions), revocations: try txn.count(tables.revocations),
-                historyEntries: try txn.count(tables.history), appTransactions: try tables.appTransactions.map { try txn.count($0) } ?? 0,
+                historyEntries: try historyEntryCount(), appTransactions: try tables.appTransactions.map { try txn.count($0) } ?? 0,
                 accountHandles: try tables.accountNames.map { try txn.count($0) } ?? 0,
                 proofs: try tables.proofs.map { try txn.count($0) } ?? 0)
         }
@@ -545,10 +595,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
             try write.append(record, in: tables.log, forKey: position)
             try write.put(position, in: tables.events, forKey: eventID)
-            guard let key = LMDBLedgerStorage.historyKey(account, position) else {
-                throw StorageError(.io, "account names are at most 255 bytes")
+            guard case .byHandle(let indexed, let recent) = tables.history else {
+                throw StorageError(.readOnly, "a ledger of format 1 is read-only")
             }
-            try write.put(EmptyValue(), in: tables.history, forKey: key)
+            guard let handle = try accountHandle(of: account) else {
+                throw StorageError(.damaged, "the account table gives \"\(account)\" no handle: it is named before its first event")
+            }
+            try AccountHistory.add(handle: handle, position: position, indexed: indexed, recent: recent, in: write)
         }
 
         func recordClock(_ reading: ClockReading) throws {
@@ -604,13 +657,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             guard try write.insert(handle, in: handles, forKey: new) else {
                 throw StorageError(.damaged, "the account table already gives \"\(new)\" a handle")
             }
-            for position in try positions(ofAccount: old, after: 0, limit: .max) {
-                guard let from = LMDBLedgerStorage.historyKey(old, position), let to = LMDBLedgerStorage.historyKey(new, position) else {
-                    throw StorageError(.io, "account names are at most 255 bytes")
-                }
-                _ = try write.delete(in: tables.history, key: from)
-                try write.put(EmptyValue(), in: tables.history, forKey: to)
-            }
+            // The history is by handle: nothing to rename there.
             var held: [(String, TransactionHolder)] = []
             try forEachHolder { transaction, holder in
                 if holder.entry.account.utf8.elementsEqual(old.utf8) { held.append((transaction, holder)) }

@@ -155,17 +155,83 @@ struct RecordFormatTests {
         return bytes
     }
 
+    /// A ledger of format 2 written before `AccountHistory` (its history by account name) is
+    /// read as it is when opened read-only, and moved to the history by handle when opened to
+    /// write: the same positions before and after, then appends go on.
+    @Test func aHistoryByNameIsMovedToHandlesWhenTheLedgerIsOpenedToWrite() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            var generator = EventStreamGenerator(seed: 31)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            _ = try await ledger.append(contentsOf: generator.events(400))
+            let state = try ledger.currentState()
+            await ledger.close()
+            func positionsByAccount() throws -> [String: [UInt64]] {
+                let log = try LedgerLog.open(location: path)
+                defer { log.close() }
+                return try log.storage.read { reader in
+                    try Dictionary(uniqueKeysWithValues: state.accountIDs.map { ($0, try reader.positions(ofAccount: $0, after: 0, limit: .max)) })
+                }
+            }
+            let expected = try positionsByAccount()
+            var accounts: [(UInt64, String)] = []
+            let log = try LedgerLog.open(location: path)
+            try log.forEachRecord { accounts.append(($0.position, $0.event.account)) }
+            log.close()
+            #expect(expected.values.map(\.count).reduce(0, +) == accounts.count)
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try putHistoryByName(storage, accounts)
+            storage.close()
+
+            #expect(try positionsByAccount() == expected, "read by name, read-only")
+            let reopened = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            #expect(try reopened.currentState() == state)
+            _ = try await reopened.append(contentsOf: generator.events(100))
+            await reopened.close()
+            let moved = try LMDBLedgerStorage(directory: path, configuration: .init())
+            let oldTable = try moved.environment.openTables { try $0.existingTable("history", key: [UInt8].self, value: EmptyValue.self) }
+            moved.close()
+            #expect(oldTable == nil, "the history by name is gone once moved")
+            let after = try positionsByAccount()
+            for (account, positions) in expected { #expect(after[account]?.prefix(positions.count).elementsEqual(positions) == true) }
+            let verified = try LedgerLog.open(location: path)
+            defer { verified.close() }
+            #expect(verified.verify().isIntact)
+            let counts = try verified.storage.read { try $0.counts() }
+            #expect(counts.historyEntries == counts.records)
+            #expect(counts.records > accounts.count)
+        }
+    }
+
+    /// Gives an LMDB ledger the history of the versions before `AccountHistory`: `history`, by
+    /// account name, without the tables by handle.
+    private func putHistoryByName(_ storage: LMDBLedgerStorage, _ accounts: [(position: UInt64, account: String)]) throws {
+        let (history, indexed, recent) = try storage.environment.openTables { opener in
+            (try opener.table("history", key: [UInt8].self, value: EmptyValue.self),
+             try opener.table("accountHistory", key: [UInt8].self, value: EmptyValue.self),
+             try opener.table("recentHistory", key: UInt64.self, value: UInt64.self))
+        }
+        try storage.environment.write { txn in
+            for (position, account) in accounts {
+                try txn.put(EmptyValue(), in: history, forKey: try #require(LMDBLedgerStorage.historyKey(account, position)))
+            }
+            try txn.deleteTable(indexed)
+            try txn.deleteTable(recent)
+        }
+    }
+
     /// Makes the ledger what format 1 wrote: every record with its accounts inline, no account
     /// table, the old marker.
     private func downgradeToFormatOne(_ location: String, on backend: Backend) throws {
         let log = try LedgerLog.open(location: location)
-        var records: [(position: UInt64, bytes: [UInt8])] = []
-        try log.forEachRecord { records.append(($0.position, LogRecordCodec.formatOneRecord($0.event, position: $0.position))) }
+        var records: [(position: UInt64, bytes: [UInt8], account: String)] = []
+        try log.forEachRecord { records.append(($0.position, LogRecordCodec.formatOneRecord($0.event, position: $0.position), $0.event.account)) }
         log.close()
         switch backend {
         case .lmdb:
             let storage = try LMDBLedgerStorage(directory: location, configuration: .init())
             defer { storage.close() }
+            try putHistoryByName(storage, records.map { ($0.position, $0.account) })
             try storage.environment.write { txn in
                 for record in records { try txn.put(record.bytes, in: storage.tables.log, forKey: record.position) }
                 try txn.removeAll(in: try #require(storage.tables.accountNames))

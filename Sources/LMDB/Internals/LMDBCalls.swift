@@ -162,8 +162,8 @@ enum LMDBCall {
         return true
     }
 
-    static func drop(_ txn: Transaction, _ dbi: UInt32) throws(LMDBError) {
-        try check(mdb_drop(txn, dbi, 0), "mdb_drop")
+    static func drop(_ txn: Transaction, _ dbi: UInt32, delete: Bool) throws(LMDBError) {
+        try check(mdb_drop(txn, dbi, delete ? 1 : 0), "mdb_drop")
     }
 
     /// Pages on LMDB's free list (database 0, `FREE_DBI`): each of its values is an ID list
