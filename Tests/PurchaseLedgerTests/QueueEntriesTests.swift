@@ -47,4 +47,27 @@ struct QueueEntriesTests {
         backward.updateValue(Self.entry("p7", openedAt: 2), forKey: "p7")
         #expect(forward != backward)
     }
+
+    /// The ledger keeps every account's state inline in its table of accounts (a replay of
+    /// 50,000 accounts allocates 131,072 buckets): a field few accounts have lives behind a
+    /// pointer (`OutOfLine`), so a state costs its bucket about 100 bytes, not 300.
+    @Test func anAccountStateIsSmallInlineAndKeepsItsRareFieldsApart() {
+        print("AccountState \(MemoryLayout<AccountState>.size) bytes, QueueEntry \(MemoryLayout<QueueEntry>.size)")
+        #expect(MemoryLayout<AccountState>.size <= 96)
+        var state = AccountState()
+        let record = AppTransactionRecord(
+            info: AppTransactionInfo(appTransaction: "app-1"), signedAt: Timestamp(seconds: 5, nanoseconds: 0), eventID: "e1")
+        let before = state
+        state.appTransaction = record
+        state.consent = ConsentRecord(consented: true, signedAt: Timestamp(seconds: 6, nanoseconds: 0), eventID: "e2")
+        #expect(state.appTransaction == record)
+        #expect(state.consent?.consented == true)
+        #expect(before.appTransaction == nil && before.consent == nil, "a copy taken before keeps its own")
+        var copy = state
+        copy.consent?.consented = false
+        #expect(state.consent?.consented == true && copy.consent?.consented == false)
+        #expect(copy != state)
+        copy.consent?.consented = true
+        #expect(copy == state && copy.hashValue == state.hashValue)
+    }
 }

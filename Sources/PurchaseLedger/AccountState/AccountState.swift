@@ -21,14 +21,22 @@ struct AccountState: Sendable, Hashable {
     /// The store's renewal info in force per original transaction id.
     var renewals: [UTF8Key: RenewalRecord] = [:]
     /// The customer's consent to share consumption data with Apple, when recorded.
-    var consent: ConsentRecord?
+    var consent: ConsentRecord? {
+        get { storedConsent?.value }
+        set { storedConsent = newValue.map(OutOfLine.value) }
+    }
+    private var storedConsent: OutOfLine<ConsentRecord>?
     /// Only for transactions the store reported in more than one environment: the latest
     /// report of each (`ReportsUpdate`). Almost always empty.
     var environmentReports: [UTF8Key: [StoreTransactionRecord]] = [:]
     /// The same for renewal infos, by original transaction.
     var environmentRenewals: [UTF8Key: [RenewalRecord]] = [:]
     /// The customer's app transaction Apple signed last (`appTransaction` events).
-    var appTransaction: AppTransactionRecord?
+    var appTransaction: AppTransactionRecord? {
+        get { storedAppTransaction?.value }
+        set { storedAppTransaction = newValue.map(OutOfLine.value) }
+    }
+    private var storedAppTransaction: OutOfLine<AppTransactionRecord>?
     /// The last transfer of each chain this account took part in (`transferred` events), by
     /// original transaction: a chain whose last transfer left the account is left out of its
     /// answers (kept, never removed, so that a layer of changes says "transferred back").
@@ -129,6 +137,20 @@ struct AccountState: Sendable, Hashable {
     /// Entries and unfinished entries, for the ledger-wide counts.
     var counts: AccountCounts {
         AccountCounts(entries: entries.count, unfinished: entries.values.count { !$0.isFinished })
+    }
+}
+
+/// A value kept on the heap, behind a pointer: the ledger holds every account's state inline in
+/// its table of accounts, so a field few accounts have (an app transaction is about 170 bytes)
+/// would cost its size in each of the table's buckets. Immutable once made: a state copied
+/// shares it, and a change makes a new one.
+enum OutOfLine<Value: Sendable & Hashable>: Sendable, Hashable {
+    indirect case value(Value)
+
+    var value: Value {
+        switch self {
+        case .value(let value): value
+        }
     }
 }
 
