@@ -36,6 +36,10 @@ public final class Environment: @unchecked Sendable {
         public var maxTables: Int = 32
         public var maxReaders: Int = 256
         public var readOnly: Bool = false
+        /// Opens without the lock file (`MDB_NOLOCK`): only for a process that has excluded
+        /// every other one itself (`ExclusiveEnvironmentUse`), since LMDB then coordinates no
+        /// reader or writer. It leaves this process's lock on the lock file alone.
+        public var withoutLockFile: Bool = false
         public var durability: Durability = .synchronous
         /// Permissions of created files.
         public var fileMode: UInt32 = 0o644
@@ -69,6 +73,7 @@ public final class Environment: @unchecked Sendable {
             }
             var flags: EnvironmentFlags = [.noThreadLocalStorage]
             if configuration.readOnly { flags.insert(.readOnly) }
+            if configuration.withoutLockFile { flags.insert(.noLock) }
             if configuration.durability == .noSync { flags.insert(.noSync) }
             try LMDBCall.open(handle, path: directory, flags: flags, mode: configuration.fileMode)
             var size = try LMDBCall.info(handle).mapSize

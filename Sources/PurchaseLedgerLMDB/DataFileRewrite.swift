@@ -15,10 +15,20 @@ import PurchaseLedger
 /// id can remain in the file though no table holds them. A copy of every entry, in key order,
 /// into a new file holds only what the tables hold now: no freed page, no stale bytes.
 ///
-/// No other process may have the ledger open: this takes the writer lock, and a reader of
-/// another process would go on reading the old file.
+/// No other process may have the ledger open: one reading it would go on reading the old file
+/// with a lock file describing the new one. So this takes the writer lock and, as LMDB tells
+/// whether a process is alone with an environment, an exclusive lock on its lock file
+/// (`ExclusiveEnvironmentUse`); a process opening the ledger meanwhile waits for the rewrite.
+///
+/// A forget leaves the file to be rewritten (`pendingKey` in `meta`): `ledger forget` rewrites
+/// it at once; after a forget through a server, the next open for writing does, when no other
+/// process has the ledger open (`LedgerDirectory.open`). The rewritten file has no such key.
 enum DataFileRewrite {
-    /// Returns the data file's size before and after.
+    /// The key of `meta` that says a forget left stale bytes in the file.
+    static let pendingKey = "rewritePending"
+
+    /// Returns the data file's size before and after. Throws `ledgerInUse` when another process
+    /// has the ledger open.
     static func rewrite(directory: String) throws -> (before: Int, after: Int) {
         try LedgerDirectory.checkExists(directory)
         // Not open in this process (LMDB must not open one environment twice in a process),
@@ -27,6 +37,17 @@ enum DataFileRewrite {
         defer { claim.release() }
         let lock = try LedgerDirectory.lockForWriting(directory)
         defer { lock.release() }
+        let alone: ExclusiveEnvironmentUse
+        do {
+            guard let held = try ExclusiveEnvironmentUse(directory: directory) else {
+                throw StorageError(
+                    .ledgerInUse, "another process has the ledger at \(directory) open: its data file is rewritten when none has")
+            }
+            alone = held
+        } catch let error as LMDBError {
+            throw LMDBErrors.map(error, maximumSize: nil)
+        }
+        defer { alone.release() }
         let data = directory + "/" + LMDBLedgerStorage.dataFileName
         let before = Directory.fileSize(data) ?? 0
         let scratch = directory + "/rewrite.tmp"
@@ -46,12 +67,23 @@ enum DataFileRewrite {
             fsync(fd)
             close(fd)
         }
+        // The lock file still describes the old file. Opened here, where this process is alone
+        // with it, LMDB initializes it from the new one before a waiting process can read it
+        // (closing it then lets go of `alone`'s lock too: locks belong to the process).
+        do {
+            try Environment(directory: directory).close()
+        } catch {
+            throw LMDBErrors.map(error, maximumSize: nil)
+        }
         return (before, Directory.fileSize(data) ?? 0)
     }
 
     private static func copyEntries(from directory: String, to scratch: String) throws {
         var readOnly = Environment.Configuration()
         readOnly.readOnly = true
+        // Alone with the file (`ExclusiveEnvironmentUse`): LMDB's lock file, left alone, keeps
+        // this process's exclusive lock on it until the rewrite is in place.
+        readOnly.withoutLockFile = true
         readOnly.maxTables = LMDBLedgerStorage.tableNames.count + 8
         let source = try Environment(directory: directory, configuration: readOnly)
         defer { source.close() }
@@ -68,7 +100,7 @@ enum DataFileRewrite {
         let tables = try target.openTables { opener in
             try names.map { name, _ in try opener.table(name, key: [UInt8].self, value: [UInt8].self) }
         }
-        for ((_, from), to) in zip(names, tables) {
+        for ((name, from), to) in zip(names, tables) {
             // In runs of entries a transaction, in key order (appended: pages fill whole).
             var after: [UInt8]?
             while true {
@@ -76,6 +108,7 @@ enum DataFileRewrite {
                 try source.read { txn in
                     try txn.scan(from, from: after) { key, value in
                         if let after, key.elementsEqual(after) { return true }
+                        if name == "meta", key.elementsEqual(pendingKey.utf8) { return true }
                         entries.append((Array(key), Array(value)))
                         return entries.count < 65_536
                     }

@@ -34,9 +34,10 @@ extension Ledger {
 extension Ledger {
     /// Rewrites the data file of the ledger in `directory` entry by entry, so that it holds
     /// only what its tables hold: after a forget, no freed or stale page keeps the forgotten
-    /// id's bytes (docs/FORMAT.md, "Forgetting a customer"). No other process may have the
-    /// ledger open (it takes the writer lock; close readers first). Returns the file's size
-    /// before and after.
+    /// id's bytes (docs/FORMAT.md, "Forgetting a customer"). Throws `ledgerInUse` while another
+    /// process has the ledger open (a reader of the old file would read the lock file of the new
+    /// one); a forget through a server leaves it to the next open for writing. Returns the file's
+    /// size before and after.
     @discardableResult
     public static func rewriteDataFile(at directory: String) throws -> (before: Int, after: Int) {
         try DataFileRewrite.rewrite(directory: directory)

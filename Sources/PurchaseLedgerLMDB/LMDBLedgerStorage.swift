@@ -23,6 +23,8 @@ import Synchronization
 ///   apart.
 ///
 /// - `scrub`: empty; filled and emptied again after a forget (`scrubFreedPages`).
+/// - `meta` also holds `rewritePending` from a forget until the file is rewritten
+///   (`DataFileRewrite`).
 ///
 /// And, written apart from appends by the snapshot policy:
 /// - `snapshots`: position → snapshot header;
@@ -199,6 +201,15 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     }
 
     func watchForAppends(_ onChange: @escaping @Sendable (UInt64?) -> Void) {}
+
+    /// Whether a forget left the data file to be rewritten (`DataFileRewrite`).
+    func isRewritePending() throws -> Bool {
+        do {
+            return try environment.read { txn in try txn.contains(tables.meta, key: DataFileRewrite.pendingKey) }
+        } catch {
+            throw LMDBErrors.map(error, maximumSize: nil)
+        }
+    }
 
     func sizeOnDisk() -> Int {
         Directory.fileSize(directory + "/" + Self.dataFileName) ?? 0
@@ -657,7 +668,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             guard try write.insert(handle, in: handles, forKey: new) else {
                 throw StorageError(.damaged, "the account table already gives \"\(new)\" a handle")
             }
-            // The history is by handle: nothing to rename there.
+            // The history is by handle: nothing to rename there. The file keeps stale bytes of
+            // the old name until it is rewritten (`DataFileRewrite`).
+            try write.put("1", in: tables.meta, forKey: DataFileRewrite.pendingKey)
             var held: [(String, TransactionHolder)] = []
             try forEachHolder { transaction, holder in
                 if holder.entry.account.utf8.elementsEqual(old.utf8) { held.append((transaction, holder)) }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import LMDB
+import Logging
 import PurchaseLedger
 
 /// The files of a ledger directory: `data.mdb` and `lock.mdb` (LMDB's), and `writer.lock`, the
@@ -75,7 +76,10 @@ enum LedgerDirectory {
         } else {
             try prepareForWriting(directory, creating: creating)
         }
-        let storage = try openStorage(directory, configuration: configuration, options: options)
+        var storage = try openStorage(directory, configuration: configuration, options: options)
+        if !configuration.readOnly, try storage.isRewritePending() {
+            storage = try rewriteLeftByAForget(storage, directory, configuration: configuration, options: options)
+        }
         if !configuration.readOnly {
             do {
                 storage.holdWriterLock(try lockForWriting(directory))
@@ -85,5 +89,31 @@ enum LedgerDirectory {
             }
         }
         return storage
+    }
+
+    /// A forget through a server left the data file to be rewritten (`DataFileRewrite`): done
+    /// now, before this process writes, unless another process has the ledger open or the
+    /// rewrite fails (it is then left for a later open, and logged).
+    private static func rewriteLeftByAForget(
+        _ storage: LMDBLedgerStorage, _ directory: String, configuration: Ledger.Configuration, options: LMDBOptions
+    ) throws -> LMDBLedgerStorage {
+        storage.close()
+        do {
+            let sizes = try DataFileRewrite.rewrite(directory: directory)
+            configuration.logger.notice("rewrote the data file after a forget", metadata: [
+                "location": "\(directory)", "before": "\(sizes.before)", "after": "\(sizes.after)",
+            ])
+        } catch let error as StorageError where error.code == .ledgerInUse {
+            configuration.logger.warning("a forget left the data file to be rewritten, but another process has the ledger open", metadata: [
+                "location": "\(directory)", "error": "\(error)",
+            ])
+        } catch {
+            // The old file stays whole and marked (the new one replaces it only when complete): a
+            // ledger that cannot be rewritten now (a disk without room for the copy) still opens.
+            configuration.logger.error("a forget left the data file to be rewritten, and the rewrite failed", metadata: [
+                "location": "\(directory)", "error": "\(StorageErrors.map(error))",
+            ])
+        }
+        return try openStorage(directory, configuration: configuration, options: options)
     }
 }

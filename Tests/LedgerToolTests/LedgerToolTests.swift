@@ -315,6 +315,13 @@ struct LedgerToolTests {
                         let bytes = try Data(contentsOf: URL(fileURLWithPath: location + "/" + file))
                         #expect(bytes.range(of: Data("alice@example.com".utf8)) == nil, "in \(file)")
                     }
+                    // Refused while another process reads the ledger: it would go on reading the old file.
+                    let follower = try ChildProcess(Self.binary("ledger"), ["changes", "--follow", location], output: .pipe)
+                    _ = follower.output?.availableData
+                    let refused = try ledger("rewrite", location)
+                    _ = follower.stop()
+                    #expect(refused.status == 2)
+                    #expect(refused.error.contains("another process has the ledger"), "\(refused.error)")
                     let rewrite = try ledger("rewrite", location, "--json")
                     #expect(rewrite.status == 0, "\(rewrite.error)")
                     #expect(try ledger("verify", location).status == 0)

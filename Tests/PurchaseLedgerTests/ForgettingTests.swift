@@ -331,6 +331,52 @@ struct ForgettingTests {
         }
     }
 
+    /// A server forgets through the library, and cannot rewrite the file it serves from: the
+    /// forget leaves the rewrite to the next open for writing (a restart), which does it when no
+    /// other process has the ledger open. While one has (here `ledger changes --follow`), a
+    /// rewrite is refused and an open leaves it pending: a reader of the old file would read the
+    /// lock file of the new one.
+    @Test func theNextOpenRewritesWhatAForgetLeftOnceNoOtherProcessHasTheLedgerOpen() async throws {
+        try await withLocation(on: .lmdb) { location in
+            func isPending() throws -> Bool {
+                let storage = try LMDBLedgerStorage(directory: location, configuration: .init())
+                defer { storage.close() }
+                return try storage.isRewritePending()
+            }
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try Self.history())
+            // Stored states that name her, renamed by the forget: pages written again.
+            try await ledger.writeSnapshot()
+            try #require(try await ledger.forget(Self.alice, requestedBy: "ticket-4711") != nil)
+            let state = try ledger.currentState()
+            await ledger.close()
+            #expect(try isPending())
+
+            let reader = try ChildProcess(builtExecutable("ledger"), ["changes", "--follow", location])
+            defer { if reader.isRunning { _ = reader.kill() } }
+            try await SharedPostgresLedgerTests.waitUntil { try ExclusiveEnvironmentUse(directory: location) == nil }
+            try #require(try ExclusiveEnvironmentUse(directory: location) == nil, "the reader has the ledger open")
+            #expect {
+                try Ledger.rewriteDataFile(at: location)
+            } throws: { ($0 as? StorageError)?.code == .ledgerInUse }
+            let meanwhile = try Ledger.open(location: location, configuration: .testing)
+            #expect(try meanwhile.currentState() == state)
+            await meanwhile.close()
+            #expect(try isPending(), "left for a later open")
+
+            _ = reader.stop()
+            let reopened = try Ledger.open(location: location, configuration: .testing)
+            #expect(try reopened.currentState() == state)
+            await reopened.close()
+            #expect(try !isPending())
+            #expect(try Self.places(of: Self.alice, at: location, on: .lmdb) == [])
+            #expect(try Self.places(of: Self.aliceToken, at: location, on: .lmdb) == [])
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(log.verify().isIntact)
+        }
+    }
+
     /// The byte search a forget makes of every stored state and parked delivery.
     @Test func theByteSearchFindsARunOfBytesAnywhereAndNothingElse() {
         func occurs(_ needle: String, in haystack: String) -> Bool {

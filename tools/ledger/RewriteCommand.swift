@@ -8,8 +8,9 @@ extension LedgerCommand {
             discussion: """
                 Copies every entry, in key order, into a new data file put in place of the old one \
                 (docs/FORMAT.md, "Forgetting a customer"): no freed page, and no stale bytes in a page written \
-                again, keeps what a forget removed. ledger forget does it by itself; run this after a forget \
-                through the server, with the server stopped and no other process reading the ledger. The file \
+                again, keeps what a forget removed. ledger forget does it by itself; after a forget through the \
+                server, the server's next start does, or run this with the server stopped. It refuses while \
+                another process has the ledger open (exit 2). The file \
                 also shrinks to what the ledger holds. A PostgreSQL ledger has no file of its own: VACUUM it \
                 (docs/POSTGRES.md).
 

@@ -5,6 +5,10 @@ import Glibc
 import Darwin
 #endif
 
+// The system's `open` and `close`, which `LMDBCall`'s own `open` and `close` hide inside it.
+private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }
+private func closeFile(_ fd: Int32) { _ = close(fd) }
+
 /// Every call into liblmdb lives in this file, and each return code is checked here, so the
 /// rest of the module never sees a C type or an unchecked `Int32`.
 enum LMDBCall {
@@ -45,6 +49,33 @@ enum LMDBCall {
 
     static func open(_ env: Environment, path: String, flags: EnvironmentFlags, mode: UInt32) throws(LMDBError) {
         try check(mdb_env_open(env, path, flags.cValue, mdb_mode_t(mode)), "mdb_env_open")
+    }
+
+    /// Takes, without waiting, an exclusive record lock on the first byte of the environment's
+    /// lock file, the lock by which LMDB tells that a process is alone with the environment
+    /// (every process that has it open holds it shared). Returns the descriptor holding it;
+    /// nil when another process holds it.
+    static func lockEnvironmentExclusively(directory: String) throws(LMDBError) -> Int32? {
+        let fd = openFile(directory + "/lock.mdb", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw LMDBError(code: .init(rawValue: errno), operation: "open lock.mdb") }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 0
+        lock.l_len = 1
+        while fcntl(fd, F_SETLK, &lock) != 0 {
+            let error = errno
+            if error == EINTR { continue }
+            closeFile(fd)
+            if error == EAGAIN || error == EACCES { return nil }
+            throw LMDBError(code: .init(rawValue: error), operation: "fcntl lock.mdb")
+        }
+        return fd
+    }
+
+    /// Lets go of the lock `lockEnvironmentExclusively` took.
+    static func unlockEnvironment(_ fd: Int32) {
+        closeFile(fd)
     }
 
     /// Closes the environment; LMDB gives no return code here.
@@ -227,6 +258,7 @@ struct EnvironmentFlags: OptionSet {
     static let noMetaSync = EnvironmentFlags(rawValue: UInt32(MDB_NOMETASYNC))
     static let noThreadLocalStorage = EnvironmentFlags(rawValue: UInt32(MDB_NOTLS))
     static let noReadAhead = EnvironmentFlags(rawValue: UInt32(MDB_NORDAHEAD))
+    static let noLock = EnvironmentFlags(rawValue: UInt32(MDB_NOLOCK))
     var cValue: UInt32 { rawValue }
 }
 
