@@ -23,8 +23,8 @@ import Synchronization
 ///   apart.
 ///
 /// - `scrub`: empty; filled and emptied again after a forget (`scrubFreedPages`).
-/// - `meta` also holds `rewritePending` from a forget until the file is rewritten
-///   (`DataFileRewrite`).
+/// - `meta` also holds `lastForget` (the position of the newest `forgotten` record), and
+///   `rewritePending` from a forget until the file is rewritten (`DataFileRewrite`).
 ///
 /// And, written apart from appends by the snapshot policy:
 /// - `snapshots`: position → snapshot header;
@@ -34,6 +34,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     static let formatMarker = "purchase-ledger/lmdb/2"
     /// Ledgers written before account handles: read-only, migrated by `ledger copy`.
     static let formatOneMarker = "purchase-ledger/lmdb/1"
+    /// The key of `meta` holding the position of the newest `forgotten` record.
+    static let lastForgetKey = "lastForget"
 
     /// Every table, by name: what `DataFileRewrite` copies.
     static let tableNames = [
@@ -585,6 +587,12 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             try txn.value(in: tables.meta, forKey: "format")
         }
 
+        func lastForgetPosition() throws -> UInt64 {
+            guard let value = try txn.value(in: tables.meta, forKey: LMDBLedgerStorage.lastForgetKey) else { return 0 }
+            guard let position = UInt64(value) else { throw StorageError(.damaged, "the meta table's last forget is \"\(value)\"") }
+            return position
+        }
+
         func counts() throws -> StorageCounts {
             StorageCounts(
                 records: try txn.count(tables.log), eventIDs: try txn.count(tables.events),
@@ -685,6 +693,10 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 return true
             }
             for appTransaction in claimed { try write.put(new, in: customers, forKey: appTransaction) }
+        }
+
+        func setLastForgetPosition(_ position: UInt64) throws {
+            try write.put(String(position), in: tables.meta, forKey: LMDBLedgerStorage.lastForgetKey)
         }
 
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {

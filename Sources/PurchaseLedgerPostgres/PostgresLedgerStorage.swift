@@ -512,6 +512,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             try run("SELECT value FROM ledger_meta WHERE key = 'format'").first?.decode(String.self)
         }
 
+        func lastForgetPosition() throws -> UInt64 {
+            guard let value = try run("SELECT value FROM ledger_meta WHERE key = 'lastForget'").first?.decode(String.self) else { return 0 }
+            guard let position = UInt64(value) else { throw StorageError(.damaged, "ledger_meta's last forget is \"\(value)\"") }
+            return position
+        }
+
         func counts() throws -> StorageCounts {
             let row = try run("""
                 SELECT (SELECT count(*) FROM ledger_events), (SELECT count(*) FROM ledger_transactions),
@@ -852,6 +858,12 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             connection.send("""
                 INSERT INTO ledger_catalogs (effective_from, catalog) VALUES (\(Int64(position)), \(ByteBuffer(bytes: json)))
                 ON CONFLICT (effective_from) DO UPDATE SET catalog = excluded.catalog
+                """)
+        }
+
+        func setLastForgetPosition(_ position: UInt64) throws {
+            connection.send("""
+                INSERT INTO ledger_meta (key, value) VALUES ('lastForget', \(String(position))) ON CONFLICT (key) DO UPDATE SET value = excluded.value
                 """)
         }
 

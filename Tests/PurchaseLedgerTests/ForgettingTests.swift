@@ -273,6 +273,40 @@ struct ForgettingTests {
         }
     }
 
+    /// Two processes write a shared ledger: one is half-way through a snapshot (its states were
+    /// captured before the forget, some naming her) when the other forgets her. The rest of the
+    /// snapshot must not store her id again: the forget renamed the stored states it found, not
+    /// those still in the first process's memory. So the first drops its snapshot.
+    @Test(arguments: Backend.available.filter { $0 == .postgres })
+    func aSnapshotBegunBeforeAnotherProcessForgotIsDropped(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            // Short names first in a snapshot's order: hers come in a later slice.
+            for number in 0..<40 {
+                try await first.appendAll(TransferTests.purchase(
+                    "o\(number)", account: "u\(number)", transaction: "T\(number)", original: "T\(number)", product: "coins", expires: nil))
+            }
+            try await first.appendAll(try Self.history())
+            #expect(first.live.beginSnapshot())
+            #expect(try first.live.writeSnapshotSlice(keep: 2, budget: .zero) == nil, "a first slice, not the whole")
+            #expect(first.live.isWritingSnapshot)
+
+            _ = try await second.catchUp()
+            try #require(try await second.forget(Self.alice, requestedBy: "ops") != nil)
+            while first.live.isWritingSnapshot { _ = try first.live.writeSnapshotSlice(keep: 2, budget: .zero) }
+            #expect(try Self.places(of: Self.alice, at: location, on: backend) == [])
+            #expect(try Self.places(of: Self.aliceToken, at: location, on: backend) == [])
+            _ = try await first.catchUp()
+            #expect(try first.currentState() == (try second.currentState()))
+            await first.close()
+            await second.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(log.verify().isIntact)
+        }
+    }
+
     /// `verify` holds a forget to its renames: a table that names a forgotten handle otherwise
     /// again (a restore of the table from before the forget, say) is damage at the forget.
     @Test func verifyFindsAForgottenNameBackInTheAccountTable() async throws {

@@ -442,12 +442,15 @@ struct StorageContractTests {
             struct Abandon: Error {}
             #expect(throws: Abandon.self) {
                 try storage.write { (writer: any LedgerStorageWriter) throws in
+                    try writer.setLastForgetPosition(5)
                     try writer.renameAccount(handle: 1, from: "alice", to: "forgotten/1")
                     throw Abandon()
                 }
             }
             #expect(try storage.read { try $0.accountHandle(of: "alice") } == 1)
+            #expect(try storage.read { try $0.lastForgetPosition() } == 0)
             try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.setLastForgetPosition(5)
                 try writer.renameAccount(handle: 1, from: "alice", to: "forgotten/1")
                 for position: UInt64 in [1, 2, 4] { try writer.deleteProof(at: position) }
                 // The write reads its own rename.
@@ -459,6 +462,7 @@ struct StorageContractTests {
                 #expect(try reader.accountNames(handles: [1, 2]).map(\.account) == ["forgotten/1", "bob"])
                 #expect(try reader.accountHandle(of: "alice") == nil)
                 #expect(try reader.accountHandle(of: "forgotten/1") == 1)
+                #expect(try reader.lastForgetPosition() == 5)
                 #expect(try reader.positions(ofAccount: "alice", after: 0, limit: 10).isEmpty)
                 #expect(try reader.positions(ofAccount: "forgotten/1", after: 0, limit: 10) == [1, 2, 4])
                 #expect(try reader.positions(ofAccount: "bob", after: 0, limit: 10) == [3])

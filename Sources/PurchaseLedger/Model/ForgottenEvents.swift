@@ -13,17 +13,20 @@ public struct Forgotten: Sendable, Hashable {
         self.requestedBy = requestedBy
     }
 
+    /// What every pseudonym starts with.
+    public static let pseudonymPrefix = "forgotten/"
+
     /// The pseudonym an account or token takes when it is forgotten: its handle's number.
     public static func pseudonym(ofHandle handle: UInt64) -> String {
-        "forgotten/\(handle)"
+        pseudonymPrefix + String(handle)
     }
 
     /// The handle a pseudonym names, when `name` has the pseudonyms' form (`forgotten/` and a
     /// number from 1 without leading zeros).
     public static func handle(ofPseudonym name: String) -> UInt64? {
         let utf8 = name.utf8
-        guard utf8.starts(with: "forgotten/".utf8) else { return nil }
-        let digits = utf8.dropFirst(10)
+        guard utf8.starts(with: pseudonymPrefix.utf8) else { return nil }
+        let digits = utf8.dropFirst(pseudonymPrefix.utf8.count)
         guard let first = digits.first, first != UInt8(ascii: "0"), digits.count <= 19,
               digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
         return digits.reduce(UInt64(0)) { $0 * 10 + UInt64($1 - UInt8(ascii: "0")) }
@@ -40,7 +43,7 @@ extension Event {
     /// Whether a name the event's record stores as a handle (its account, a transfer's
     /// accounts, a token) starts as a pseudonym does: checked without copying the payload.
     var namesPseudonymForm: Bool {
-        func isForm(_ name: String?) -> Bool { name?.utf8.starts(with: "forgotten/".utf8) ?? false }
+        func isForm(_ name: String?) -> Bool { name?.utf8.starts(with: Forgotten.pseudonymPrefix.utf8) ?? false }
         if isForm(account) { return true }
         switch payload {
         case .transferred(let transfer), .shared(let transfer): return isForm(transfer.from) || isForm(transfer.to)

@@ -19,6 +19,16 @@ extension LiveProjections {
     }
 
 
+    /// What a slice's write did.
+    enum SliceOutcome {
+        /// Stored the states before this index (all of them: the snapshot is complete).
+        case wrote(through: Int)
+        /// Stored nothing: another process stored a snapshot at or past this one's position.
+        case overtaken
+        /// Stored nothing: another process forgot a customer after this one's position.
+        case predatesAForget
+    }
+
     var isWritingSnapshot: Bool {
         snapshotWrite.withLock { $0 != nil }
     }
@@ -62,7 +72,7 @@ extension LiveProjections {
         let clock = ContinuousClock()
         let sliceStarted = clock.now
         // The write may run twice (the map grows and it is retried): it changes nothing outside.
-        let written = try storage.write { writer -> Int? in
+        let outcome = try storage.write { writer -> SliceOutcome in
             if job.written == 0, job.replacesAll, !storage.isShared {
                 // A full snapshot replaces whatever was stored (possibly unusable snapshots).
                 try writer.removeAllSnapshots()
@@ -70,13 +80,17 @@ extension LiveProjections {
             // Versions any stored snapshot or this one reads are kept; the others go (on shared
             // storage, not those above the newest stored snapshot: another process's snapshot in
             // progress may read them).
+            // Shared storage: another process forgot a customer since this snapshot's position.
+            // Its states were captured before, and some may name the forgotten id, which the
+            // forget renamed only where it was stored: none of them may be stored now.
+            if storage.isShared, try writer.lastForgetPosition() > position { return .predatesAForget }
             let stored = try writer.snapshotHeaders().map(\.position)
             // Shared storage: another process stored a snapshot at or past this one's position
             // since it began. Pruning only spares versions above the newest stored snapshot, so
             // the older versions this one reads for its unchanged accounts may be gone: it is
             // dropped (what its slices wrote are true states at its position, harmless, pruned
             // later).
-            if storage.isShared, let newest = stored.max(), newest >= position { return nil }
+            if storage.isShared, let newest = stored.max(), newest >= position { return .overtaken }
             let retained = stored + [position]
             let keepingAbove = storage.isShared ? stored.max() ?? 0 : UInt64.max
             var index = job.written
@@ -96,13 +110,23 @@ extension LiveProjections {
                     try writer.deleteSnapshotHeader(position: old)
                 }
             }
-            return index
+            return .wrote(through: index)
         }
-        guard let written else {
+        let written: Int
+        switch outcome {
+        case .overtaken:
             // The ledger then moves to the newer one (`Ledger.followSnapshots`).
             snapshotWrite.withLock { $0 = nil }
             logger.debug("dropped a snapshot another process's newer one overtook", metadata: ["position": "\(position)"])
             return nil
+        case .predatesAForget:
+            // Its accounts stay changed: the next snapshot, begun after this process has read
+            // the forget, writes them.
+            snapshotWrite.withLock { $0 = nil }
+            logger.info("dropped a snapshot begun before another process forgot a customer", metadata: ["position": "\(position)"])
+            return nil
+        case .wrote(let through):
+            written = through
         }
         guard written == job.states.count else {
             snapshotWrite.withLock { $0?.written = written }

@@ -227,6 +227,9 @@ package protocol LedgerStorageReader {
     func newestCatalogVersion() throws -> CatalogVersion?
     /// The storage format marker; nil for a storage that holds no ledger yet.
     func formatMarker() throws -> String?
+    /// The position of the newest `forgotten` record; 0 when no one was forgotten. A snapshot
+    /// that another process began before it captured states that may name the forgotten id.
+    func lastForgetPosition() throws -> UInt64
     func counts() throws -> StorageCounts
 
     /// The clock readings after `after` (all when nil), in order, at most `limit`. A ledger
@@ -304,6 +307,8 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     func setRevocation(_ position: UInt64, ofTransaction transaction: String) throws
     /// Adds a row to the account table: `handle` (the next one) names `account`.
     func putAccountName(_ account: String, handle: UInt64) throws
+    /// Records the position of a `forgotten` record, in its write (`lastForgetPosition`).
+    func setLastForgetPosition(_ position: UInt64) throws
     /// Stores the proof of the record appended at `position` (in the same write).
     func putProof(_ proof: String, at position: UInt64) throws
     /// Removes the proof of the record at `position` (a forgotten customer's).
