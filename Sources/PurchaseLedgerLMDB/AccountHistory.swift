@@ -23,6 +23,9 @@ import PurchaseLedger
 enum AccountHistory {
     static let bucketBits: UInt64 = 16
     static let moveThreshold = 8192
+    /// The key of `meta` written when a history by name is moved (`migrate`).
+    static let movedKey = "historyLayout"
+    static let movedMarker = "byHandle"
 
     /// The tables a ledger has, which say how its history is laid out.
     enum Layout {

@@ -141,6 +141,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 guard let meta, try txn.value(in: meta, forKey: "format") == formatMarker, let handles else { return false }
                 _ = try AccountHistory.migrate(old, handles: handles, to: indexed, in: txn)
                 try txn.deleteTable(old)
+                // A process that opened the ledger before reads an empty table under the old
+                // name: it reads this and refuses instead (`checkHistoryNotMoved`).
+                try txn.put(AccountHistory.movedMarker, in: meta, forKey: AccountHistory.movedKey)
                 return true
             }
             return migrated ? .byHandle(indexed: indexed, recent: recent) : .byName(old)
@@ -507,6 +510,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 guard let handle = try accountHandle(of: account) else { return [] }
                 return try AccountHistory.positions(of: handle, after: position, limit: limit, indexed: indexed, recent: recent, in: txn)
             case .byName(let history):
+                try checkHistoryNotMoved()
                 var positions: [UInt64] = []
                 guard limit > 0, position < UInt64.max, let prefix = LMDBLedgerStorage.historyPrefix(account),
                       let start = LMDBLedgerStorage.historyKey(account, position + 1)
@@ -526,6 +530,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 guard let handle = try accountHandle(of: account) else { return false }
                 return try AccountHistory.contains(handle: handle, position: position, indexed: indexed, recent: recent, in: txn)
             case .byName(let history):
+                try checkHistoryNotMoved()
                 guard let key = LMDBLedgerStorage.historyKey(account, position) else { return false }
                 return try txn.contains(history, key: key)
             }
@@ -544,6 +549,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             case .byHandle(let indexed, let recent):
                 return try AccountHistory.accountCount(indexed: indexed, recent: recent, in: txn)
             case .byName(let history):
+                try checkHistoryNotMoved()
                 // One seek per account: from an account's first key, jump past its last possible key.
                 var count = 0
                 try txn.withCursor(history) { cursor in
@@ -559,8 +565,19 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         private func historyEntryCount() throws -> Int {
             switch tables.history {
-            case .byHandle(let indexed, let recent): try txn.count(indexed) + txn.count(recent)
-            case .byName(let history): try txn.count(history)
+            case .byHandle(let indexed, let recent): return try txn.count(indexed) + txn.count(recent)
+            case .byName(let history):
+                try checkHistoryNotMoved()
+                return try txn.count(history)
+            }
+        }
+
+        /// A history by name that another process moved since this one opened the ledger is
+        /// gone: LMDB reads an empty table under its handle, so this says so instead.
+        private func checkHistoryNotMoved() throws {
+            guard try txn.value(in: tables.meta, forKey: AccountHistory.movedKey) == nil else {
+                throw StorageError(
+                    .unsupportedFormat, "another process moved the ledger's history to its new layout since this one opened it: open it again")
             }
         }
 

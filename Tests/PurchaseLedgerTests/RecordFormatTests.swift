@@ -184,6 +184,19 @@ struct RecordFormatTests {
             storage.close()
 
             #expect(try positionsByAccount() == expected, "read by name, read-only")
+            // Another process opens it to write, and moves the history, while this one has it
+            // open read-only: LMDB would read the old table as empty; it refuses instead.
+            var readOnly = Environment.Configuration()
+            readOnly.readOnly = true
+            let stale = try LMDBLedgerStorage(directory: path, configuration: readOnly)
+            let someone = try #require(expected.keys.first)
+            #expect(try stale.read { try $0.positions(ofAccount: someone, after: 0, limit: .max) } == expected[someone])
+            let moving = try await awaitCommand(builtExecutable("ledger"), ["snapshot", path])
+            #expect(moving.status == 0, "\(moving)")
+            #expect {
+                try stale.read { try $0.positions(ofAccount: someone, after: 0, limit: .max) }
+            } throws: { ($0 as? StorageError)?.code == .unsupportedFormat }
+            stale.close()
             let reopened = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
             #expect(try reopened.currentState() == state)
             _ = try await reopened.append(contentsOf: generator.events(100))
