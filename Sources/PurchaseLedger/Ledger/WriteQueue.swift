@@ -21,7 +21,8 @@ final class WriteQueue: Sendable {
         let work: Work
         let pending: PendingAppends
         /// A snapshot, or a forget (`Forgetting`): committed in a write of its own. Decided once,
-        /// when queued, not each time the writer looks at the queue.
+        /// when queued, not each time the writer looks at the queue; `Ledger.submit` gives a
+        /// forget a submission of its own, so one event tells.
         let goesAlone: Bool
 
         init(id: UInt64, work: Work, pending: PendingAppends) {
@@ -30,7 +31,7 @@ final class WriteQueue: Sendable {
             self.pending = pending
             goesAlone = switch work {
             case .snapshot: true
-            case .append(let events): events.contains { $0.type == .forgotten }
+            case .append(let events): events.count == 1 && events[0].type == .forgotten
             case .write: false
             }
         }
@@ -42,7 +43,6 @@ final class WriteQueue: Sendable {
         var isSnapshot: Bool {
             if case .snapshot = work { true } else { false }
         }
-
     }
 
     private struct Admission {

@@ -251,14 +251,18 @@ enum LogRecordCodec {
         do {
             let position = try reader.varint()
             guard position == expectedPosition else { throw Damage.positionMismatch(position) }
-            // Whether the record names a forgotten account or token: its proof went with it.
-            var namesForgotten = false
+            func name(of handle: UInt64) throws -> String {
+                guard let name = try accountName(handle) else { throw Damage.unknownAccountHandle(handle) }
+                return name
+            }
             func readAccount(_ reader: inout ByteReader) throws -> String {
                 guard body[0] == formatVersion else { return try reader.string() }
-                let handle = try reader.varint()
-                guard let name = try accountName(handle) else { throw Damage.unknownAccountHandle(handle) }
-                if Forgotten.handle(ofPseudonym: name) == handle { namesForgotten = true }
-                return name
+                return try name(of: try reader.varint())
+            }
+            /// Whether `handle` names its own pseudonym: a forgotten account or token.
+            func isForgotten(_ handle: UInt64?) throws -> Bool {
+                guard let handle else { return false }
+                return Forgotten.handle(ofPseudonym: try name(of: handle)) == handle
             }
             func readPersonalFields(_ reader: inout ByteReader) throws -> PersonalFields? {
                 guard body[0] == formatVersion else { return nil }
@@ -268,11 +272,20 @@ enum LogRecordCodec {
                     throw Damage.undecodable("unknown personal fields mask")
                 }
                 var personal = PersonalFields()
-                if present & PersonalFields.tokenBit != 0 { personal.token = try readAccount(&reader) }
+                var tokenHandle: UInt64?
+                if present & PersonalFields.tokenBit != 0 {
+                    let handle = try reader.varint()
+                    tokenHandle = handle
+                    personal.token = try name(of: handle)
+                }
                 if present & PersonalFields.emptyTokenBit != 0 { personal.token = "" }
                 if present & PersonalFields.proofBit != 0, readingProofs {
                     let stored = try proof(position)
-                    guard stored != nil || namesForgotten else { throw Damage.missingProof }
+                    // A forget removed the proofs of the records that name the account or a
+                    // token it renamed: asked only when one is missing, not of every record.
+                    guard try stored != nil || isForgotten(head(of: record)?.account) || isForgotten(tokenHandle) else {
+                        throw Damage.missingProof
+                    }
                     personal.proof = stored
                 }
                 return personal
