@@ -209,14 +209,16 @@ extension Dictionary where Key == UTF8Key {
     }
 }
 
-extension [UTF8Key: AccountState] {
+extension CompactTable<AccountState> {
     /// Accounts by the states they hold, renamed (`names`: new names by old): one under an
     /// old name moves to its new one, and every state names the new names.
     mutating func rename(_ names: [UTF8Key: String]) {
-        moveKeys(names)
-        for (account, state) in self {
+        for (old, new) in names {
+            if let state = removeValue(forKey: old) { self[UTF8Key(new)] = state }
+        }
+        modifyEach { _, state in
             let renamed = state.renaming(names)
-            if renamed != state { self[account] = renamed }
+            if renamed != state { state = renamed }
         }
     }
 }
@@ -228,8 +230,8 @@ extension LedgerState {
         guard !renames.isEmpty else { return }
         let names = Forgetting.newNames(renames)
         accounts.rename(names)
-        for (transaction, holder) in holders {
-            if let new = names[UTF8Key(holder.entry.account)] { holders[transaction]?.entry.account = new }
+        holders.modifyEach { _, holder in
+            if let new = names[UTF8Key(holder.entry.account)] { holder.entry.account = new }
         }
     }
 }

@@ -6,11 +6,13 @@
 public struct LedgerState: Sendable, Equatable {
     /// How many events of the log this state reflects (0 for an empty log).
     public internal(set) var position: UInt64 = 0
-    var accounts: [UTF8Key: AccountState] = [:]
+    /// Dense tables, not dictionaries: a replay holds one state per account and one holder per
+    /// purchase (`CompactTable`).
+    var accounts = CompactTable<AccountState>()
     /// Revoked store transaction id → position of its first revocation (ids are global).
     var revocations: [UTF8Key: UInt64] = [:]
     /// Store transaction id → the entry holding it.
-    var holders: [UTF8Key: TransactionHolder] = [:]
+    var holders = CompactTable<TransactionHolder>()
     /// Entries of every account, and those not finished: kept on every change, for statistics.
     var entryCount = 0
     var unfinishedCount = 0
@@ -79,7 +81,7 @@ extension LedgerState: ProjectionStore {
     }
 
     mutating func change(_ account: UTF8Key, _ change: AccountChange) {
-        let moved = accounts[account, default: AccountState()].apply(change)
+        let moved = accounts.modify(account, default: { AccountState() }) { $0.apply(change) }
         entryCount += moved.entries
         unfinishedCount += moved.unfinished
     }

@@ -29,7 +29,7 @@ final class LiveProjections: Sendable {
         var snapshot: SnapshotHeader?
         /// Accounts that changed since `snapshot` (all of them, without one), and cached ones,
         /// equal to their state in the snapshot.
-        var accounts: [UTF8Key: AccountState] = [:]
+        var accounts = CompactTable<AccountState>()
         /// The accounts changed since `snapshot`, with the position of their last change: what
         /// the next snapshot writes.
         var lastChanged: [UTF8Key: UInt64] = [:]
@@ -89,7 +89,7 @@ final class LiveProjections: Sendable {
 
         /// Applies a change to an account in memory.
         mutating func change(_ account: UTF8Key, _ change: AccountChange) {
-            guard let moved = accounts[account]?.apply(change) else {
+            guard let moved = accounts.modifyIfPresent(account, { $0.apply(change) }) else {
                 preconditionFailure("a change to an account in memory")
             }
             entryCount += moved.entries
@@ -128,7 +128,7 @@ final class LiveProjections: Sendable {
         var published = Published()
         published.position = state.position
         published.accounts = state.accounts
-        published.lastChanged = state.accounts.mapValues { _ in state.position }
+        published.lastChanged = Dictionary(uniqueKeysWithValues: state.accounts.keys.lazy.map { ($0, state.position) })
         published.accountCount = state.accounts.count
         published.entryCount = state.entryCount
         published.unfinishedCount = state.unfinishedCount
@@ -252,7 +252,7 @@ final class LiveProjections: Sendable {
         return try storage.read { reader in
             var state = try SnapshotStates.materialize(
                 reader: reader, snapshot: snapshot, factsThrough: position, catalog: catalog, logger: logger)
-            for (account, accountState) in inMemory {
+            for (account, accountState) in inMemory.elements {
                 state.replaceAccount(account, with: accountState)
             }
             state.position = position

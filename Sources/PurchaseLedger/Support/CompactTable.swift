@@ -1,0 +1,176 @@
+/// A table by `UTF8Key` that keeps its keys and values densely, in two arrays, with a table of
+/// 8-byte slots beside them to find them by hash.
+///
+/// Why not `Dictionary`: it keeps keys and values in tables of a power-of-two number of buckets
+/// filled at most three quarters, so a table of large values (an account's state, a
+/// transaction's holder) is often half empty, and a replay holds one per account and one per
+/// purchase. Here only the slots, 8 bytes each, are half empty. Keys are compared by their
+/// bytes, as everywhere in the ledger. The order of iteration is not meaningful (a removal
+/// moves the last element into the hole): callers that print sort, as with `Dictionary`.
+struct CompactTable<Value> {
+    private(set) var keys: [UTF8Key] = []
+    private(set) var values: [Value] = []
+    /// Empty (0), or an element's index plus one in the low 32 bits and the key's hash in the
+    /// high 32: a probe compares the hash before it reads the key. Linear probing, kept at most
+    /// half full; a power of two in size.
+    private var slots: [UInt64] = []
+
+    init() {}
+
+    var count: Int { keys.count }
+    var isEmpty: Bool { keys.isEmpty }
+
+    /// Room for `capacity` elements without growing the arrays or the slots.
+    mutating func reserveCapacity(_ capacity: Int) {
+        keys.reserveCapacity(capacity)
+        values.reserveCapacity(capacity)
+        if Self.slotCount(for: capacity) > slots.count { rebuildSlots(count: Self.slotCount(for: capacity)) }
+    }
+
+    subscript(key: UTF8Key) -> Value? {
+        get { find(key).map { values[$0.element] } }
+        set {
+            if let newValue {
+                if let found = find(key) { values[found.element] = newValue } else { append(key, newValue) }
+            } else {
+                removeValue(forKey: key)
+            }
+        }
+    }
+
+    func contains(_ key: UTF8Key) -> Bool {
+        find(key) != nil
+    }
+
+    /// Changes the value under `key` in place (no copy of it, so a value holding collections
+    /// is not copied on write); adds `defaultValue()` first when the key is absent.
+    mutating func modify<Answer>(_ key: UTF8Key, default defaultValue: () -> Value, _ body: (inout Value) -> Answer) -> Answer {
+        let element: Int
+        if let found = find(key) {
+            element = found.element
+        } else {
+            append(key, defaultValue())
+            element = values.count - 1
+        }
+        return body(&values[element])
+    }
+
+    /// Changes the value under `key` in place; nil, and nothing changed, when it is absent.
+    mutating func modifyIfPresent<Answer>(_ key: UTF8Key, _ body: (inout Value) -> Answer) -> Answer? {
+        guard let found = find(key) else { return nil }
+        return body(&values[found.element])
+    }
+
+    @discardableResult
+    mutating func removeValue(forKey key: UTF8Key) -> Value? {
+        guard let found = find(key) else { return nil }
+        let removed = values[found.element]
+        let last = keys.count - 1
+        if found.element != last {
+            // The last element fills the hole: its slot points at its new index.
+            let moved = keys[last]
+            guard let movedSlot = find(moved)?.slot else { preconditionFailure("every key of the table has a slot") }
+            keys[found.element] = moved
+            values.swapAt(found.element, last)
+            slots[movedSlot] = slots[movedSlot] & Self.hashMask | UInt64(found.element + 1)
+        }
+        keys.removeLast()
+        values.removeLast()
+        deleteSlot(found.slot)
+        return removed
+    }
+
+    /// Changes every value in place.
+    mutating func modifyEach(_ body: (UTF8Key, inout Value) -> Void) {
+        for element in values.indices { body(keys[element], &values[element]) }
+    }
+
+    /// The elements, in no meaningful order.
+    var elements: Zip2Sequence<[UTF8Key], [Value]> { zip(keys, values) }
+
+    // MARK: Slots
+
+    private static var hashMask: UInt64 { 0xFFFF_FFFF_0000_0000 }
+
+    /// Slots for `count` elements: a power of two, at least twice `count`.
+    private static func slotCount(for count: Int) -> Int {
+        var slots = 16
+        while slots < count * 2 { slots *= 2 }
+        return slots
+    }
+
+    private static func hash(_ key: UTF8Key) -> UInt32 {
+        UInt32(truncatingIfNeeded: key.hashValue)
+    }
+
+    private func find(_ key: UTF8Key) -> (slot: Int, element: Int)? {
+        guard !slots.isEmpty else { return nil }
+        let hash = Self.hash(key)
+        let mask = slots.count - 1
+        var slot = Int(hash) & mask
+        while true {
+            let stored = slots[slot]
+            if stored == 0 { return nil }
+            if UInt32(truncatingIfNeeded: stored >> 32) == hash {
+                let element = Int(truncatingIfNeeded: stored & 0xFFFF_FFFF) - 1
+                if keys[element] == key { return (slot, element) }
+            }
+            slot = (slot + 1) & mask
+        }
+    }
+
+    private mutating func append(_ key: UTF8Key, _ value: Value) {
+        if (keys.count + 1) * 2 > slots.count { rebuildSlots(count: Self.slotCount(for: keys.count + 1)) }
+        keys.append(key)
+        values.append(value)
+        insertSlot(hash: Self.hash(key), element: keys.count - 1)
+    }
+
+    private mutating func insertSlot(hash: UInt32, element: Int) {
+        let mask = slots.count - 1
+        var slot = Int(hash) & mask
+        while slots[slot] != 0 { slot = (slot + 1) & mask }
+        slots[slot] = UInt64(hash) << 32 | UInt64(element + 1)
+    }
+
+    private mutating func rebuildSlots(count: Int) {
+        let old = slots
+        slots = [UInt64](repeating: 0, count: count)
+        // The hashes are in the old slots: no key is hashed again.
+        for stored in old where stored != 0 {
+            insertSlot(hash: UInt32(truncatingIfNeeded: stored >> 32), element: Int(truncatingIfNeeded: stored & 0xFFFF_FFFF) - 1)
+        }
+    }
+
+    /// Empties `slot`, moving later slots of the same run back so that every probe still
+    /// reaches its element (no tombstones).
+    private mutating func deleteSlot(_ slot: Int) {
+        let mask = slots.count - 1
+        var hole = slot
+        var next = slot
+        while true {
+            next = (next + 1) & mask
+            let stored = slots[next]
+            if stored == 0 { break }
+            let home = Int(truncatingIfNeeded: stored >> 32) & mask
+            // The element at `next` may move into the hole unless its home lies cyclically in
+            // (hole, next]: then the hole is not on its probe path.
+            let homeIsBetween = hole <= next ? (home > hole && home <= next) : (home > hole || home <= next)
+            if !homeIsBetween {
+                slots[hole] = stored
+                hole = next
+            }
+        }
+        slots[hole] = 0
+    }
+}
+
+extension CompactTable: Sendable where Value: Sendable {}
+
+extension CompactTable: Equatable where Value: Equatable {
+    /// The same keys with equal values, whatever their order.
+    static func == (lhs: Self, rhs: Self) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        return lhs.elements.allSatisfy { key, value in rhs[key] == value }
+    }
+}
