@@ -45,7 +45,7 @@ struct CompactTableTests {
                 return
             }
         }
-        #expect(Dictionary(uniqueKeysWithValues: table.elements.map { ($0, $1) }) == model)
+        #expect(Dictionary(uniqueKeysWithValues: table.keysAndValues.map { ($0.key, $0.value) }) == model)
     }
 
     @Test func keysAreComparedByTheirBytes() {

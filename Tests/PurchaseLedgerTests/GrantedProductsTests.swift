@@ -36,7 +36,7 @@ struct GrantedProductsTests {
     @Test func theProductsGrantedAreTheTimelinesGrantsAtEveryInstant() async throws {
         var compared = 0
         for state in try await Self.states() {
-            for (account, accountState) in state.accounts.elements {
+            for (account, accountState) in state.accounts.keysAndValues {
                 for excluded in [[], [StoreEnvironment.sandbox]] as [Set<StoreEnvironment>] {
                     let view = AccountView(account: account.string, state: accountState, excluding: excluded) { state.revocations[$0] != nil }
                     for instant in view.instants + [.earliest] {

@@ -252,7 +252,7 @@ final class LiveProjections: Sendable {
         return try storage.read { reader in
             var state = try SnapshotStates.materialize(
                 reader: reader, snapshot: snapshot, factsThrough: position, catalog: catalog, logger: logger)
-            for (account, accountState) in inMemory.elements {
+            for (account, accountState) in inMemory.keysAndValues {
                 state.replaceAccount(account, with: accountState)
             }
             state.position = position

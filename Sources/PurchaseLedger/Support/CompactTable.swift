@@ -1,15 +1,20 @@
-/// A table by `UTF8Key` that keeps its keys and values densely, in two arrays, with a table of
-/// 8-byte slots beside them to find them by hash.
+/// A table by `UTF8Key` that keeps its elements densely, in one array, with a table of 8-byte
+/// slots beside it to find them by hash.
 ///
 /// Why not `Dictionary`: it keeps keys and values in tables of a power-of-two number of buckets
 /// filled at most three quarters, so a table of large values (an account's state, a
 /// transaction's holder) is often half empty, and a replay holds one per account and one per
-/// purchase. Here only the slots, 8 bytes each, are half empty. Keys are compared by their
+/// purchase. Here only the slots, 8 bytes each, are half empty. A key sits beside its value, so
+/// a lookup reads two places, as a dictionary's does. Keys are compared by their
 /// bytes, as everywhere in the ledger. The order of iteration is not meaningful (a removal
 /// moves the last element into the hole): callers that print sort, as with `Dictionary`.
 struct CompactTable<Value> {
-    private(set) var keys: [UTF8Key] = []
-    private(set) var values: [Value] = []
+    fileprivate struct Element {
+        let key: UTF8Key
+        var value: Value
+    }
+
+    private var elements: [Element] = []
     /// Empty (0), or an element's index plus one in the low 32 bits and the key's hash in the
     /// high 32: a probe compares the hash before it reads the key. Linear probing, kept at most
     /// half full; a power of two in size.
@@ -17,21 +22,26 @@ struct CompactTable<Value> {
 
     init() {}
 
-    var count: Int { keys.count }
-    var isEmpty: Bool { keys.isEmpty }
+    var count: Int { elements.count }
+    var isEmpty: Bool { elements.isEmpty }
+
+    /// The keys, in no meaningful order.
+    var keys: some Collection<UTF8Key> { elements.lazy.map(\.key) }
+
+    /// The keys and values, in no meaningful order.
+    var keysAndValues: some Collection<(key: UTF8Key, value: Value)> { elements.lazy.map { ($0.key, $0.value) } }
 
     /// Room for `capacity` elements without growing the arrays or the slots.
     mutating func reserveCapacity(_ capacity: Int) {
-        keys.reserveCapacity(capacity)
-        values.reserveCapacity(capacity)
+        elements.reserveCapacity(capacity)
         if Self.slotCount(for: capacity) > slots.count { rebuildSlots(count: Self.slotCount(for: capacity)) }
     }
 
     subscript(key: UTF8Key) -> Value? {
-        get { find(key).map { values[$0.element] } }
+        get { find(key).map { elements[$0.element].value } }
         set {
             if let newValue {
-                if let found = find(key) { values[found.element] = newValue } else { append(key, newValue) }
+                if let found = find(key) { elements[found.element].value = newValue } else { append(key, newValue) }
             } else {
                 removeValue(forKey: key)
             }
@@ -50,43 +60,36 @@ struct CompactTable<Value> {
             element = found.element
         } else {
             append(key, defaultValue())
-            element = values.count - 1
+            element = elements.count - 1
         }
-        return body(&values[element])
+        return body(&elements[element].value)
     }
 
     /// Changes the value under `key` in place; nil, and nothing changed, when it is absent.
     mutating func modifyIfPresent<Answer>(_ key: UTF8Key, _ body: (inout Value) -> Answer) -> Answer? {
         guard let found = find(key) else { return nil }
-        return body(&values[found.element])
+        return body(&elements[found.element].value)
     }
 
     @discardableResult
     mutating func removeValue(forKey key: UTF8Key) -> Value? {
         guard let found = find(key) else { return nil }
-        let removed = values[found.element]
-        let last = keys.count - 1
+        let last = elements.count - 1
         if found.element != last {
             // The last element fills the hole: its slot points at its new index.
-            let moved = keys[last]
-            guard let movedSlot = find(moved)?.slot else { preconditionFailure("every key of the table has a slot") }
-            keys[found.element] = moved
-            values.swapAt(found.element, last)
+            guard let movedSlot = find(elements[last].key)?.slot else { preconditionFailure("every key of the table has a slot") }
+            elements.swapAt(found.element, last)
             slots[movedSlot] = slots[movedSlot] & Self.hashMask | UInt64(found.element + 1)
         }
-        keys.removeLast()
-        values.removeLast()
+        let removed = elements.removeLast().value
         deleteSlot(found.slot)
         return removed
     }
 
     /// Changes every value in place.
     mutating func modifyEach(_ body: (UTF8Key, inout Value) -> Void) {
-        for element in values.indices { body(keys[element], &values[element]) }
+        for index in elements.indices { body(elements[index].key, &elements[index].value) }
     }
-
-    /// The elements, in no meaningful order.
-    var elements: Zip2Sequence<[UTF8Key], [Value]> { zip(keys, values) }
 
     // MARK: Slots
 
@@ -113,17 +116,16 @@ struct CompactTable<Value> {
             if stored == 0 { return nil }
             if UInt32(truncatingIfNeeded: stored >> 32) == hash {
                 let element = Int(truncatingIfNeeded: stored & 0xFFFF_FFFF) - 1
-                if keys[element] == key { return (slot, element) }
+                if elements[element].key == key { return (slot, element) }
             }
             slot = (slot + 1) & mask
         }
     }
 
     private mutating func append(_ key: UTF8Key, _ value: Value) {
-        if (keys.count + 1) * 2 > slots.count { rebuildSlots(count: Self.slotCount(for: keys.count + 1)) }
-        keys.append(key)
-        values.append(value)
-        insertSlot(hash: Self.hash(key), element: keys.count - 1)
+        if (elements.count + 1) * 2 > slots.count { rebuildSlots(count: Self.slotCount(for: elements.count + 1)) }
+        elements.append(Element(key: key, value: value))
+        insertSlot(hash: Self.hash(key), element: elements.count - 1)
     }
 
     private mutating func insertSlot(hash: UInt32, element: Int) {
@@ -166,11 +168,12 @@ struct CompactTable<Value> {
 }
 
 extension CompactTable: Sendable where Value: Sendable {}
+extension CompactTable.Element: Sendable where Value: Sendable {}
 
 extension CompactTable: Equatable where Value: Equatable {
     /// The same keys with equal values, whatever their order.
     static func == (lhs: Self, rhs: Self) -> Bool {
         guard lhs.count == rhs.count else { return false }
-        return lhs.elements.allSatisfy { key, value in rhs[key] == value }
+        return lhs.elements.allSatisfy { rhs[$0.key] == $0.value }
     }
 }
