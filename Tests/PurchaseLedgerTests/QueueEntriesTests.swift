@@ -8,7 +8,7 @@ struct QueueEntriesTests {
         QueueEntry(payment: payment, product: "com.example.tenhints", productType: .consumable, quantity: 1, openedAt: openedAt)
     }
 
-    @Test(arguments: [3, QueueEntries.indexedFrom - 1, QueueEntries.indexedFrom, 100])
+    @Test(arguments: [3, QueueEntries.indexedFrom - 1, QueueEntries.indexedFrom, 100, 3000])
     func entriesAreFoundReplacedAndKeptInOrder(count: Int) {
         var entries = QueueEntries()
         for number in 0..<count {
@@ -48,9 +48,23 @@ struct QueueEntriesTests {
         #expect(forward != backward)
     }
 
-    /// The ledger keeps every account's state inline in its table of accounts (a replay of
-    /// 50,000 accounts allocates 131,072 buckets): a field few accounts have lives behind a
-    /// pointer (`OutOfLine`), so a state costs its bucket about 100 bytes, not 300.
+    /// An account's entries grow by a quarter, not twice over: a replay holds one per purchase,
+    /// and doubling left a third of their memory unused.
+    @Test func entriesGrowByAQuarter() {
+        var entries = QueueEntries()
+        for number in 0..<500 {
+            entries.updateValue(Self.entry("p\(number)"), forKey: UTF8Key("p\(number)"))
+            let count = number + 1
+            if entries.values.capacity > count + count / 4 + 1 {
+                Issue.record("\(count) entries hold room for \(entries.values.capacity)")
+                return
+            }
+        }
+    }
+
+    /// The ledger keeps every account's state inline in its table of accounts (a replay holds
+    /// one per account, `CompactTable`): a field few accounts have lives behind a pointer
+    /// (`OutOfLine`), so a state costs its table about 100 bytes, not 300.
     @Test func anAccountStateIsSmallInlineAndKeepsItsRareFieldsApart() {
         print("AccountState \(MemoryLayout<AccountState>.size) bytes, QueueEntry \(MemoryLayout<QueueEntry>.size)")
         #expect(MemoryLayout<AccountState>.size <= 96)

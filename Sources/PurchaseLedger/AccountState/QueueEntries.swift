@@ -4,12 +4,17 @@
 /// Most accounts hold a handful of entries, and a dictionary's buckets (a power of two, at most
 /// three quarters full) cost them up to twice the entries' own size: for a log of 250,000
 /// purchases over 50,000 accounts, 67 MB where the entries are 32 MB. An array costs what the
-/// entries do; the index keeps an account with thousands of entries at one lookup per event.
+/// entries do, and grows by a quarter, not twice over (most accounts stop growing at a few
+/// entries, and the slack of doubling was a third of it). The index keeps an account with
+/// thousands of entries at one lookup per event; it holds offsets only, 4 bytes a slot, since
+/// each key is its entry's payment.
 struct QueueEntries: Sendable {
     /// The entries, in the order their payments first came.
     private(set) var values: [QueueEntry] = []
-    /// Where each payment's entry is in `values`, once there are `indexedFrom` or more.
-    private var index: [UTF8Key: Int]?
+    /// Empty below `indexedFrom` entries; then slots of offsets into `values` plus one (0:
+    /// empty), found by the payment's hash (seeded, as a dictionary's: payments come from
+    /// outside) and linear probing. A power of two in size, at most half full.
+    private var index: [UInt32] = []
 
     /// Up to this many entries a lookup compares payments one by one: cheaper than hashing.
     static let indexedFrom = 16
@@ -41,11 +46,14 @@ struct QueueEntries: Sendable {
             swap(&previous, &values[offset])
             return previous
         }
+        if values.count == values.capacity { values.reserveCapacity(values.count + values.count / 4 + 1) }
         values.append(entry)
-        if index != nil {
-            index?[payment] = values.count - 1
-        } else if values.count >= Self.indexedFrom {
-            index = Dictionary(values.indices.map { (UTF8Key(values[$0].payment), $0) }, uniquingKeysWith: { _, last in last })
+        if values.count >= Self.indexedFrom {
+            if values.count * 2 > index.count {
+                rebuildIndex()
+            } else {
+                insertIntoIndex(payment, offset: values.count - 1)
+            }
         }
         return nil
     }
@@ -55,11 +63,34 @@ struct QueueEntries: Sendable {
     }
 
     private func offset(of payment: UTF8Key) -> Int? {
-        if let index { return index[payment] }
         // Fingerprints first, the bytes only where one matches: comparing every payment's
         // bytes cost a replay 15%.
         let wanted = QueueEntry.fingerprint(payment.string)
-        return values.firstIndex { $0.paymentFingerprint == wanted && sameBytes($0.payment, payment.string) }
+        guard !index.isEmpty else {
+            return values.firstIndex { $0.paymentFingerprint == wanted && sameBytes($0.payment, payment.string) }
+        }
+        let mask = index.count - 1
+        var slot = payment.hashValue & mask
+        while index[slot] != 0 {
+            let offset = Int(index[slot]) - 1
+            if values[offset].paymentFingerprint == wanted && sameBytes(values[offset].payment, payment.string) { return offset }
+            slot = (slot + 1) & mask
+        }
+        return nil
+    }
+
+    private mutating func insertIntoIndex(_ payment: UTF8Key, offset: Int) {
+        let mask = index.count - 1
+        var slot = payment.hashValue & mask
+        while index[slot] != 0 { slot = (slot + 1) & mask }
+        index[slot] = UInt32(truncatingIfNeeded: offset + 1)
+    }
+
+    private mutating func rebuildIndex() {
+        var size = 32
+        while size < values.count * 4 { size *= 2 }
+        index = [UInt32](repeating: 0, count: size)
+        for offset in values.indices { insertIntoIndex(UTF8Key(values[offset].payment), offset: offset) }
     }
 }
 
