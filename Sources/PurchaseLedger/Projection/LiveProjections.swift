@@ -51,7 +51,7 @@ final class LiveProjections: Sendable {
         /// Takes a whole account into memory: read from the snapshot and changed since (the
         /// counts include what the snapshot held: `counted`), or new.
         mutating func adopt(_ account: UTF8Key, state: AccountState, isNew: Bool, counted: (entries: Int, unfinished: Int)) {
-            precondition(accounts[account] == nil, "an owned account is not in memory")
+            precondition(!accounts.contains(account), "an owned account is not in memory")
             if isNew { accountCount += 1 }
             entryCount -= counted.entries
             unfinishedCount -= counted.unfinished
@@ -167,7 +167,7 @@ final class LiveProjections: Sendable {
             var seen = Set<UTF8Key>()
             return accounts.filter { account in
                 let key = UTF8Key(account)
-                return state.accounts[key] == nil && seen.insert(key).inserted
+                return !state.accounts.contains(key) && seen.insert(key).inserted
             }
         }
     }
