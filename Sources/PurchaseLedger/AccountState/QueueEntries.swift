@@ -16,7 +16,7 @@ struct QueueEntries: Sendable {
     /// outside) and linear probing. A power of two in size, at most half full.
     private var index: [UInt32] = []
 
-    /// Up to this many entries a lookup compares payments one by one: cheaper than hashing.
+    /// Below this many entries a lookup compares payments one by one: cheaper than hashing.
     static let indexedFrom = 16
 
     var count: Int { values.count }
@@ -88,7 +88,7 @@ struct QueueEntries: Sendable {
 
     private mutating func rebuildIndex() {
         var size = 32
-        while size < values.count * 4 { size *= 2 }
+        while size < values.count * 2 { size *= 2 }
         index = [UInt32](repeating: 0, count: size)
         for offset in values.indices { insertIntoIndex(UTF8Key(values[offset].payment), offset: offset) }
     }

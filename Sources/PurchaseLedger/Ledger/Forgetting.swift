@@ -216,9 +216,9 @@ extension CompactTable<AccountState> {
         for (old, new) in names {
             if let state = removeValue(forKey: old) { self[UTF8Key(new)] = state }
         }
-        modifyEach { _, state in
+        updateEach { _, state in
             let renamed = state.renaming(names)
-            if renamed != state { state = renamed }
+            return renamed != state ? renamed : nil
         }
     }
 }
@@ -230,8 +230,11 @@ extension LedgerState {
         guard !renames.isEmpty else { return }
         let names = Forgetting.newNames(renames)
         accounts.rename(names)
-        holders.modifyEach { _, holder in
-            if let new = names[UTF8Key(holder.entry.account)] { holder.entry.account = new }
+        holders.updateEach { _, holder in
+            guard let new = names[UTF8Key(holder.entry.account)] else { return nil }
+            var renamed = holder
+            renamed.entry.account = new
+            return renamed
         }
     }
 }

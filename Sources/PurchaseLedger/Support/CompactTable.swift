@@ -4,10 +4,13 @@
 /// Why not `Dictionary`: it keeps keys and values in tables of a power-of-two number of buckets
 /// filled at most three quarters, so a table of large values (an account's state, a
 /// transaction's holder) is often half empty, and a replay holds one per account and one per
-/// purchase. Here only the slots, 8 bytes each, are half empty. A key sits beside its value, so
-/// a lookup reads two places, as a dictionary's does. Keys are compared by their
-/// bytes, as everywhere in the ledger. The order of iteration is not meaningful (a removal
-/// moves the last element into the hole): callers that print sort, as with `Dictionary`.
+/// purchase. Here the slots, 8 bytes each, are a quarter to a half full, and the elements take
+/// an array's room (exactly what `reserveCapacity` asked for, else up to twice their count as
+/// the array doubles). A key sits beside its value, so a lookup misses the cache in two places,
+/// the slot and the element, as a dictionary's does in its keys and its values (its occupancy
+/// bitmap is small). Neither array shrinks. Keys are compared by their bytes, as everywhere in
+/// the ledger. The order of iteration is not meaningful (a removal moves the last element into
+/// the hole): callers that print sort, as with `Dictionary`.
 struct CompactTable<Value> {
     fileprivate struct Element {
         let key: UTF8Key
@@ -86,9 +89,12 @@ struct CompactTable<Value> {
         return removed
     }
 
-    /// Changes every value in place.
-    mutating func modifyEach(_ body: (UTF8Key, inout Value) -> Void) {
-        for index in elements.indices { body(elements[index].key, &elements[index].value) }
+    /// Replaces the values `transform` gives a new one for; writes nothing else, so a table
+    /// whose arrays another copy shares is copied only when a value changes.
+    mutating func updateEach(_ transform: (UTF8Key, Value) -> Value?) {
+        for index in elements.indices {
+            if let new = transform(elements[index].key, elements[index].value) { elements[index].value = new }
+        }
     }
 
     // MARK: Slots
