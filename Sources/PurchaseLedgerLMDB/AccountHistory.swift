@@ -63,9 +63,13 @@ enum AccountHistory {
             keys.append(Self.key(handle: try UInt64(lmdbBytes: value), position: try UInt64(lmdbBytes: key)))
             return true
         }
-        keys.sort { $0.lexicographicallyPrecedes($1) }
-        for key in keys { try write.put(EmptyValue(), in: indexed, forKey: key) }
+        try putSorted(keys, in: indexed, write)
         try write.removeAll(in: recent)
+    }
+
+    /// Puts `keys` in key order: neighbouring keys share pages, so the write touches each once.
+    private static func putSorted(_ keys: [[UInt8]], in indexed: Table<[UInt8], EmptyValue>, _ write: WriteTransaction) throws {
+        for key in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) { try write.put(EmptyValue(), in: indexed, forKey: key) }
     }
 
     /// Moves a history by name into the two tables; the account table must name every account
@@ -81,19 +85,22 @@ enum AccountHistory {
                 throw StorageError(.damaged, "the history index holds a malformed key")
             }
             let name = UnsafeRawBufferPointer(rebasing: key[1..<1 + Int(length)])
-            if account.map({ !$0.name.elementsEqual(name) }) ?? true {
+            let handle: UInt64
+            if let account, account.name.elementsEqual(name) {
+                handle = account.handle
+            } else {
                 let id = try String(lmdbBytes: name)
-                guard let handle = try write.value(in: handles, forKey: id) else {
+                guard let found = try write.value(in: handles, forKey: id) else {
                     throw StorageError(.damaged, "the history index names \"\(id)\", which the account table does not")
                 }
+                handle = found
                 account = (Array(name), handle)
             }
             let position = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 1 + Int(length), as: UInt64.self))
-            keys.append(Self.key(handle: account?.handle ?? 0, position: position))
+            keys.append(Self.key(handle: handle, position: position))
             return true
         }
-        keys.sort { $0.lexicographicallyPrecedes($1) }
-        for key in keys { try write.put(EmptyValue(), in: indexed, forKey: key) }
+        try putSorted(keys, in: indexed, write)
         return keys.count
     }
 

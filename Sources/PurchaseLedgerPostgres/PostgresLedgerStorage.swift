@@ -508,12 +508,16 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        private func metaValue(_ key: String) throws -> String? {
+            try run("SELECT value FROM ledger_meta WHERE key = \(key)").first?.decode(String.self)
+        }
+
         func formatMarker() throws -> String? {
-            try run("SELECT value FROM ledger_meta WHERE key = 'format'").first?.decode(String.self)
+            try metaValue("format")
         }
 
         func lastForgetPosition() throws -> UInt64 {
-            guard let value = try run("SELECT value FROM ledger_meta WHERE key = 'lastForget'").first?.decode(String.self) else { return 0 }
+            guard let value = try metaValue("lastForget") else { return 0 }
             guard let position = UInt64(value) else { throw StorageError(.damaged, "ledger_meta's last forget is \"\(value)\"") }
             return position
         }
@@ -861,16 +865,18 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 """)
         }
 
-        func setLastForgetPosition(_ position: UInt64) throws {
+        private func putMeta(_ key: String, _ value: String) {
             connection.send("""
-                INSERT INTO ledger_meta (key, value) VALUES ('lastForget', \(String(position))) ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                INSERT INTO ledger_meta (key, value) VALUES (\(key), \(value)) ON CONFLICT (key) DO UPDATE SET value = excluded.value
                 """)
         }
 
+        func setLastForgetPosition(_ position: UInt64) throws {
+            putMeta("lastForget", String(position))
+        }
+
         func setFormatMarker(_ marker: String) throws {
-            connection.send("""
-                INSERT INTO ledger_meta (key, value) VALUES ('format', \(marker)) ON CONFLICT (key) DO UPDATE SET value = excluded.value
-                """)
+            putMeta("format", marker)
         }
 
         func putSnapshotHeader(_ bytes: [UInt8], position: UInt64) throws {

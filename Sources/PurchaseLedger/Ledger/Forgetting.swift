@@ -102,11 +102,13 @@ enum Forgetting {
         return token
     }
 
-    /// Renames what `plan` says in the write that appended the `forgotten` event: the account
-    /// table and the indexes (`renameAccount`), the proofs, every stored account state that
-    /// names an old name (the account's own, and its transfer partners' and token holders'),
-    /// and parked webhook deliveries about it.
-    static func perform(_ plan: Plan, writer: any LedgerStorageWriter, catalog: Catalog) throws {
+    /// Renames what `plan` says in the write that appended the `forgotten` event at `position`:
+    /// the account table and the indexes (`renameAccount`), the proofs, every stored account
+    /// state that names an old name (the account's own, and its transfer partners' and token
+    /// holders'), and parked webhook deliveries about it. Records the forget's position, which a
+    /// snapshot another process began before it reads (`lastForgetPosition`).
+    static func perform(_ plan: Plan, at position: UInt64, writer: any LedgerStorageWriter, catalog: Catalog) throws {
+        try writer.setLastForgetPosition(position)
         for rename in plan.renames {
             try writer.renameAccount(handle: rename.handle, from: rename.old, to: rename.new)
         }

@@ -186,8 +186,7 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
             if let appTransaction = event.appTransaction { try writer.claimAppTransaction(appTransaction, for: event.account) }
             try apply(event, at: next)
             if let plan {
-                try writer.setLastForgetPosition(next)
-                try Forgetting.perform(plan, writer: writer, catalog: catalog)
+                try Forgetting.perform(plan, at: next, writer: writer, catalog: catalog)
                 forgotten += plan.renames
                 didForget = true
             }

@@ -18,7 +18,6 @@ extension LiveProjections {
         var started: ContinuousClock.Instant
     }
 
-
     /// What a slice's write did.
     enum SliceOutcome {
         /// Stored the states before this index (all of them: the snapshot is complete).
@@ -77,9 +76,6 @@ extension LiveProjections {
                 // A full snapshot replaces whatever was stored (possibly unusable snapshots).
                 try writer.removeAllSnapshots()
             }
-            // Versions any stored snapshot or this one reads are kept; the others go (on shared
-            // storage, not those above the newest stored snapshot: another process's snapshot in
-            // progress may read them).
             // Shared storage: another process forgot a customer since this snapshot's position.
             // Its states were captured before, and some may name the forgotten id, which the
             // forget renamed only where it was stored: none of them may be stored now.
@@ -91,6 +87,9 @@ extension LiveProjections {
             // dropped (what its slices wrote are true states at its position, harmless, pruned
             // later).
             if storage.isShared, let newest = stored.max(), newest >= position { return .overtaken }
+            // Versions any stored snapshot or this one reads are kept; the others go (on shared
+            // storage, not those above the newest stored snapshot: another process's snapshot in
+            // progress may read them).
             let retained = stored + [position]
             let keepingAbove = storage.isShared ? stored.max() ?? 0 : UInt64.max
             var index = job.written
@@ -112,21 +111,14 @@ extension LiveProjections {
             }
             return .wrote(through: index)
         }
-        let written: Int
-        switch outcome {
-        case .overtaken:
-            // The ledger then moves to the newer one (`Ledger.followSnapshots`).
+        guard case .wrote(let written) = outcome else {
+            // Overtaken: the ledger moves to the newer one (`Ledger.followSnapshots`). Begun
+            // before a forget: its accounts stay changed, and the next snapshot, begun after
+            // this process has read the forget, writes them.
             snapshotWrite.withLock { $0 = nil }
-            logger.debug("dropped a snapshot another process's newer one overtook", metadata: ["position": "\(position)"])
+            let level: Logger.Level = if case .overtaken = outcome { .debug } else { .info }
+            logger.log(level: level, "dropped a snapshot", metadata: ["position": "\(position)", "why": "\(outcome)"])
             return nil
-        case .predatesAForget:
-            // Its accounts stay changed: the next snapshot, begun after this process has read
-            // the forget, writes them.
-            snapshotWrite.withLock { $0 = nil }
-            logger.info("dropped a snapshot begun before another process forgot a customer", metadata: ["position": "\(position)"])
-            return nil
-        case .wrote(let through):
-            written = through
         }
         guard written == job.states.count else {
             snapshotWrite.withLock { $0?.written = written }
