@@ -254,7 +254,9 @@ struct SharedLedgerServerTests {
                 try await Task.sleep(for: .milliseconds(20))
             }
             let delivered = receiver.deliveries
-            #expect(delivered.allSatisfy { $0.invalid == nil })
+            // A killed holder may leave a request cut off mid-body (recorded as cut); every whole one
+            // verifies.
+            #expect(delivered.allSatisfy { $0.invalid == nil }, "not verified: \(delivered.compactMap(\.invalid))")
             let lost = Set(feed).subtracting(delivered.filter { $0.status == 204 }.compactMap(\.id))
             #expect(lost.isEmpty, "not delivered: \(lost.sorted().prefix(10))")
             let order = Dictionary(uniqueKeysWithValues: feed.enumerated().map { ($1, $0) })

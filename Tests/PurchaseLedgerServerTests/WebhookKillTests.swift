@@ -93,7 +93,9 @@ struct WebhookKillTests {
             // Nothing is appended after that read: it is the whole feed.
             let feed = whole.text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             let delivered = WebhookTests.deliveries(record)
-            #expect(delivered.allSatisfy { $0.invalid == nil })
+            // A killed holder may leave a request cut off mid-body (recorded as cut); every whole one
+            // verifies.
+            #expect(delivered.allSatisfy { $0.invalid == nil }, "not verified: \(delivered.compactMap(\.invalid))")
             let ids = Set(delivered.compactMap(\.id))
             let lost = feed.compactMap { $0["id"] as? String }.filter { !ids.contains($0) }
             #expect(lost.isEmpty, "lost: \(lost.prefix(10))")

@@ -30,6 +30,9 @@ struct WebhookTests {
         var status: Int?
         var body: String?
         var invalid: String?
+        /// A request whose sender closed the connection before its body ended ("N of M bytes"):
+        /// only a killed server, or an attempt cancelled because its lease passed, leaves one.
+        var cut: String?
         /// When the receiver got it (seconds since 1970).
         var at: Double?
     }
@@ -89,7 +92,7 @@ struct WebhookTests {
                     if acknowledged.count == 6, parkedTries == 3 { break }
                     try await Task.sleep(for: .milliseconds(20))
                 }
-                #expect(delivered.allSatisfy { $0.invalid == nil }, "every delivery verifies: \(delivered.compactMap(\.invalid))")
+                #expect(delivered.allSatisfy { $0.invalid == nil && $0.cut == nil }, "every delivery whole and verified: \(delivered.compactMap { $0.invalid ?? $0.cut })")
                 let acknowledged = Set(delivered.filter { $0.status == 204 }.compactMap(\.id))
                 #expect(acknowledged == Set(expected).subtracting([expected[4]]))
                 // The same change: the same id (header and body) and the same body on every attempt.
@@ -193,7 +196,7 @@ struct WebhookTests {
                     if Set(delivered.filter { [200, 204].contains($0.status) }.compactMap(\.id)).count == 6 { break }
                     try await Task.sleep(for: .milliseconds(20))
                 }
-                #expect(delivered.allSatisfy { $0.invalid == nil })
+                #expect(delivered.allSatisfy { $0.invalid == nil && $0.cut == nil }, "\(delivered.compactMap { $0.invalid ?? $0.cut })")
                 let acknowledged = delivered.filter { [200, 204].contains($0.status) }
                 #expect(Set(acknowledged.compactMap(\.position)) == [1, 2, 3, 4, 5, 6], "\(delivered.map { ($0.position, $0.status) })")
                 for (account, attempts) in Dictionary(grouping: delivered, by: { $0.account ?? "" }) {

@@ -7,6 +7,8 @@ Misbehaving on purpose, for the first N attempts at each change of an account:
 {"hangAccounts": {"h": N}} reads the request and never answers (for a minute);
 {"trickleAccounts": {"t": N}} answers 200 with a body of 1,000 bytes sent a byte every
 200 ms; {"slowAccounts": {"s": SECONDS}} answers 204 after SECONDS (every attempt).
+A request whose body ends before its Content-Length (its sender gone) is recorded as cut, not as
+a delivery that does not verify.
 
 usage: webhook_receiver.py SECRET RECORD RULES PORT_FILE [PORT]
 """
@@ -31,7 +33,13 @@ def record(entry):
 
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length)
+        if len(body) < length:
+            # The sender closed the connection mid-body (killed, or its attempt cancelled when
+            # its lease passed): no delivery, and nobody left to answer.
+            record({"cut": f"{len(body)} of {length} bytes"})
+            return
         headers = {name.lower(): value for name, value in self.headers.items()}
         try:
             payload = webhook.verify(body, headers)
