@@ -8,29 +8,34 @@ struct QueueEntriesTests {
         QueueEntry(payment: payment, product: "com.example.tenhints", productType: .consumable, quantity: 1, openedAt: openedAt)
     }
 
-    @Test(arguments: [3, QueueEntries.indexedFrom - 1, QueueEntries.indexedFrom, 100, 3000])
-    func entriesAreFoundReplacedAndKeptInOrder(count: Int) {
+    /// Payments of a smol string's size, held inline past it (Apple's 16-digit ids), and too
+    /// long to be held inline.
+    static let paymentPrefixes = ["p", "payment-2000000", "payment-for-the-order-of-a-customer-"]
+
+    @Test(arguments: [3, QueueEntries.indexedFrom - 1, QueueEntries.indexedFrom, 100, 3000], paymentPrefixes)
+    func entriesAreFoundReplacedAndKeptInOrder(count: Int, prefix: String) {
         var entries = QueueEntries()
         for number in 0..<count {
-            #expect(entries.updateValue(Self.entry("p\(number)", openedAt: UInt64(number)), forKey: UTF8Key("p\(number)")) == nil)
+            #expect(entries.update(Self.entry("\(prefix)\(number)", openedAt: UInt64(number))) == nil)
         }
-        var finished = Self.entry("p1", openedAt: 1)
+        var finished = Self.entry("\(prefix)1", openedAt: 1)
         finished.finishedAt = 99
-        #expect(entries.updateValue(finished, forKey: "p1")?.finishedAt == nil, "returns the entry it replaced")
+        #expect(entries.update(finished)?.finishedAt == nil, "returns the entry it replaced")
         #expect(entries.count == count)
-        #expect(entries["p1"]?.finishedAt == 99)
-        #expect(entries[UTF8Key("p\(count - 1)")]?.openedAt == UInt64(count - 1))
-        #expect(entries[UTF8Key("p\(count)")] == nil)
-        #expect(entries.keys.map(\.string) == (0..<count).map { "p\($0)" }, "in the order they came")
+        #expect(entries[UTF8Key("\(prefix)1")]?.finishedAt == 99)
+        #expect(entries[UTF8Key("\(prefix)\(count - 1)")]?.openedAt == UInt64(count - 1))
+        #expect(entries[UTF8Key("\(prefix)\(count)")] == nil)
+        #expect(entries[UTF8Key("\(prefix)1\u{0}")] == nil, "a longer payment with the same leading bytes is another")
+        #expect(entries.values.map(\.payment) == (0..<count).map { "\(prefix)\($0)" }, "in the order they came")
     }
 
     /// "é" as one code point and as e + accent are two payments, before and after the index.
     @Test(arguments: [2, QueueEntries.indexedFrom + 2])
     func paymentsAreComparedByTheirBytes(count: Int) {
         var entries = QueueEntries()
-        for number in 0..<(count - 2) { entries.updateValue(Self.entry("p\(number)"), forKey: UTF8Key("p\(number)")) }
-        entries.updateValue(Self.entry("p\u{E9}", openedAt: 1), forKey: UTF8Key("p\u{E9}"))
-        entries.updateValue(Self.entry("pe\u{301}", openedAt: 2), forKey: UTF8Key("pe\u{301}"))
+        for number in 0..<(count - 2) { entries.update(Self.entry("p\(number)")) }
+        entries.update(Self.entry("p\u{E9}", openedAt: 1))
+        entries.update(Self.entry("pe\u{301}", openedAt: 2))
         #expect(entries.count == count)
         #expect(entries[UTF8Key("p\u{E9}")]?.openedAt == 1)
         #expect(entries[UTF8Key("pe\u{301}")]?.openedAt == 2)
@@ -40,11 +45,11 @@ struct QueueEntriesTests {
         let payments = (0..<40).map { "p\($0)" }
         var forward = QueueEntries()
         var backward = QueueEntries()
-        for payment in payments { forward.updateValue(Self.entry(payment), forKey: UTF8Key(payment)) }
-        for payment in payments.reversed() { backward.updateValue(Self.entry(payment), forKey: UTF8Key(payment)) }
+        for payment in payments { forward.update(Self.entry(payment)) }
+        for payment in payments.reversed() { backward.update(Self.entry(payment)) }
         #expect(forward == backward)
         #expect(forward.hashValue == backward.hashValue)
-        backward.updateValue(Self.entry("p7", openedAt: 2), forKey: "p7")
+        backward.update(Self.entry("p7", openedAt: 2))
         #expect(forward != backward)
     }
 
@@ -53,7 +58,7 @@ struct QueueEntriesTests {
     @Test func entriesGrowByAQuarter() {
         var entries = QueueEntries()
         for number in 0..<500 {
-            entries.updateValue(Self.entry("p\(number)"), forKey: UTF8Key("p\(number)"))
+            entries.update(Self.entry("p\(number)"))
             let count = number + 1
             if entries.values.capacity > count + count / 4 + 1 {
                 Issue.record("\(count) entries hold room for \(entries.values.capacity)")

@@ -48,7 +48,7 @@ struct AccountState: Sendable, Hashable {
     mutating func apply(_ change: AccountChange) -> AccountCounts {
         switch change {
         case .entry(let entry):
-            let previous = entries.updateValue(entry, forKey: UTF8Key(entry.payment))
+            let previous = entries.update(entry)
             return AccountCounts(
                 entries: previous == nil ? 1 : 0,
                 unfinished: (entry.isFinished ? 0 : 1) - (previous.map { $0.isFinished ? 0 : 1 } ?? 0))

@@ -22,7 +22,7 @@ enum AccountStateCodec {
         writer.byte(AccountState.version)
         // Sorted, so that the same state always has the same bytes.
         writer.varint(UInt64(state.entries.count))
-        for entry in state.entries.values.sorted(by: { utf8Order($0.payment, $1.payment) }) {
+        for entry in state.entries.values.sorted(by: { $0.paymentID < $1.paymentID }) {
             writer.string(entry.payment)
             writer.string(entry.product)
             writer.byte(UInt8(Catalog.ProductType.allCases.firstIndex(of: entry.productType)!))
@@ -166,7 +166,7 @@ enum AccountStateCodec {
                         id: try reader.string(), state: try value(try reader.byte(), in: DownloadState.allCases),
                         progress: try reader.double()))
                 }
-                state.entries.updateValue(entry, forKey: UTF8Key(payment))
+                state.entries.update(entry)
             }
             for _ in 0..<(try reader.varint()) {
                 let item = try reader.string()

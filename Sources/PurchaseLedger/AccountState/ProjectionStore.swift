@@ -29,6 +29,10 @@ extension ProjectionReader {
         try read(account) { $0.entries[payment] }
     }
 
+    func entry(_ account: UTF8Key, _ payment: CompactID) throws -> QueueEntry? {
+        try read(account) { $0.entries[payment] }
+    }
+
     func balance(_ account: UTF8Key, _ item: UTF8Key) throws -> Int64? {
         try read(account) { $0.balances[item] }
     }

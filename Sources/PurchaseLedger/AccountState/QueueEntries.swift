@@ -30,17 +30,18 @@ struct QueueEntries: Sendable {
         return values
     }
 
-    /// The payments, in the entries' order.
-    var keys: some Collection<UTF8Key> { values.lazy.map { UTF8Key($0.payment) } }
-
     subscript(payment: UTF8Key) -> QueueEntry? {
         offset(of: payment).map { values[$0] }
     }
 
-    /// Puts `entry` in as the entry of `payment` (its own payment); returns the one it replaced.
+    subscript(payment: CompactID) -> QueueEntry? {
+        payment.withBytes { offset(of: payment, fingerprint: QueueEntry.fingerprint($0)) }.map { values[$0] }
+    }
+
+    /// Puts `entry` in as the entry of its payment; returns the one it replaced.
     @discardableResult
-    mutating func updateValue(_ entry: QueueEntry, forKey payment: UTF8Key) -> QueueEntry? {
-        if let offset = offset(of: payment) {
+    mutating func update(_ entry: QueueEntry) -> QueueEntry? {
+        if let offset = offset(of: entry.paymentID, fingerprint: entry.paymentFingerprint) {
             // Swapped, not copied out and assigned: an entry holds five references.
             var previous = entry
             swap(&previous, &values[offset])
@@ -52,7 +53,7 @@ struct QueueEntries: Sendable {
             if values.count * 2 > index.count {
                 rebuildIndex()
             } else {
-                insertIntoIndex(payment, offset: values.count - 1)
+                insertIntoIndex(entry.paymentID.hashValue, offset: values.count - 1)
             }
         }
         return nil
@@ -63,25 +64,32 @@ struct QueueEntries: Sendable {
     }
 
     private func offset(of payment: UTF8Key) -> Int? {
-        // Fingerprints first, the bytes only where one matches: comparing every payment's
-        // bytes cost a replay 15%.
         let wanted = QueueEntry.fingerprint(payment.string)
-        guard !index.isEmpty else {
-            return values.firstIndex { $0.paymentFingerprint == wanted && sameBytes($0.payment, payment.string) }
-        }
+        return offset(hash: payment.hashValue) { $0.paymentFingerprint == wanted && $0.paymentID.matches(payment.string) }
+    }
+
+    private func offset(of payment: CompactID, fingerprint wanted: UInt32) -> Int? {
+        offset(hash: payment.hashValue) { $0.paymentFingerprint == wanted && $0.paymentID == payment }
+    }
+
+    /// The offset of the entry that `isThePayment`; `hash` is the payment's (`UTF8Key`'s and
+    /// `CompactID`'s are one). Fingerprints are compared first, the bytes only where one
+    /// matches: comparing every payment's bytes cost a replay 15%.
+    private func offset(hash: @autoclosure () -> Int, where isThePayment: (QueueEntry) -> Bool) -> Int? {
+        guard !index.isEmpty else { return values.firstIndex(where: isThePayment) }
         let mask = index.count - 1
-        var slot = payment.hashValue & mask
+        var slot = hash() & mask
         while index[slot] != 0 {
             let offset = Int(index[slot]) - 1
-            if values[offset].paymentFingerprint == wanted && sameBytes(values[offset].payment, payment.string) { return offset }
+            if isThePayment(values[offset]) { return offset }
             slot = (slot + 1) & mask
         }
         return nil
     }
 
-    private mutating func insertIntoIndex(_ payment: UTF8Key, offset: Int) {
+    private mutating func insertIntoIndex(_ hash: Int, offset: Int) {
         let mask = index.count - 1
-        var slot = payment.hashValue & mask
+        var slot = hash & mask
         while index[slot] != 0 { slot = (slot + 1) & mask }
         index[slot] = UInt32(truncatingIfNeeded: offset + 1)
     }
@@ -90,7 +98,7 @@ struct QueueEntries: Sendable {
         var size = 32
         while size < values.count * 2 { size *= 2 }
         index = [UInt32](repeating: 0, count: size)
-        for offset in values.indices { insertIntoIndex(UTF8Key(values[offset].payment), offset: offset) }
+        for offset in values.indices { insertIntoIndex(values[offset].paymentID.hashValue, offset: offset) }
     }
 }
 
@@ -98,7 +106,7 @@ struct QueueEntries: Sendable {
 /// rebuilt from a snapshot holds them in payment order).
 extension QueueEntries: Hashable {
     static func == (lhs: QueueEntries, rhs: QueueEntries) -> Bool {
-        lhs.count == rhs.count && lhs.values.allSatisfy { rhs[UTF8Key($0.payment)] == $0 }
+        lhs.count == rhs.count && lhs.values.allSatisfy { rhs[$0.paymentID] == $0 }
     }
 
     func hash(into hasher: inout Hasher) {

@@ -34,9 +34,10 @@ struct QueueEntry: Sendable, Hashable {
         var progress: Double
     }
 
-    // Widest first, the narrow fields last: 128 bytes an entry instead of 144 with padding
-    // (a replay holds one per purchase).
-    let payment: String
+    // Widest first, the narrow fields last, so that little is padding: 136 bytes an entry (a
+    // replay holds one per purchase).
+    /// The payment's bytes, without a heap object up to 22 of them.
+    let paymentID: CompactID
     let product: String
     /// Set by `purchased` or `restored`, never changed afterwards.
     var transaction: String?
@@ -62,7 +63,7 @@ struct QueueEntry: Sendable, Hashable {
     }
 
     init(payment: String, product: String, productType: Catalog.ProductType, quantity: Int, openedAt: UInt64) {
-        self.payment = payment
+        self.paymentID = CompactID(payment)
         self.product = product
         self.productType = productType
         self.quantity = quantity
@@ -72,14 +73,19 @@ struct QueueEntry: Sendable, Hashable {
         self.paymentFingerprint = Self.fingerprint(payment)
     }
 
+    /// The payment id (a new string when it was held inline past 15 bytes).
+    var payment: String { paymentID.string }
+
     var isFinished: Bool { finishedAt != nil }
 
     /// FNV-1a over a payment's bytes, folded to 32 bits.
     static func fingerprint(_ payment: String) -> UInt32 {
         var payment = payment
-        let hash = payment.withUTF8 { bytes in
-            bytes.reduce(0xCBF2_9CE4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01B3 }
-        }
+        return payment.withUTF8 { fingerprint(UnsafeRawBufferPointer($0)) }
+    }
+
+    static func fingerprint(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        let hash = bytes.reduce(0xCBF2_9CE4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01B3 }
         return UInt32(truncatingIfNeeded: hash ^ (hash >> 32))
     }
 

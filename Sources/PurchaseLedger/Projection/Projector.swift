@@ -40,9 +40,9 @@ enum Projector {
             try store.setEntry(entry, of: account)
             if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
                 let key = UTF8Key(transaction)
-                // The entry's own payment string, not this event's copy of it: the holders of a
-                // long log then keep no string of their own.
-                let reference = EntryReference(account: event.account, payment: entry.payment)
+                // The entry's own payment id, not this event's copy of it: a payment too long to
+                // be held inline is then one string, shared by the entry and its holder.
+                let reference = EntryReference(account: event.account, paymentID: entry.paymentID)
                 // Another entry of the account holds it already (1.1): this one holds it too and
                 // can be finished, but the transaction was credited, once, by the first.
                 if let holder = try store.holder(of: key), holder.entry != reference { return }
@@ -192,7 +192,7 @@ enum Projector {
         of holder: TransactionHolder, sign: Int64, catalog: Catalog, in store: inout some ProjectionStore
     ) throws {
         let account = UTF8Key(holder.entry.account)
-        guard holder.creditsConsumable, let entry = try store.entry(account, UTF8Key(holder.entry.payment)) else { return }
+        guard holder.creditsConsumable, let entry = try store.entry(account, holder.entry.paymentID) else { return }
         try credit(entry, of: account, catalog: catalog, sign: sign, in: &store)
     }
 

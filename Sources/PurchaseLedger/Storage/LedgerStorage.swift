@@ -148,20 +148,27 @@ package struct ClockReading: Sendable, Hashable, Comparable {
 /// A queue entry, named by its account and payment id (compared byte for byte).
 package struct EntryReference: Sendable, Hashable {
     package var account: String
-    package var payment: String
+    /// The payment's bytes, held as its entry holds them (a replay keeps one holder per purchase).
+    let paymentID: CompactID
+
+    package var payment: String { paymentID.string }
 
     package init(account: String, payment: String) {
+        self.init(account: account, paymentID: CompactID(payment))
+    }
+
+    init(account: String, paymentID: CompactID) {
         self.account = account
-        self.payment = payment
+        self.paymentID = paymentID
     }
 
     package static func == (lhs: EntryReference, rhs: EntryReference) -> Bool {
-        sameBytes(lhs.account, rhs.account) && sameBytes(lhs.payment, rhs.payment)
+        sameBytes(lhs.account, rhs.account) && lhs.paymentID == rhs.paymentID
     }
 
     package func hash(into hasher: inout Hasher) {
         hasher.combine(UTF8Key(account))
-        hasher.combine(UTF8Key(payment))
+        hasher.combine(paymentID)
     }
 }
 
@@ -169,7 +176,7 @@ package struct EntryReference: Sendable, Hashable {
 /// credited a consumable (a purchase of one, as opposed to a restore or another product type).
 package struct TransactionHolder: Sendable, Hashable {
     package var entry: EntryReference
-    /// The position, with `creditsConsumable` in its top bit: 40 bytes a holder, not 48 (a
+    /// The position, with `creditsConsumable` in its top bit: 48 bytes a holder, not 56 (a
     /// replay keeps one per purchase). Log positions stay below 2^63; backends read a larger
     /// one as damage.
     private var packed: UInt64
