@@ -5,9 +5,10 @@ import Foundation
 /// A Swift `String` keeps at most 15 bytes inline; anything longer is a heap object (64 bytes
 /// of the heap for an id of 19), with a reference count. Ids of 16 to 22 bytes are common
 /// (Apple's transaction ids are 16 digits, the benchmark's payment ids 19 bytes), and a replay
-/// held one such object per purchase for its payment: a sixth of its heap. This value costs 24 bytes instead of a `String`'s 16 and allocates nothing up to
-/// 22 bytes. Compared, hashed and ordered by its bytes, as `UTF8Key` is; its hash equals the
-/// hash of the `UTF8Key` of the same bytes, so one index can be probed by either.
+/// held one such object per purchase for its payment: a sixth of its heap. This value costs
+/// 24 bytes instead of a `String`'s 16 and allocates nothing up to 22 bytes. Compared, hashed
+/// and ordered by its bytes, as `UTF8Key` is; its hash equals the hash of the `UTF8Key` of the
+/// same bytes, so one index can be probed by either.
 struct CompactID: Sendable {
     /// 22 bytes of id, zero past `count`, then the count: two ids held inline are equal exactly
     /// when these fields are.
@@ -73,18 +74,18 @@ struct CompactID: Sendable {
     /// Whether `id` has the same bytes.
     func matches(_ id: String) -> Bool {
         var id = id
-        return id.withUTF8 { other in
-            withBytes { mine in
-                mine.count == other.count && (mine.isEmpty || memcmp(mine.baseAddress!, other.baseAddress!, mine.count) == 0)
-            }
-        }
+        return id.withUTF8 { other in withBytes { Self.equal($0, UnsafeRawBufferPointer(other)) } }
+    }
+
+    private static func equal(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeRawBufferPointer) -> Bool {
+        lhs.count == rhs.count && (lhs.isEmpty || memcmp(lhs.baseAddress!, rhs.baseAddress!, lhs.count) == 0)
     }
 }
 
 extension CompactID: Hashable, Comparable {
     static func == (lhs: CompactID, rhs: CompactID) -> Bool {
         if case .inline(let left) = lhs.storage, case .inline(let right) = rhs.storage { return left == right }
-        return rhs.withBytes { right in lhs.withBytes { left in left.elementsEqual(right) } }
+        return rhs.withBytes { right in lhs.withBytes { left in equal(left, right) } }
     }
 
     /// The hash of the `UTF8Key` of the same bytes.
