@@ -23,7 +23,7 @@ enum AccountStateCodec {
         // Sorted, so that the same state always has the same bytes.
         writer.varint(UInt64(state.entries.count))
         for entry in state.entries.values.sorted(by: { $0.paymentID < $1.paymentID }) {
-            writer.string(entry.payment)
+            entry.paymentID.withBytes { writer.string(utf8: $0) }
             writer.string(entry.product)
             writer.byte(UInt8(Catalog.ProductType.allCases.firstIndex(of: entry.productType)!))
             writer.varint(UInt64(entry.quantity))

@@ -3,11 +3,11 @@
 ///
 /// Most accounts hold a handful of entries, and a dictionary's buckets (a power of two, at most
 /// three quarters full) cost them up to twice the entries' own size: for a log of 250,000
-/// purchases over 50,000 accounts, 67 MB where the entries are 32 MB. An array costs what the
-/// entries do, and grows by a quarter, not twice over (most accounts stop growing at a few
-/// entries, and the slack of doubling was a third of it). The index keeps an account with
-/// thousands of entries at one lookup per event; it holds offsets only, 4 bytes a slot, since
-/// each key is its entry's payment.
+/// purchases over 50,000 accounts, 67 MB where the entries were 32 MB (of 128 bytes each, as
+/// then). An array costs what the entries do, and grows by a quarter, not twice over (most
+/// accounts stop growing at a few entries, and the slack of doubling was a third of it). The
+/// index keeps an account with thousands of entries at one lookup per event; it holds offsets
+/// only, 4 bytes a slot, since each key is its entry's payment.
 struct QueueEntries: Sendable {
     /// The entries, in the order their payments first came.
     private(set) var values: [QueueEntry] = []
@@ -42,7 +42,7 @@ struct QueueEntries: Sendable {
     @discardableResult
     mutating func update(_ entry: QueueEntry) -> QueueEntry? {
         if let offset = offset(of: entry.paymentID, fingerprint: entry.paymentFingerprint) {
-            // Swapped, not copied out and assigned: an entry holds five references.
+            // Swapped, not copied out and assigned: an entry holds up to five references.
             var previous = entry
             swap(&previous, &values[offset])
             return previous

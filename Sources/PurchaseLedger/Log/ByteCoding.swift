@@ -25,10 +25,13 @@ package struct ByteWriter {
 
     package mutating func string(_ value: String) {
         var copy = value
-        copy.withUTF8 { utf8 in
-            varint(UInt64(utf8.count))
-            bytes.append(contentsOf: utf8)
-        }
+        copy.withUTF8 { string(utf8: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// A string given as its UTF-8 bytes, written as `string(_:)` writes it.
+    package mutating func string(utf8: UnsafeRawBufferPointer) {
+        varint(UInt64(utf8.count))
+        bytes.append(contentsOf: utf8)
     }
 
     package mutating func double(_ value: Double) {

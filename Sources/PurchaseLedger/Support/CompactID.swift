@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// An id's UTF-8 bytes, kept inside the value when they fit in 22 bytes, else in a `String`.
 ///
@@ -11,7 +15,8 @@ import Foundation
 /// same bytes, so one index can be probed by either.
 struct CompactID: Sendable {
     /// 22 bytes of id, zero past `count`, then the count: two ids held inline are equal exactly
-    /// when these fields are.
+    /// when these fields are (no padding among them: `CompactIDTests` holds the layout to 22
+    /// bytes before the count, in 24).
     private struct Inline: Sendable, Equatable {
         var head: UInt64 = 0
         var middle: UInt64 = 0

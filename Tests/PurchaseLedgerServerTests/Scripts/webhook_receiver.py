@@ -34,7 +34,10 @@ def record(entry):
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
-        body = self.rfile.read(length)
+        try:
+            body = self.rfile.read(length)
+        except ConnectionError:  # reset rather than closed
+            body = b""
         if len(body) < length:
             # The sender closed the connection mid-body (killed, or its attempt cancelled when
             # its lease passed): no delivery, and nobody left to answer.
