@@ -202,7 +202,17 @@ extension AccountState {
     }
 }
 
-extension Dictionary where Key == UTF8Key {
+/// A table keyed by account whose keys a forget renames: a dictionary, or a `CompactTable`.
+protocol TableByUTF8Key {
+    associatedtype Value
+    subscript(key: UTF8Key) -> Value? { get set }
+    @discardableResult mutating func removeValue(forKey key: UTF8Key) -> Value?
+}
+
+extension Dictionary: TableByUTF8Key where Key == UTF8Key {}
+extension CompactTable: TableByUTF8Key {}
+
+extension TableByUTF8Key {
     /// Moves the value under each renamed key (`names`: new names by old) to its new one.
     mutating func moveKeys(_ names: [UTF8Key: String]) {
         for (old, new) in names {
@@ -215,9 +225,7 @@ extension CompactTable<AccountState> {
     /// Accounts by the states they hold, renamed (`names`: new names by old): one under an
     /// old name moves to its new one, and every state names the new names.
     mutating func rename(_ names: [UTF8Key: String]) {
-        for (old, new) in names {
-            if let state = removeValue(forKey: old) { self[UTF8Key(new)] = state }
-        }
+        moveKeys(names)
         updateEach { _, state in
             let renamed = state.renaming(names)
             return renamed != state ? renamed : nil
