@@ -52,6 +52,9 @@ public final class Environment: @unchecked Sendable {
     private let mapLock = ReadWriteLock()
     /// Guarded by `mapLock` held exclusively; read under the shared lock.
     private var mapSize: Int
+    /// What the reads of the current map handed out; forgotten, under `mapLock` held
+    /// exclusively, before the map is mapped again.
+    private let readSpan = MapReadSpan()
     private let closed = Atomic<Bool>(false)
     /// Set when a map growth failed half-way: LMDB's map is gone, so nothing may touch it again.
     private let failed = Atomic<Bool>(false)
@@ -226,7 +229,7 @@ public final class Environment: @unchecked Sendable {
                 return try mapLock.withShared {
                     try checkOpen()
                     let raw = try LMDBCall.beginTransaction(handle, readOnly: readOnly)
-                    let txn = readOnly ? ReadTransaction(handle: raw) : WriteTransaction(handle: raw)
+                    let txn = readOnly ? ReadTransaction(handle: raw, environmentSpan: readSpan) : WriteTransaction(handle: raw, environmentSpan: readSpan)
                     let result: R
                     do {
                         result = try body(txn)
@@ -240,6 +243,7 @@ public final class Environment: @unchecked Sendable {
             } catch let error as LMDBError where error.code == .mapResized {
                 try mapLock.withExclusive {
                     try checkOpen()
+                    readSpan.forget()
                     try LMDBCall.setMapSize(handle, 0)
                     mapSize = try LMDBCall.info(handle).mapSize
                 }
@@ -269,6 +273,7 @@ public final class Environment: @unchecked Sendable {
                 guard current < maximum else { throw error }
                 next = min(next, maximum)
             }
+            readSpan.forget()
             do {
                 try LMDBCall.setMapSize(handle, Self.roundedMapSize(next))
             } catch {

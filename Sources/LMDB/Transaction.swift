@@ -6,12 +6,15 @@
 /// closure returned is a programming error and traps.
 public class ReadTransaction {
     private var handle: LMDBCall.Transaction?
-    /// The addresses of the map that this read-only transaction's scans handed out, lowest and
+    /// The addresses of the map that this read-only transaction's reads handed out, lowest and
     /// highest: all of it lies in the one mapping of the data file.
     private var scanned: (low: UInt, high: UInt)?
+    /// The same, for every read of the environment since its map was mapped.
+    private let environmentSpan: MapReadSpan
 
-    init(handle: LMDBCall.Transaction) {
+    init(handle: LMDBCall.Transaction, environmentSpan: MapReadSpan) {
         self.handle = handle
+        self.environmentSpan = environmentSpan
     }
 
     var live: LMDBCall.Transaction {
@@ -19,10 +22,13 @@ public class ReadTransaction {
         return handle
     }
 
-    /// Marks the transaction ended and returns its handle for commit or abort.
+    /// Marks the transaction ended and returns its handle for commit or abort. What it read
+    /// and did not let go joins the environment's span, for `releaseEveryReadPage`.
     func end() -> LMDBCall.Transaction {
         let current = live
         handle = nil
+        environmentSpan.widened(toCover: scanned)
+        scanned = nil
         return current
     }
 
@@ -31,8 +37,12 @@ public class ReadTransaction {
         in table: Table<K, V>, forKey key: K, _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R? {
         let txn = live
+        let inMap = !(self is WriteTransaction)
         return try key.withLMDBBytes { keyBytes in
-            try LMDBCall.get(txn, table.handle, key: keyBytes, body)
+            try LMDBCall.get(txn, table.handle, key: keyBytes) { value in
+                if inMap { noteRead(value) }
+                return try body(value)
+            }
         }
     }
 
@@ -55,15 +65,28 @@ public class ReadTransaction {
         try LMDBCall.pageCount(live, table.handle)
     }
 
-    /// Lets go of the pages of the data file that this transaction's scans have read: a long
-    /// scan would otherwise keep every page it visited in the process's resident memory (the
-    /// whole file, for a scan of the whole log). They stay in the page cache, and values
+    /// Lets go of the pages of the data file that this transaction's reads have handed out: a
+    /// long scan would otherwise keep every page it visited in the process's resident memory
+    /// (the whole file, for a scan of the whole log). They stay in the page cache, and values
     /// already handed out stay readable: their pages come back at the next access. A write
     /// transaction lets nothing go (its values may be in pages of its own, not in the map).
     public func releaseReadPages() {
         _ = live
         guard let (low, high) = scanned else { return }
         scanned = nil
+        environmentSpan.widened(toCover: (low, high))
+        LMDBCall.releaseMappedPages(from: low, to: high)
+    }
+
+    /// `releaseReadPages`, over everything the environment's reads have handed out since its
+    /// map was mapped: the B-tree's inner pages too, which each chunk of a long scan visits
+    /// again and which would otherwise stay mapped. A walk of the span's page tables, so for
+    /// the end of a chunk of reads, not for each value.
+    public func releaseEveryReadPage() {
+        _ = live
+        let own = scanned
+        scanned = nil
+        guard let (low, high) = environmentSpan.widened(toCover: own) else { return }
         LMDBCall.releaseMappedPages(from: low, to: high)
     }
 
@@ -84,16 +107,16 @@ public class ReadTransaction {
         try withCursor(table) { cursor in
             var entry = try start.map { try cursor.seek(atOrAfter: $0) } ?? cursor.first()
             while let (key, value) = entry {
-                if inMap { noteScanned(value) }
+                if inMap { noteRead(value) }
                 guard try body(key, value) else { return }
                 entry = try cursor.next()
             }
         }
     }
 
-    /// Widens the span of the map scanned to cover `value` (`releaseReadPages`).
+    /// Widens the span of the map read to cover `value` (`releaseReadPages`).
     @inline(__always)
-    private func noteScanned(_ value: UnsafeRawBufferPointer) {
+    private func noteRead(_ value: UnsafeRawBufferPointer) {
         guard let start = value.baseAddress else { return }
         let low = UInt(bitPattern: start)
         let high = low + UInt(value.count)

@@ -217,6 +217,40 @@ struct EnvironmentTests {
         }
     }
 
+    /// Lookups count as reads, as scans do: `releaseReadPages` lets go of the pages they
+    /// mapped in. `releaseEveryReadPage` lets go of what every read of the environment handed
+    /// out, a transaction's that ended without letting go too, and of what lies between (the
+    /// B-tree's inner pages, in a file whose pages commits have mixed).
+    @Test func lookupsAndEarlierTransactionsReadsAreLetGo() throws {
+        try withEnvironment({ $0.initialMapSize = 64 << 20 }) { environment, tables, directory in
+            let count: UInt64 = 100_000
+            try environment.write { txn throws in
+                for key in 0..<count { try txn.put([UInt8](repeating: 7, count: 100), in: tables.blobs, forKey: key) }
+            }
+            let file = directory + "/data.mdb"
+            func lookUpAllOver(_ txn: ReadTransaction) throws {
+                for key in stride(from: 0, to: count, by: 97) {
+                    #expect(try txn.withValue(in: tables.blobs, forKey: key) { $0.count } == 100)
+                }
+                #expect(try residentBytes(ofMappingsOf: file) > 4_000_000, "lookups all over the table mapped much of it")
+            }
+            try environment.read { txn throws in
+                try lookUpAllOver(txn)
+                txn.releaseReadPages()
+                #expect(try residentBytes(ofMappingsOf: file) < 1_000_000, "the lookups' pages went")
+            }
+            try environment.read { txn throws in try lookUpAllOver(txn) }
+            try environment.read { txn throws in
+                #expect(try txn.withValue(in: tables.blobs, forKey: count / 2) { $0.count } == 100)
+                txn.releaseReadPages()
+                #expect(try residentBytes(ofMappingsOf: file) > 4_000_000, "an earlier transaction's pages are not this one's")
+                txn.releaseEveryReadPage()
+                #expect(try residentBytes(ofMappingsOf: file) < 1_000_000, "every read's pages went")
+                #expect(try txn.withValue(in: tables.blobs, forKey: count - 1) { $0.count } == 100)
+            }
+        }
+    }
+
     @Test func errorsCarryTheCodeAndLMDBsText() throws {
         var template = Array("/tmp/lmdb-test-XXXXXX".utf8CString)
         let directory = String(cString: mkdtemp(&template)!)

@@ -67,6 +67,37 @@ struct QueueEntriesTests {
         }
     }
 
+    /// An entry is 128 bytes (a replay holds one per purchase): "not finished" is a position of
+    /// 0, not an optional's extra byte, and the quantity is one byte; both read back as given,
+    /// through a snapshot too, and a snapshot that says an entry finished at 0 is damage.
+    @Test func anEntryIs128BytesAndKeepsItsQuantityAndWhereItFinished() throws {
+        #expect(MemoryLayout<QueueEntry>.stride == 128)
+        var entry = QueueEntry(payment: "p", product: "com.example.tenhints", productType: .consumable, quantity: 10, openedAt: 3)
+        #expect(entry.quantity == 10 && entry.finishedAt == nil && !entry.isFinished)
+        entry.finishedAt = 1
+        #expect(entry.finishedAt == 1 && entry.isFinished)
+        entry.finishedAt = UInt64(Int64.max)
+        #expect(entry.finishedAt == UInt64(Int64.max))
+
+        var state = AccountState()
+        entry.finishedAt = 1
+        state.entries.update(entry)
+        state.entries.update(QueueEntry(payment: "q", product: "com.example.tenhints", productType: .consumable, quantity: 7, openedAt: 4))
+        var bytes = AccountStateCodec.encode(state)
+        let decoded = try bytes.withUnsafeBytes { try AccountStateCodec.decode($0) }
+        #expect(decoded.entries[CompactID("p")]?.finishedAt == 1 && decoded.entries[CompactID("p")]?.quantity == 10)
+        #expect(decoded.entries[CompactID("q")]?.finishedAt == nil && decoded.entries[CompactID("q")]?.quantity == 7)
+
+        // The entry "p" (sorted first) ends: state, stateSetAt 3, mask 8 (finished), position 1,
+        // no downloads. Its position made 0, with the checksum made again:
+        let finished: [UInt8] = [3, 8, 1, 0]
+        let at = try #require((0...(bytes.count - 4)).first { Array(bytes[$0..<($0 + 4)]) == finished })
+        bytes[at + 2] = 0
+        let body = Array(bytes.dropLast(4))
+        bytes.replaceSubrange((bytes.count - 4)..., with: withUnsafeBytes(of: CRC32C.checksum(body).littleEndian, Array.init))
+        #expect(throws: AccountStateCodec.Damage.self) { try bytes.withUnsafeBytes { try AccountStateCodec.decode($0) } }
+    }
+
     /// The ledger keeps every account's state inline in its table of accounts (a replay holds
     /// one per account, `CompactTable`): a field few accounts have lives behind a pointer
     /// (`OutOfLine`), so a state costs its table about 100 bytes, not 300.

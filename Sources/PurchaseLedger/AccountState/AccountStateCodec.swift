@@ -159,7 +159,11 @@ enum AccountStateCodec {
                 if mask & 1 != 0 { entry.transaction = try reader.string() }
                 if mask & 2 != 0 { entry.originalTransaction = try reader.string() }
                 if mask & 4 != 0 { entry.expiresAt = try reader.timestamp() }
-                if mask & 8 != 0 { entry.finishedAt = try reader.varint() }
+                if mask & 8 != 0 {
+                    let finishedAt = try reader.varint()
+                    guard finishedAt > 0 else { throw Damage(description: "an entry finished at position 0") }
+                    entry.finishedAt = finishedAt
+                }
                 let downloadCount = try reader.varint()
                 for _ in 0..<downloadCount {
                     entry.downloads.append(QueueEntry.Download(

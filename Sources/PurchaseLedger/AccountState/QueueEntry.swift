@@ -34,24 +34,26 @@ struct QueueEntry: Sendable, Hashable {
         var progress: Double
     }
 
-    // Widest first, the narrow fields last, so that little is padding: 136 bytes an entry (a
-    // replay holds one per purchase).
+    // Widest first, the narrow fields last, so that little is padding: 128 bytes an entry (a
+    // replay holds one per purchase), with "not finished" a position of 0 rather than an
+    // optional's extra byte, and the quantity (1 to 10) in one byte.
     /// The payment's bytes, without a heap object up to 22 of them.
     let paymentID: CompactID
     let product: String
     /// Set by `purchased` or `restored`, never changed afterwards.
     var transaction: String?
     var originalTransaction: String?
-    let quantity: Int
     /// The log position of the event that opened the entry (orders `unfinished`).
     let openedAt: UInt64
     /// The position of the event that set `state`: what a redelivery is a duplicate of.
     var stateSetAt: UInt64
+    /// `finishedAt`, or 0 (no record is at position 0).
+    private var finishedPosition: UInt64 = 0
     /// In the order first reported.
     var downloads: [Download] = []
     var expiresAt: Timestamp?
-    /// The position of `transactionFinished`, once finished.
-    var finishedAt: UInt64?
+    /// `quantity`: every decoder of an event or a snapshot checks it is 1 to 10 first.
+    private let quantityByte: UInt8
     let productType: Catalog.ProductType
     var state: QueueEntryState
     /// `fingerprint(payment)`, in what was padding: what a lookup among an account's entries
@@ -66,7 +68,8 @@ struct QueueEntry: Sendable, Hashable {
         self.paymentID = CompactID(payment)
         self.product = product
         self.productType = productType
-        self.quantity = quantity
+        assert(EventLimits.quantity.contains(quantity), "a quantity is checked where it is decoded")
+        self.quantityByte = UInt8(truncatingIfNeeded: quantity)
         self.openedAt = openedAt
         self.state = .added
         self.stateSetAt = openedAt
@@ -76,7 +79,15 @@ struct QueueEntry: Sendable, Hashable {
     /// The payment id (a new string when it was held inline past 15 bytes).
     var payment: String { paymentID.string }
 
-    var isFinished: Bool { finishedAt != nil }
+    var quantity: Int { Int(quantityByte) }
+
+    /// The position of `transactionFinished`, once finished.
+    var finishedAt: UInt64? {
+        get { finishedPosition == 0 ? nil : finishedPosition }
+        set { finishedPosition = newValue ?? 0 }
+    }
+
+    var isFinished: Bool { finishedPosition != 0 }
 
     /// FNV-1a over a payment's bytes, folded to 32 bits.
     static func fingerprint(_ payment: String) -> UInt32 {

@@ -1,0 +1,25 @@
+import Synchronization
+
+/// The lowest and highest addresses of the map that this environment's read-only transactions
+/// have handed out since the map was last mapped: every page a read visited lies between them,
+/// the B-tree's inner pages too, which a cursor reads on its way to each value but hands none of
+/// them out. Forgotten whenever the map is mapped again (under the map lock held exclusively),
+/// since its addresses then point elsewhere.
+final class MapReadSpan: Sendable {
+    private let span = Mutex<(low: UInt, high: UInt)?>(nil)
+
+    /// Widens the span to cover `read` (when given) and returns it: nil before any read.
+    @discardableResult
+    func widened(toCover read: (low: UInt, high: UInt)?) -> (low: UInt, high: UInt)? {
+        span.withLock { span in
+            guard let read else { return span }
+            let widened = span.map { (Swift.min($0.low, read.low), Swift.max($0.high, read.high)) } ?? read
+            span = widened
+            return widened
+        }
+    }
+
+    func forget() {
+        span.withLock { $0 = nil }
+    }
+}
