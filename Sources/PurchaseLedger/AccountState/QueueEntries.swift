@@ -6,15 +6,15 @@
 /// purchases over 50,000 accounts, 67 MB where the entries were 32 MB (of 128 bytes each, as
 /// then). An array costs what the entries do, and grows by a quarter, not twice over (most
 /// accounts stop growing at a few entries, and the slack of doubling was a third of it). The
-/// index keeps an account with thousands of entries at one lookup per event; it holds offsets
-/// only, 4 bytes a slot, since each key is its entry's payment.
+/// index keeps an account with thousands of entries at one lookup per event; its slots
+/// (`HashSlots`, as `CompactTable`'s) hold an offset and a hash, since each key is its entry's
+/// payment.
 struct QueueEntries: Sendable {
     /// The entries, in the order their payments first came.
     private(set) var values: [QueueEntry] = []
-    /// Empty below `indexedFrom` entries; then slots of offsets into `values` plus one (0:
-    /// empty), found by the payment's hash (seeded, as a dictionary's: payments come from
-    /// outside) and linear probing. A power of two in size, at most half full.
-    private var index: [UInt32] = []
+    /// Empty below `indexedFrom` entries; then the offsets into `values` by the payment's hash
+    /// (seeded, as a dictionary's: payments come from outside), at most half full.
+    private var index = HashSlots()
 
     /// Below this many entries a lookup compares payments one by one: cheaper than hashing.
     static let indexedFrom = 16
@@ -50,10 +50,13 @@ struct QueueEntries: Sendable {
         if values.count == values.capacity { values.reserveCapacity(values.count + values.count / 4 + 1) }
         values.append(entry)
         if values.count >= Self.indexedFrom {
-            if values.count * 2 > index.count {
-                rebuildIndex()
+            if index.isEmpty {
+                // The first time: the entries so far, each hashed once.
+                index.resize(to: HashSlots.slotCount(for: values.count, minimum: 32))
+                for offset in values.indices { index.insert(hash: HashSlots.hash(values[offset].paymentID), element: offset) }
             } else {
-                insertIntoIndex(entry.paymentID.hashValue, offset: values.count - 1)
+                if values.count * 2 > index.count { index.resize(to: index.count * 2) }
+                index.insert(hash: HashSlots.hash(entry.paymentID), element: values.count - 1)
             }
         }
         return nil
@@ -65,40 +68,19 @@ struct QueueEntries: Sendable {
 
     private func offset(of payment: UTF8Key) -> Int? {
         let wanted = QueueEntry.fingerprint(payment.string)
-        return offset(hash: payment.hashValue) { $0.paymentFingerprint == wanted && $0.paymentID.matches(payment.string) }
+        return offset(hash: HashSlots.hash(payment)) { $0.paymentFingerprint == wanted && $0.paymentID.matches(payment.string) }
     }
 
     private func offset(of payment: CompactID, fingerprint wanted: UInt32) -> Int? {
-        offset(hash: payment.hashValue) { $0.paymentFingerprint == wanted && $0.paymentID == payment }
+        offset(hash: HashSlots.hash(payment)) { $0.paymentFingerprint == wanted && $0.paymentID == payment }
     }
 
     /// The offset of the entry that `isThePayment`; `hash` is the payment's (`UTF8Key`'s and
     /// `CompactID`'s are one). Fingerprints are compared first, the bytes only where one
     /// matches: comparing every payment's bytes cost a replay 15%.
-    private func offset(hash: @autoclosure () -> Int, where isThePayment: (QueueEntry) -> Bool) -> Int? {
+    private func offset(hash: @autoclosure () -> UInt32, where isThePayment: (QueueEntry) -> Bool) -> Int? {
         guard !index.isEmpty else { return values.firstIndex(where: isThePayment) }
-        let mask = index.count - 1
-        var slot = hash() & mask
-        while index[slot] != 0 {
-            let offset = Int(index[slot]) - 1
-            if isThePayment(values[offset]) { return offset }
-            slot = (slot + 1) & mask
-        }
-        return nil
-    }
-
-    private mutating func insertIntoIndex(_ hash: Int, offset: Int) {
-        let mask = index.count - 1
-        var slot = hash & mask
-        while index[slot] != 0 { slot = (slot + 1) & mask }
-        index[slot] = UInt32(truncatingIfNeeded: offset + 1)
-    }
-
-    private mutating func rebuildIndex() {
-        var size = 32
-        while size < values.count * 2 { size *= 2 }
-        index = [UInt32](repeating: 0, count: size)
-        for offset in values.indices { insertIntoIndex(values[offset].paymentID.hashValue, offset: offset) }
+        return index.find(hash: hash()) { isThePayment(values[$0]) }?.element
     }
 }
 

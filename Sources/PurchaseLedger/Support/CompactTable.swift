@@ -1,5 +1,5 @@
 /// A table by `UTF8Key` that keeps its elements densely, in one array, with a table of 8-byte
-/// slots beside it to find them by hash.
+/// slots beside it to find them by hash (`HashSlots`).
 ///
 /// Why not `Dictionary`: it keeps keys and values in tables of a power-of-two number of buckets
 /// filled at most three quarters, so a table of large values (an account's state, a
@@ -18,10 +18,8 @@ struct CompactTable<Value> {
     }
 
     private var elements: [Element] = []
-    /// Empty (0), or an element's index plus one in the low 32 bits and the key's hash in the
-    /// high 32: a probe compares the hash before it reads the key. Linear probing, kept at most
-    /// half full; a power of two in size.
-    private var slots: [UInt64] = []
+    /// The elements' slots by their key's hash, at most half full.
+    private var slots = HashSlots()
 
     init() {}
 
@@ -37,7 +35,7 @@ struct CompactTable<Value> {
     /// Room for `capacity` elements without growing the arrays or the slots.
     mutating func reserveCapacity(_ capacity: Int) {
         elements.reserveCapacity(capacity)
-        if Self.slotCount(for: capacity) > slots.count { rebuildSlots(count: Self.slotCount(for: capacity)) }
+        if Self.slotCount(for: capacity) > slots.count { slots.resize(to: Self.slotCount(for: capacity)) }
     }
 
     subscript(key: UTF8Key) -> Value? {
@@ -82,10 +80,10 @@ struct CompactTable<Value> {
             // The last element fills the hole: its slot points at its new index.
             guard let movedSlot = find(elements[last].key)?.slot else { preconditionFailure("every key of the table has a slot") }
             elements.swapAt(found.element, last)
-            slots[movedSlot] = slots[movedSlot] & Self.hashMask | UInt64(found.element + 1)
+            slots.repoint(movedSlot, to: found.element)
         }
         let removed = elements.removeLast().value
-        deleteSlot(found.slot)
+        slots.remove(found.slot)
         return removed
     }
 
@@ -99,77 +97,18 @@ struct CompactTable<Value> {
 
     // MARK: Slots
 
-    private static var hashMask: UInt64 { 0xFFFF_FFFF_0000_0000 }
-
-    /// Slots for `count` elements: a power of two, at least twice `count`.
     private static func slotCount(for count: Int) -> Int {
-        var slots = 16
-        while slots < count * 2 { slots *= 2 }
-        return slots
-    }
-
-    private static func hash(_ key: UTF8Key) -> UInt32 {
-        UInt32(truncatingIfNeeded: key.hashValue)
+        HashSlots.slotCount(for: count, minimum: 16)
     }
 
     private func find(_ key: UTF8Key) -> (slot: Int, element: Int)? {
-        guard !slots.isEmpty else { return nil }
-        let hash = Self.hash(key)
-        let mask = slots.count - 1
-        var slot = Int(hash) & mask
-        while true {
-            let stored = slots[slot]
-            if stored == 0 { return nil }
-            if UInt32(truncatingIfNeeded: stored >> 32) == hash {
-                let element = Int(truncatingIfNeeded: stored & 0xFFFF_FFFF) - 1
-                if elements[element].key == key { return (slot, element) }
-            }
-            slot = (slot + 1) & mask
-        }
+        slots.find(hash: HashSlots.hash(key)) { elements[$0].key == key }
     }
 
     private mutating func append(_ key: UTF8Key, _ value: Value) {
-        if (elements.count + 1) * 2 > slots.count { rebuildSlots(count: Self.slotCount(for: elements.count + 1)) }
+        if (elements.count + 1) * 2 > slots.count { slots.resize(to: Self.slotCount(for: elements.count + 1)) }
         elements.append(Element(key: key, value: value))
-        insertSlot(hash: Self.hash(key), element: elements.count - 1)
-    }
-
-    private mutating func insertSlot(hash: UInt32, element: Int) {
-        let mask = slots.count - 1
-        var slot = Int(hash) & mask
-        while slots[slot] != 0 { slot = (slot + 1) & mask }
-        slots[slot] = UInt64(hash) << 32 | UInt64(element + 1)
-    }
-
-    private mutating func rebuildSlots(count: Int) {
-        let old = slots
-        slots = [UInt64](repeating: 0, count: count)
-        // The hashes are in the old slots: no key is hashed again.
-        for stored in old where stored != 0 {
-            insertSlot(hash: UInt32(truncatingIfNeeded: stored >> 32), element: Int(truncatingIfNeeded: stored & 0xFFFF_FFFF) - 1)
-        }
-    }
-
-    /// Empties `slot`, moving later slots of the same run back so that every probe still
-    /// reaches its element (no tombstones).
-    private mutating func deleteSlot(_ slot: Int) {
-        let mask = slots.count - 1
-        var hole = slot
-        var next = slot
-        while true {
-            next = (next + 1) & mask
-            let stored = slots[next]
-            if stored == 0 { break }
-            let home = Int(truncatingIfNeeded: stored >> 32) & mask
-            // The element at `next` may move into the hole unless its home lies cyclically in
-            // (hole, next]: then the hole is not on its probe path.
-            let homeIsBetween = hole <= next ? (home > hole && home <= next) : (home > hole || home <= next)
-            if !homeIsBetween {
-                slots[hole] = stored
-                hole = next
-            }
-        }
-        slots[hole] = 0
+        slots.insert(hash: HashSlots.hash(key), element: elements.count - 1)
     }
 }
 
