@@ -54,7 +54,7 @@ public final class Environment: @unchecked Sendable {
     private var mapSize: Int
     /// What the reads of the current map handed out; forgotten, under `mapLock` held
     /// exclusively, before the map is mapped again.
-    private let readSpan = MapReadSpan()
+    let readSpan = MapReadSpan()
     private let closed = Atomic<Bool>(false)
     /// Set when a map growth failed half-way: LMDB's map is gone, so nothing may touch it again.
     private let failed = Atomic<Bool>(false)

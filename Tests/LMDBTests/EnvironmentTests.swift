@@ -129,6 +129,28 @@ struct EnvironmentTests {
         }
     }
 
+    /// The span `releaseEveryReadPage` lets go of is addresses in the map: when the map is
+    /// mapped again, at a growth, they point elsewhere (perhaps at this process's heap, which
+    /// `MADV_DONTNEED` would zero), so the span is forgotten first.
+    @Test func theSpanOfReadPagesIsForgottenWhenTheMapGrows() throws {
+        try withEnvironment({ $0.initialMapSize = 64 << 10 }) { environment, tables, _ in
+            try environment.write { txn throws in try txn.put("small", in: tables.numbers, forKey: 1) }
+            try environment.read { txn throws in #expect(try txn.value(in: tables.numbers, forKey: 1) == "small") }
+            #expect(environment.readSpan.widened(toCover: nil) != nil, "the read joined the environment's span")
+            let value = String(repeating: "v", count: 1000)
+            try environment.write { txn throws in
+                for key in 2..<UInt64(2000) { try txn.put(value, in: tables.numbers, forKey: key) }
+            }
+            #expect(try environment.info().growthCount >= 1)
+            #expect(environment.readSpan.widened(toCover: nil) == nil, "the growth forgot the old map's span")
+            try environment.read { txn throws in
+                #expect(try txn.value(in: tables.numbers, forKey: 1999) == value)
+                txn.releaseEveryReadPage()
+                #expect(try txn.value(in: tables.numbers, forKey: 1) == "small")
+            }
+        }
+    }
+
     @Test func aMaximumMapSizeEndsGrowthWithMapFull() throws {
         try withEnvironment({ $0.initialMapSize = 64 << 10; $0.maximumMapSize = 256 << 10 }) { environment, tables, _ in
             let value = [UInt8](repeating: 7, count: 4000)
