@@ -102,6 +102,19 @@ public final class Environment: @unchecked Sendable {
         close()
     }
 
+    /// `ReadTransaction.releaseEveryReadPage` outside a transaction: after a long read made of
+    /// many short transactions, what they left mapped. Nothing on a thread inside a transaction
+    /// (its shared hold on the map's lock could wait behind a growth that waits for it), nor
+    /// once the environment is closed or its map gone.
+    public func releaseEveryReadPage() {
+        guard depth.value == 0 else { return }
+        mapLock.withShared {
+            guard !closed.load(ordering: .acquiring), !failed.load(ordering: .acquiring),
+                  let (low, high) = readSpan.current else { return }
+            LMDBCall.releaseMappedPages(from: low, to: high)
+        }
+    }
+
     /// Closes the environment. Waits for transactions of this process to end; later calls throw.
     public func close() {
         mapLock.withExclusive {
@@ -229,7 +242,8 @@ public final class Environment: @unchecked Sendable {
                 return try mapLock.withShared {
                     try checkOpen()
                     let raw = try LMDBCall.beginTransaction(handle, readOnly: readOnly)
-                    let txn = readOnly ? ReadTransaction(handle: raw, environmentSpan: readSpan) : WriteTransaction(handle: raw, environmentSpan: readSpan)
+                    let txn = readOnly ? ReadTransaction(handle: raw, environmentSpan: readSpan)
+                        : WriteTransaction(handle: raw, environmentSpan: readSpan, readsFromTheMap: false)
                     let result: R
                     do {
                         result = try body(txn)
@@ -244,7 +258,13 @@ public final class Environment: @unchecked Sendable {
                 try mapLock.withExclusive {
                     try checkOpen()
                     readSpan.forget()
-                    try LMDBCall.setMapSize(handle, 0)
+                    do {
+                        try LMDBCall.setMapSize(handle, 0)
+                    } catch {
+                        // As in `grow`: LMDB unmapped the old map before failing to map the new one.
+                        failed.store(true, ordering: .releasing)
+                        throw error
+                    }
                     mapSize = try LMDBCall.info(handle).mapSize
                 }
             } catch let error as LMDBError where error.code == .readersFull {

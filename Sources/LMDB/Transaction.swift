@@ -6,15 +6,19 @@
 /// closure returned is a programming error and traps.
 public class ReadTransaction {
     private var handle: LMDBCall.Transaction?
-    /// The addresses of the map that this read-only transaction's reads handed out, lowest and
-    /// highest: all of it lies in the one mapping of the data file.
-    private var scanned: (low: UInt, high: UInt)?
+    /// The addresses of the map that this read-only transaction's lookups and scans handed
+    /// out, lowest and highest: all of it lies in the one mapping of the data file.
+    private var handedOut: (low: UInt, high: UInt)?
     /// The same, for every read of the environment since its map was mapped.
     private let environmentSpan: MapReadSpan
+    /// Whether the values handed out lie in the map: not a write's, which may be in pages of
+    /// its own (LMDB copies a page it changes into memory of its own until the commit).
+    private let readsFromTheMap: Bool
 
-    init(handle: LMDBCall.Transaction, environmentSpan: MapReadSpan) {
+    init(handle: LMDBCall.Transaction, environmentSpan: MapReadSpan, readsFromTheMap: Bool = true) {
         self.handle = handle
         self.environmentSpan = environmentSpan
+        self.readsFromTheMap = readsFromTheMap
     }
 
     var live: LMDBCall.Transaction {
@@ -27,8 +31,10 @@ public class ReadTransaction {
     func end() -> LMDBCall.Transaction {
         let current = live
         handle = nil
-        environmentSpan.widened(toCover: scanned)
-        scanned = nil
+        if let handedOut {
+            environmentSpan.widened(toCover: handedOut)
+            self.handedOut = nil
+        }
         return current
     }
 
@@ -37,10 +43,9 @@ public class ReadTransaction {
         in table: Table<K, V>, forKey key: K, _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R? {
         let txn = live
-        let inMap = !(self is WriteTransaction)
         return try key.withLMDBBytes { keyBytes in
             try LMDBCall.get(txn, table.handle, key: keyBytes) { value in
-                if inMap { noteRead(value) }
+                if readsFromTheMap { noteHandedOut(value) }
                 return try body(value)
             }
         }
@@ -65,29 +70,32 @@ public class ReadTransaction {
         try LMDBCall.pageCount(live, table.handle)
     }
 
-    /// Lets go of the pages of the data file that this transaction's reads have handed out: a
-    /// long scan would otherwise keep every page it visited in the process's resident memory
-    /// (the whole file, for a scan of the whole log). They stay in the page cache, and values
-    /// already handed out stay readable: their pages come back at the next access. A write
-    /// transaction lets nothing go (its values may be in pages of its own, not in the map).
+    /// Lets go of the pages of the data file that this transaction's lookups (`withValue`)
+    /// and scans have handed out values from: a long scan would otherwise keep every page it
+    /// visited in the process's resident memory (the whole file, for a scan of the whole log).
+    /// They stay in the page cache, and values already handed out stay readable: their pages
+    /// come back at the next access. A write transaction's values are not noted (they may be
+    /// in pages of its own, not in the map), so it lets nothing of its own go.
     public func releaseReadPages() {
         _ = live
-        guard let (low, high) = scanned else { return }
-        scanned = nil
-        environmentSpan.widened(toCover: (low, high))
-        LMDBCall.releaseMappedPages(from: low, to: high)
+        guard let handedOut else { return }
+        self.handedOut = nil
+        environmentSpan.widened(toCover: handedOut)
+        LMDBCall.releaseMappedPages(from: handedOut.low, to: handedOut.high)
     }
 
-    /// `releaseReadPages`, over everything the environment's reads have handed out since its
-    /// map was mapped: the B-tree's inner pages too, which each chunk of a long scan visits
-    /// again and which would otherwise stay mapped. A walk of the span's page tables, so for
-    /// the end of a chunk of reads, not for each value.
+    /// `releaseReadPages`, over everything between the lowest and highest addresses the
+    /// environment's read-only transactions have handed out since its map was mapped, and so
+    /// the B-tree's inner pages that lie there, which each chunk of a long scan visits again
+    /// and which would otherwise stay mapped (those outside, and the meta pages, stay). A walk
+    /// of the span's page tables, which makes every other thread's reads map their pages
+    /// again: for the end of a long scan, not of each short read.
     public func releaseEveryReadPage() {
         _ = live
-        let own = scanned
-        scanned = nil
-        guard let (low, high) = environmentSpan.widened(toCover: own) else { return }
-        LMDBCall.releaseMappedPages(from: low, to: high)
+        let span = handedOut.map { environmentSpan.widened(toCover: $0) } ?? environmentSpan.current
+        handedOut = nil
+        guard let span else { return }
+        LMDBCall.releaseMappedPages(from: span.low, to: span.high)
     }
 
     /// Opens a cursor on `table` for the duration of `body`.
@@ -103,27 +111,26 @@ public class ReadTransaction {
         _ table: Table<K, V>, from start: K? = nil,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        let inMap = !(self is WriteTransaction)
         try withCursor(table) { cursor in
             var entry = try start.map { try cursor.seek(atOrAfter: $0) } ?? cursor.first()
             while let (key, value) = entry {
-                if inMap { noteRead(value) }
+                if readsFromTheMap { noteHandedOut(value) }
                 guard try body(key, value) else { return }
                 entry = try cursor.next()
             }
         }
     }
 
-    /// Widens the span of the map read to cover `value` (`releaseReadPages`).
+    /// Widens the span of the map handed out to cover `value` (`releaseReadPages`).
     @inline(__always)
-    private func noteRead(_ value: UnsafeRawBufferPointer) {
+    private func noteHandedOut(_ value: UnsafeRawBufferPointer) {
         guard let start = value.baseAddress else { return }
         let low = UInt(bitPattern: start)
         let high = low + UInt(value.count)
-        if let (lowest, highest) = scanned {
-            scanned = (min(lowest, low), max(highest, high))
+        if let (lowest, highest) = handedOut {
+            handedOut = (min(lowest, low), max(highest, high))
         } else {
-            scanned = (low, high)
+            handedOut = (low, high)
         }
     }
 

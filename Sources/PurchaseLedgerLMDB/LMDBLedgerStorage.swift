@@ -175,6 +175,10 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
     }
 
+    func letGoOfReadPages() {
+        environment.releaseEveryReadPage()
+    }
+
     /// LMDB copies a page on write and frees the old one, which keeps its bytes in the file until
     /// a later write reuses it: after a forget, old copies of the pages that named the account.
     /// This fills a scratch table with zeroed pages until it has taken every page of the free
@@ -328,10 +332,14 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             // 64 KiB of records, not once a chunk: the log's pages lie among the indexes' (the
             // free list reuses pages), and a fault maps the neighbours of the page it needs too
             // (the kernel's fault-around, and the page cache's large folios), so that a chunk of
-            // 4,096 records held up to 10 MB of the file resident until its end. At the end,
-            // the B-tree's inner pages go too, which every chunk visits again.
+            // 4,096 records held up to 10 MB of the file resident until its end. At the end of
+            // a long scan, what the environment's reads mapped goes too (the B-tree's inner
+            // pages, which every chunk visits again); not after a short one, such as the feed's
+            // after each commit, which would make every other thread's lookups map their pages
+            // again (a chunked read lets go of those at its end: `letGoOfReadPages`).
             var read = 0
-            defer { txn.releaseEveryReadPage() }
+            var long = false
+            defer { long ? txn.releaseEveryReadPage() : txn.releaseReadPages() }
             try txn.scan(tables.log, from: start) { key, value in
                 guard key.count == 8 else {
                     throw StorageError(.damaged, "the log holds a key of \(key.count) bytes")
@@ -342,6 +350,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 if read >= 64 << 10 {
                     txn.releaseReadPages()
                     read = 0
+                    long = true
                 }
                 return try body(position, value)
             }

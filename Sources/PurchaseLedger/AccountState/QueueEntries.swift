@@ -55,7 +55,7 @@ struct QueueEntries: Sendable {
                 index.resize(to: HashSlots.slotCount(for: values.count, minimum: 32))
                 for offset in values.indices { index.insert(hash: HashSlots.hash(values[offset].paymentID), element: offset) }
             } else {
-                if values.count * 2 > index.count { index.resize(to: index.count * 2) }
+                if values.count * 2 > index.size { index.resize(to: index.size * 2) }
                 index.insert(hash: HashSlots.hash(entry.paymentID), element: values.count - 1)
             }
         }

@@ -68,7 +68,7 @@ struct QueueEntry: Sendable, Hashable {
         self.paymentID = CompactID(payment)
         self.product = product
         self.productType = productType
-        assert(EventLimits.quantity.contains(quantity), "a quantity is checked where it is decoded")
+        precondition(EventLimits.quantity.contains(quantity), "a quantity is checked where it is decoded")
         self.quantityByte = UInt8(truncatingIfNeeded: quantity)
         self.openedAt = openedAt
         self.state = .added
@@ -84,7 +84,10 @@ struct QueueEntry: Sendable, Hashable {
     /// The position of `transactionFinished`, once finished.
     var finishedAt: UInt64? {
         get { finishedPosition == 0 ? nil : finishedPosition }
-        set { finishedPosition = newValue ?? 0 }
+        set {
+            assert(newValue != 0, "no record is at position 0")
+            finishedPosition = newValue ?? 0
+        }
     }
 
     var isFinished: Bool { finishedPosition != 0 }

@@ -49,11 +49,18 @@ package protocol LedgerStorage: AnyObject, Sendable {
     /// PostgreSQL keeps).
     func scrubFreedPages() throws -> Int?
 
+    /// After a long read made of many short ones (a replay, an export): lets go of the memory
+    /// the reads mapped in and kept (LMDB's pages of its data file); nothing, for a storage
+    /// that maps nothing.
+    func letGoOfReadPages()
+
     func close()
 }
 
 extension LedgerStorage {
     package func scrubFreedPages() throws -> Int? { nil }
+
+    package func letGoOfReadPages() {}
 
     /// A write with nothing to look up ahead.
     package func write<R>(_ body: (any LedgerStorageWriter) throws -> R) throws -> R {

@@ -35,7 +35,7 @@ struct CompactTable<Value> {
     /// Room for `capacity` elements without growing the arrays or the slots.
     mutating func reserveCapacity(_ capacity: Int) {
         elements.reserveCapacity(capacity)
-        if Self.slotCount(for: capacity) > slots.count { slots.resize(to: Self.slotCount(for: capacity)) }
+        if Self.slotCount(for: capacity) > slots.size { slots.resize(to: Self.slotCount(for: capacity)) }
     }
 
     subscript(key: UTF8Key) -> Value? {
@@ -106,7 +106,7 @@ struct CompactTable<Value> {
     }
 
     private mutating func append(_ key: UTF8Key, _ value: Value) {
-        if (elements.count + 1) * 2 > slots.count { slots.resize(to: Self.slotCount(for: elements.count + 1)) }
+        if (elements.count + 1) * 2 > slots.size { slots.resize(to: Self.slotCount(for: elements.count + 1)) }
         elements.append(Element(key: key, value: value))
         slots.insert(hash: HashSlots.hash(key), element: elements.count - 1)
     }

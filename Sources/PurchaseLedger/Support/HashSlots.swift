@@ -10,7 +10,8 @@ struct HashSlots: Sendable {
     private var slots: [UInt64] = []
 
     var isEmpty: Bool { slots.isEmpty }
-    var count: Int { slots.count }
+    /// How many slots, empty or not.
+    var size: Int { slots.count }
 
     /// Slots for `elements`: a power of two, at least twice `elements` and at least `minimum`.
     static func slotCount(for elements: Int, minimum: Int) -> Int {
@@ -42,6 +43,7 @@ struct HashSlots: Sendable {
 
     /// Adds a slot for the element at `element`, whose hash is `hash`; there must be room.
     mutating func insert(hash: UInt32, element: Int) {
+        assert(!slots.isEmpty && slots.count & (slots.count - 1) == 0, "a power of two of slots")
         let mask = slots.count - 1
         var slot = Int(hash) & mask
         while slots[slot] != 0 { slot = (slot + 1) & mask }
