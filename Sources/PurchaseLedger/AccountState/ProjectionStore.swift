@@ -19,6 +19,10 @@ protocol ProjectionReader {
 /// the writer's `ProjectionSession` keeps changes aside until its transaction commits.
 protocol ProjectionStore: ProjectionReader {
     mutating func change(_ account: UTF8Key, _ change: AccountChange) throws
+    /// Changes the entry of `payment` through `body` and returns `body`'s answer; nil, and
+    /// nothing changed, when the account has none. (The payment is a `let`: `body` cannot
+    /// change it.)
+    mutating func updateEntry<Answer>(_ account: UTF8Key, _ payment: UTF8Key, _ body: (inout QueueEntry) -> Answer) throws -> Answer?
     mutating func setRevocation(_ position: UInt64, of transaction: UTF8Key) throws
     mutating func setHolder(_ holder: TransactionHolder, of transaction: UTF8Key) throws
 }
@@ -64,6 +68,14 @@ extension ProjectionReader {
 extension ProjectionStore {
     mutating func setEntry(_ entry: QueueEntry, of account: UTF8Key) throws {
         try change(account, .entry(entry))
+    }
+
+    /// A copy read, changed and set: for a store that keeps changes as `AccountChange`s.
+    mutating func updateEntry<Answer>(_ account: UTF8Key, _ payment: UTF8Key, _ body: (inout QueueEntry) -> Answer) throws -> Answer? {
+        guard var entry = try entry(account, payment) else { return nil }
+        let answer = body(&entry)
+        try setEntry(entry, of: account)
+        return answer
     }
 
     mutating func setBalance(_ value: Int64, of account: UTF8Key, item: UTF8Key) throws {

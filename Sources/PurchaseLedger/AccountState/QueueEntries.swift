@@ -62,6 +62,14 @@ struct QueueEntries: Sendable {
         return nil
     }
 
+    /// Changes the entry of `payment` in place (no copy of it out and back) and returns
+    /// `body`'s answer; nil when there is none. `body` cannot change the payment (a `let`), so
+    /// the index stays true.
+    mutating func update<Answer>(_ payment: UTF8Key, _ body: (inout QueueEntry) -> Answer) -> Answer? {
+        guard let offset = offset(of: payment) else { return nil }
+        return body(&values[offset])
+    }
+
     mutating func reserveCapacity(_ count: Int) {
         values.reserveCapacity(count)
     }

@@ -86,6 +86,21 @@ extension LedgerState: ProjectionStore {
         unfinishedCount += moved.unfinished
     }
 
+    /// In place: the replay's most frequent change, without the entry copied out and back.
+    mutating func updateEntry<Answer>(_ account: UTF8Key, _ payment: UTF8Key, _ body: (inout QueueEntry) -> Answer) -> Answer? {
+        var finishing = 0
+        let answer = accounts.modifyIfPresent(account) { state in
+            state.entries.update(payment) { entry in
+                let wasFinished = entry.isFinished
+                let answer = body(&entry)
+                finishing = (entry.isFinished ? 1 : 0) - (wasFinished ? 1 : 0)
+                return answer
+            }
+        } ?? nil
+        unfinishedCount -= finishing
+        return answer
+    }
+
     mutating func setRevocation(_ position: UInt64, of transaction: UTF8Key) {
         revocations[transaction] = position
     }

@@ -19,26 +19,36 @@ enum Projector {
             try store.setEntry(QueueEntry(payment: added.payment, product: product, quantity: added.quantity ?? 1, openedAt: position), of: account)
 
         case .transactionUpdated(let update):
-            var entry: QueueEntry
-            if let existing = try store.entry(account, UTF8Key(update.payment)) {
-                entry = existing
+            let purchased = update.state == .purchased || update.state == .restored
+            func change(_ entry: inout QueueEntry) {
+                entry.state = QueueEntryState(update.state)
+                entry.stateSetAt = position
+                if purchased, let transaction = update.transaction {
+                    entry.transaction = transaction
+                    entry.originalTransaction = update.originalTransaction
+                    entry.expiresAt = update.expiresAt
+                }
+            }
+            // Changed in place; copied out only when it now holds a transaction (its holder
+            // and its credit read it).
+            let entry: QueueEntry?
+            if let updated = try store.updateEntry(account, UTF8Key(update.payment), { entry -> QueueEntry? in
+                change(&entry)
+                return purchased ? entry : nil
+            }) {
+                entry = updated
             } else {
                 // StoreKit delivered a transaction the app never added: the update opens the entry.
                 guard let productID = update.product else {
                     throw ProjectionInconsistency(description: "update of unknown payment \(update.payment) without a product")
                 }
-                entry = QueueEntry(payment: update.payment, product: try product(productID, in: catalog),
-                                   quantity: update.quantity ?? 1, openedAt: position)
+                var opened = QueueEntry(payment: update.payment, product: try product(productID, in: catalog),
+                                        quantity: update.quantity ?? 1, openedAt: position)
+                change(&opened)
+                try store.setEntry(opened, of: account)
+                entry = opened
             }
-            entry.state = QueueEntryState(update.state)
-            entry.stateSetAt = position
-            if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
-                entry.transaction = transaction
-                entry.originalTransaction = update.originalTransaction
-                entry.expiresAt = update.expiresAt
-            }
-            try store.setEntry(entry, of: account)
-            if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
+            if purchased, let entry, let transaction = update.transaction {
                 let key = UTF8Key(transaction)
                 // The entry's own payment id, not this event's copy of it: a payment too long to
                 // be held inline is then one string, shared by the entry and its holder.
@@ -63,19 +73,17 @@ enum Projector {
             }
 
         case .downloadUpdated(let update):
-            var entry = try requireEntry(account, update.payment, in: store)
             let download = QueueEntry.Download(id: update.download, state: update.state, progress: update.progress ?? 0)
-            if let index = entry.downloadIndex(update.download) {
-                entry.downloads[index] = download
-            } else {
-                entry.downloads.append(download)
+            try changeEntry(account, update.payment, in: &store) { entry in
+                if let index = entry.downloadIndex(update.download) {
+                    entry.downloads[index] = download
+                } else {
+                    entry.downloads.append(download)
+                }
             }
-            try store.setEntry(entry, of: account)
 
         case .transactionFinished(let finished):
-            var entry = try requireEntry(account, finished.payment, in: store)
-            entry.finishedAt = position
-            try store.setEntry(entry, of: account)
+            try changeEntry(account, finished.payment, in: &store) { $0.finishedAt = position }
 
         case .consumed(let consumed):
             let item = UTF8Key(consumed.item)
@@ -214,10 +222,12 @@ enum Projector {
         return product
     }
 
-    private static func requireEntry(_ account: UTF8Key, _ payment: String, in store: some ProjectionStore) throws -> QueueEntry {
-        guard let entry = try store.entry(account, UTF8Key(payment)) else {
+    /// Changes the entry of `payment` through `change`; throws when the account has none.
+    private static func changeEntry(
+        _ account: UTF8Key, _ payment: String, in store: inout some ProjectionStore, _ change: (inout QueueEntry) -> Void
+    ) throws {
+        guard try store.updateEntry(account, UTF8Key(payment), change) != nil else {
             throw ProjectionInconsistency(description: "event for unknown payment \(payment)")
         }
-        return entry
     }
 }
