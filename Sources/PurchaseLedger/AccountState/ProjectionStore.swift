@@ -20,8 +20,8 @@ protocol ProjectionReader {
 protocol ProjectionStore: ProjectionReader {
     mutating func change(_ account: UTF8Key, _ change: AccountChange) throws
     /// Changes the entry of `payment` through `body` and returns `body`'s answer; nil, and
-    /// nothing changed, when the account has none. (The payment is a `let`: `body` cannot
-    /// change it.)
+    /// nothing changed, when the account has none. `body` changes the entry's fields, not the
+    /// entry for another payment's.
     mutating func updateEntry<Answer>(_ account: UTF8Key, _ payment: UTF8Key, _ body: (inout QueueEntry) -> Answer) throws -> Answer?
     mutating func setRevocation(_ position: UInt64, of transaction: UTF8Key) throws
     mutating func setHolder(_ holder: TransactionHolder, of transaction: UTF8Key) throws

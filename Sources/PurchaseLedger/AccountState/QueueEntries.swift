@@ -63,11 +63,13 @@ struct QueueEntries: Sendable {
     }
 
     /// Changes the entry of `payment` in place (no copy of it out and back) and returns
-    /// `body`'s answer; nil when there is none. `body` cannot change the payment (a `let`), so
-    /// the index stays true.
+    /// `body`'s answer; nil when there is none. `body` changes the entry's fields, not the
+    /// entry for another payment's: the index finds it by its payment.
     mutating func update<Answer>(_ payment: UTF8Key, _ body: (inout QueueEntry) -> Answer) -> Answer? {
         guard let offset = offset(of: payment) else { return nil }
-        return body(&values[offset])
+        let answer = body(&values[offset])
+        assert(values[offset].paymentID.matches(payment.string), "an entry changed in place keeps its payment")
+        return answer
     }
 
     mutating func reserveCapacity(_ count: Int) {

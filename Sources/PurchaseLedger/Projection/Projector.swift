@@ -31,10 +31,11 @@ enum Projector {
             }
             // Changed in place; copied out only when it now holds a transaction (its holder
             // and its credit read it).
+            let holdsTransaction = purchased && update.transaction != nil
             let entry: QueueEntry?
             if let updated = try store.updateEntry(account, UTF8Key(update.payment), { entry -> QueueEntry? in
                 change(&entry)
-                return purchased ? entry : nil
+                return holdsTransaction ? entry : nil
             }) {
                 entry = updated
             } else {
