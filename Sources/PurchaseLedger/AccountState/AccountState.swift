@@ -49,9 +49,7 @@ struct AccountState: Sendable, Hashable {
         switch change {
         case .entry(let entry):
             let previous = entries.update(entry)
-            return AccountCounts(
-                entries: previous == nil ? 1 : 0,
-                unfinished: (entry.isFinished ? 0 : 1) - (previous.map { $0.isFinished ? 0 : 1 } ?? 0))
+            return AccountCounts(entryWasFinished: previous?.isFinished, isFinished: entry.isFinished)
         case .balance(let item, let value):
             balances[item] = value
         case .storeTransaction(let record):
@@ -182,4 +180,12 @@ enum AccountChange: Sendable, Hashable {
 struct AccountCounts: Sendable, Hashable {
     var entries = 0
     var unfinished = 0
+}
+
+extension AccountCounts {
+    /// How the counts move when an entry is set: `wasFinished` nil when there was none.
+    init(entryWasFinished wasFinished: Bool?, isFinished: Bool) {
+        entries = wasFinished == nil ? 1 : 0
+        unfinished = (isFinished ? 0 : 1) - (wasFinished.map { $0 ? 0 : 1 } ?? 0)
+    }
 }

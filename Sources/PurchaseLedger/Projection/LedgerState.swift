@@ -88,16 +88,17 @@ extension LedgerState: ProjectionStore {
 
     /// In place: the replay's most frequent change, without the entry copied out and back.
     mutating func updateEntry<Answer>(_ account: UTF8Key, _ payment: UTF8Key, _ body: (inout QueueEntry) -> Answer) -> Answer? {
-        var finishing = 0
+        var moved = AccountCounts()
         let answer = accounts.modifyIfPresent(account) { state in
             state.entries.update(payment) { entry in
                 let wasFinished = entry.isFinished
                 let answer = body(&entry)
-                finishing = (entry.isFinished ? 1 : 0) - (wasFinished ? 1 : 0)
+                moved = AccountCounts(entryWasFinished: wasFinished, isFinished: entry.isFinished)
                 return answer
             }
         } ?? nil
-        unfinishedCount -= finishing
+        entryCount += moved.entries
+        unfinishedCount += moved.unfinished
         return answer
     }
 
