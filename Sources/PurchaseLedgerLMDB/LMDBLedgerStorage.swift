@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// Tables, all written in the same transaction as the record they index:
 /// - `log`: position (u64 big-endian, from 1, appended with `MDB_APPEND`) → record bytes;
-/// - `events`: event id → position (idempotency);
+/// - `events` and `recentEvents`: event id → position (idempotency; `EventIDIndex`);
 /// - `transactions`: store transaction id → the entry holding it (account, payment), since when,
 ///   and whether it credited a consumable;
 /// - `revocations`: store transaction id → position of its first revocation;
@@ -23,7 +23,8 @@ import Synchronization
 ///   apart.
 ///
 /// - `scrub`: empty; filled and emptied again after a forget (`scrubFreedPages`).
-/// - `meta` also holds `lastForget` (the position of the newest `forgotten` record), and
+/// - `meta` also holds `lastForget` (the position of the newest `forgotten` record),
+///   `eventIDsIndexedThrough` (the event-id index's mark), and
 ///   `rewritePending` from a forget until the file is rewritten (`DataFileRewrite`).
 ///
 /// And, written apart from appends by the snapshot policy:
@@ -39,7 +40,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     /// Every table, by name: what `DataFileRewrite` copies.
     static let tableNames = [
-        "log", "events", "transactions", "revocations", "history", "recentHistory", "accountHistory", "snapshots", "accountStates", "catalogs", "meta", "clock",
+        "log", "events", "recentEvents", "transactions", "revocations", "history", "recentHistory", "accountHistory", "snapshots", "accountStates", "catalogs", "meta", "clock",
         "feeds", "appTransactions", "accountNames", "accountHandles", "proofs", "scrub",
     ]
 
@@ -48,6 +49,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     var storageFormat: String { Self.formatMarker }
     var readableFormats: [String] { [Self.formatOneMarker] }
     let accountNames = AccountNames()
+    /// The ids of the log's tail this process has read (`EventIDIndex`).
+    private let tailIDs = EventIDIndex.TailIDs()
     /// One process writes an LMDB ledger (`writer.lock` enforces it).
     var isShared: Bool { false }
     private let claim: OpenEnvironments.Claim
@@ -60,6 +63,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     struct Tables {
         var log: Table<UInt64, [UInt8]>
         var events: Table<String, UInt64>
+        /// Nil in a read-only ledger written before it (whose `events` holds every id).
+        var recentEvents: Table<UInt64, String>?
         var transactions: Table<[UInt8], [UInt8]>
         var revocations: Table<[UInt8], UInt64>
         var history: AccountHistory.Layout
@@ -98,6 +103,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 Tables(
                     log: try opener.table("log"),
                     events: try opener.table("events"),
+                    recentEvents: try opener.tableIfPresent("recentEvents"),
                     transactions: try opener.table("transactions"),
                     revocations: try opener.table("revocations"),
                     history: history,
@@ -154,7 +160,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     func read<R>(_ body: (any LedgerStorageReader) throws -> R) throws -> R {
         do {
-            return try environment.read { txn in try body(Reader(txn: txn, tables: tables)) }
+            return try environment.read { txn in try body(Reader(txn: txn, tables: tables, tailIDs: tailIDs)) }
         } catch {
             throw LMDBErrors.map(error, maximumSize: nil)
         }
@@ -166,7 +172,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         // every backend does (the storage contract suite checks it).
         guard !isReadOnly else { throw StorageError(.readOnly, "the ledger at \(directory) is open read-only") }
         do {
-            return try environment.write { txn in try body(Writer(txn: txn, tables: tables)) }
+            return try environment.write { txn in try body(Writer(txn: txn, tables: tables, tailIDs: tailIDs)) }
         } catch let error as LMDBError where error.code == .ioError && Directory.freeBytes(directory).map({ $0 < 1 << 20 }) == true {
             // LMDB reports a write cut short by a full file system as EIO.
             throw StorageError(.storageFull, "the file system holding \(directory) is full; earlier events stay readable", cause: error)
@@ -312,10 +318,12 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     class Reader: LedgerStorageReader {
         let txn: ReadTransaction
         let tables: Tables
+        let tailIDs: EventIDIndex.TailIDs
 
-        init(txn: ReadTransaction, tables: Tables) {
+        init(txn: ReadTransaction, tables: Tables, tailIDs: EventIDIndex.TailIDs) {
             self.txn = txn
             self.tables = tables
+            self.tailIDs = tailIDs
         }
 
         func lastPosition() throws -> UInt64 {
@@ -357,7 +365,18 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func position(ofEventID id: String) throws -> UInt64? {
-            try txn.value(in: tables.events, forKey: id)
+            try indexedPosition(ofEventID: id, committedThrough: try lastPosition(), mark: try EventIDIndex.indexedThrough(tables.meta, in: txn))
+        }
+
+        /// The position of `id` among the records through `last`, all committed: in `events`
+        /// through `mark`, in the log's tail after it.
+        final func indexedPosition(ofEventID id: String, committedThrough last: UInt64, mark: UInt64?) throws -> UInt64? {
+            if let position = try txn.value(in: tables.events, forKey: id) { return position }
+            guard let mark, last > mark else { return nil }
+            guard let recent = tables.recentEvents else { throw StorageError(.damaged, "the ledger has an event-id mark and no recentEvents") }
+            return try tailIDs.position(of: UTF8Key(id), after: mark, through: last) { range in
+                try EventIDIndex.ids(in: range, recent: recent, in: txn)
+            }
         }
 
         func holder(ofTransaction transaction: String) throws -> TransactionHolder? {
@@ -625,8 +644,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func counts() throws -> StorageCounts {
-            StorageCounts(
-                records: try txn.count(tables.log), eventIDs: try txn.count(tables.events),
+            let records = try txn.count(tables.log)
+            let eventIDs = try txn.count(tables.events) + (tables.recentEvents.map { try txn.count($0) } ?? 0)
+            if let mark = try EventIDIndex.indexedThrough(tables.meta, in: txn), mark > (try lastPosition()) {
+                throw StorageError(.damaged, "the event-id index's mark, \(mark), is past the log's last record")
+            }
+            return StorageCounts(
+                records: records, eventIDs: eventIDs,
                 transactions: try txn.count(tables.transactions), revocations: try txn.count(tables.revocations),
                 historyEntries: try historyEntryCount(), appTransactions: try tables.appTransactions.map { try txn.count($0) } ?? 0,
                 accountHandles: try tables.accountNames.map { try txn.count($0) } ?? 0,
@@ -636,15 +660,26 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     final class Writer: Reader, LedgerStorageWriter {
         private let write: WriteTransaction
+        /// The last position committed before this transaction's first append, and the
+        /// event-id index's mark then: read at the first append.
+        private var before: (last: UInt64, mark: UInt64)?
+        /// The ids this transaction appended after the mark: not committed, so not in `tailIDs`.
+        private var appendedIDs: [UTF8Key: UInt64] = [:]
 
-        init(txn: WriteTransaction, tables: Tables) {
+        init(txn: WriteTransaction, tables: Tables, tailIDs: EventIDIndex.TailIDs) {
             write = txn
-            super.init(txn: txn, tables: tables)
+            super.init(txn: txn, tables: tables, tailIDs: tailIDs)
+        }
+
+        override func position(ofEventID id: String) throws -> UInt64? {
+            guard let before else { return try super.position(ofEventID: id) }
+            if let position = appendedIDs[UTF8Key(id)] { return position }
+            return try indexedPosition(ofEventID: id, committedThrough: before.last, mark: before.mark)
         }
 
         func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
             try write.append(record, in: tables.log, forKey: position)
-            try write.put(position, in: tables.events, forKey: eventID)
+            try indexEventID(eventID, at: position)
             guard case .byHandle(let indexed, let recent) = tables.history else {
                 throw StorageError(.readOnly, "a ledger of format 1 is read-only")
             }
@@ -652,6 +687,33 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 throw StorageError(.damaged, "the account table gives \"\(account)\" no handle: it is named before its first event")
             }
             try AccountHistory.add(handle: handle, position: position, indexed: indexed, recent: recent, in: write)
+        }
+
+        /// Appends the id to `recentEvents`, and moves those into `events` when they are many.
+        private func indexEventID(_ id: String, at position: UInt64) throws {
+            guard let recent = tables.recentEvents else { throw StorageError(.readOnly, "the ledger is open read-only") }
+            let (last, mark): (UInt64, UInt64)
+            if let before {
+                (last, mark) = before
+            } else {
+                last = position - 1
+                if let stored = try EventIDIndex.indexedThrough(tables.meta, in: txn) {
+                    mark = stored
+                } else {
+                    // `events` holds every earlier id (a ledger written before the mark): the tail
+                    // starts here.
+                    mark = last
+                    try write.put(String(mark), in: tables.meta, forKey: EventIDIndex.indexedThroughKey)
+                }
+                before = (last, mark)
+            }
+            try write.append(id, in: recent, forKey: position)
+            appendedIDs[UTF8Key(id)] = position
+            guard position - mark >= EventIDIndex.moveThreshold else { return }
+            try EventIDIndex.move(through: position, recent: recent, events: tables.events, meta: tables.meta, in: write)
+            // The moved ids, this transaction's among them, are in `events` now.
+            before = (last, position)
+            appendedIDs = [:]
         }
 
         func recordClock(_ reading: ClockReading) throws {

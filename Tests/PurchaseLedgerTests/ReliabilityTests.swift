@@ -163,13 +163,17 @@ struct ReliabilityTests {
         }
     }
 
-    @Test func aFlippedByteInAnIndexIsAnIndexMismatch() async throws {
+    /// In either table of the event-id index: `recentEvents`, where a small ledger's ids are,
+    /// and `events`, where they move when they are many.
+    @Test(arguments: [false, true])
+    func aFlippedByteInAnIndexIsAnIndexMismatch(moved: Bool) async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
             let records = try await ledgerWithTail(path)
-            // The live key of the event-id index (not the id inside the record).
+            if moved { try LiveBytes.moveRecentEventIDs(in: path) }
+            // The live entry of the event-id index (not the id inside the record).
             let target = records[70]
-            try flipByte(at: LiveBytes.eventIDKey(target.event.id, in: path) + target.event.id.utf8.count - 1, in: path + "/data.mdb")
+            try flipByte(at: LiveBytes.eventID(target.event.id, in: path) + target.event.id.utf8.count - 1, in: path + "/data.mdb")
             let log = try LedgerLog.open(at: path)
             let report = log.verify()
             #expect(report.damage?.kind == .indexMismatch)

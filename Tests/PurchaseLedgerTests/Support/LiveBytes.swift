@@ -12,7 +12,7 @@ enum LiveBytes {
     static func record(at position: UInt64, in directory: String) throws -> Int {
         try withStorage(directory) { storage in
             try storage.environment.read { txn in
-                let reader = LMDBLedgerStorage.Reader(txn: txn, tables: storage.tables)
+                let reader = LMDBLedgerStorage.Reader(txn: txn, tables: storage.tables, tailIDs: .init())
                 var address = 0
                 _ = try reader.record(at: position) { bytes in address = Int(bitPattern: bytes.baseAddress!) }
                 return try offset(of: address, in: directory)
@@ -20,14 +20,35 @@ enum LiveBytes {
         }
     }
 
-    /// The file offset of `id` as a key of the event-id index.
-    static func eventIDKey(_ id: String, in directory: String) throws -> Int {
+    /// The file offset of `id` in the event-id index: a key of `events`, or a value of
+    /// `recentEvents` for an id not moved there yet (`EventIDIndex`).
+    static func eventID(_ id: String, in directory: String) throws -> Int {
         try withStorage(directory) { storage in
             try storage.environment.read { txn in
-                try txn.withCursor(storage.tables.events) { cursor in
-                    guard let entry = try cursor.seek(exactly: id) else { throw TestFailure("no index entry for \(id)") }
-                    return try offset(of: Int(bitPattern: entry.key.baseAddress!), in: directory)
+                let indexed = try txn.withCursor(storage.tables.events) { cursor in
+                    try cursor.seek(exactly: id).map { Int(bitPattern: $0.key.baseAddress!) }
                 }
+                if let indexed { return try offset(of: indexed, in: directory) }
+                var recent: Int?
+                try txn.scan(storage.tables.recentEvents!) { _, value in
+                    if value.elementsEqual(id.utf8) { recent = Int(bitPattern: value.baseAddress!) }
+                    return recent == nil
+                }
+                guard let recent else { throw TestFailure("no index entry for \(id)") }
+                return try offset(of: recent, in: directory)
+            }
+        }
+    }
+
+    /// Moves the ids of `recentEvents` into `events` now, as the append that makes them many
+    /// does.
+    static func moveRecentEventIDs(in directory: String) throws {
+        try withStorage(directory) { storage in
+            try storage.write { writer in
+                let lmdb = writer as! LMDBLedgerStorage.Writer
+                try EventIDIndex.move(
+                    through: try lmdb.lastPosition(), recent: storage.tables.recentEvents!, events: storage.tables.events,
+                    meta: storage.tables.meta, in: lmdb.txn as! LMDB.WriteTransaction)
             }
         }
     }

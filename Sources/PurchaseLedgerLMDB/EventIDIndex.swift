@@ -1,0 +1,121 @@
+import LMDB
+import PurchaseLedger
+import Synchronization
+
+/// The LMDB backend's event-id index: which position holds the event of an id (the rules'
+/// duplicate check, at every append).
+///
+/// Laid out so that a commit writes few pages. Ids come in any order (an app's UUIDs, many
+/// clients' streams at once), so a commit that put each id into one B-tree keyed by id touched
+/// a leaf and its branch pages per id. So the index has two tables, as the history has
+/// (`AccountHistory`):
+/// - `recentEvents`: position (u64 big-endian, appended) → event id, for the records after
+///   the mark. An append adds one entry at the end: a commit writes its last page.
+/// - `events`: event id → position, for the records up to the mark, the position `meta` holds
+///   under `indexedThroughKey` (every record's id when the key is absent: ledgers written
+///   before `recentEvents`).
+///
+/// The append that brings `recentEvents` to `moveThreshold` entries moves them into `events`
+/// in key order, empties it and moves the mark, in its own commit: neighbouring keys share
+/// pages, so the batch writes far fewer pages than its ids would have one by one. A lookup
+/// reads `events`, then the ids of `recentEvents`, which each process keeps once read
+/// (`TailIDs`).
+enum EventIDIndex {
+    static let moveThreshold: UInt64 = 8192
+    /// The key of `meta` whose value (decimal) is the last position whose id `events` holds.
+    static let indexedThroughKey = "eventIDsIndexedThrough"
+
+    /// The last position whose id `events` holds; nil when it holds every record's id.
+    static func indexedThrough(_ meta: Table<String, String>, in txn: ReadTransaction) throws -> UInt64? {
+        guard let text = try txn.value(in: meta, forKey: indexedThroughKey) else { return nil }
+        guard let position = UInt64(text) else { throw StorageError(.damaged, "the event-id index's mark is \"\(text)\"") }
+        return position
+    }
+
+    /// The ids `recent` holds for the positions in `range`, which it must hold every one of.
+    static func ids(
+        in range: ClosedRange<UInt64>, recent: Table<UInt64, String>, in txn: ReadTransaction
+    ) throws -> [(position: UInt64, id: UTF8Key)] {
+        var ids: [(position: UInt64, id: UTF8Key)] = []
+        ids.reserveCapacity(Int(clamping: range.count))
+        var expected = range.lowerBound
+        try txn.scan(recent, from: range.lowerBound) { key, value in
+            let position = try UInt64(lmdbBytes: key)
+            guard position <= range.upperBound else { return false }
+            guard position == expected else { throw missing(expected) }
+            ids.append((position, UTF8Key(try String(lmdbBytes: value))))
+            expected += 1
+            return true
+        }
+        guard expected > range.upperBound else { throw missing(expected) }
+        return ids
+    }
+
+    private static func missing(_ position: UInt64) -> StorageError {
+        StorageError(.damaged, "the event-id index lacks the id of the event at \(position)", position: position)
+    }
+
+    /// Puts the ids of `recent` (the records after the mark through `last`) into `events`, in key
+    /// order, empties `recent` and moves the mark to `last`.
+    static func move(
+        through last: UInt64, recent: Table<UInt64, String>, events: Table<String, UInt64>, meta: Table<String, String>,
+        in write: WriteTransaction
+    ) throws {
+        var tail: [(position: UInt64, id: UTF8Key)] = []
+        try write.scan(recent) { key, value in
+            tail.append((try UInt64(lmdbBytes: key), UTF8Key(try String(lmdbBytes: value))))
+            return true
+        }
+        for (position, id) in tail.sorted(by: { $0.id < $1.id }) {
+            guard try write.insert(position, in: events, forKey: id.string) else {
+                throw StorageError(.damaged, "the event-id index already holds \"\(id)\", appended again at \(position)", position: position)
+            }
+        }
+        try write.removeAll(in: recent)
+        try write.put(String(last), in: meta, forKey: indexedThroughKey)
+    }
+
+    /// The ids of `recentEvents` that this process has read, shared by its transactions: an
+    /// entry never changes once committed (until it moves to `events`, where a lookup finds it
+    /// first), so an id read in one transaction holds in every transaction that sees its
+    /// position.
+    final class TailIDs: Sendable {
+        private struct Tail {
+            /// The mark when the ids were read: none is at or before it.
+            var mark: UInt64 = 0
+            /// Every id after `mark` through this position is in `positions`.
+            var readThrough: UInt64 = 0
+            var positions: [UTF8Key: UInt64] = [:]
+        }
+
+        private let tail = Mutex(Tail())
+
+        /// The position of the record with `id` after `mark` through `last`, reading the ids
+        /// this process has not read yet; `last` must be committed (an aborted write's ids
+        /// would otherwise stay).
+        func position(
+            of id: UTF8Key, after mark: UInt64, through last: UInt64,
+            reading read: (ClosedRange<UInt64>) throws -> [(position: UInt64, id: UTF8Key)]
+        ) throws -> UInt64? {
+            try tail.withLock { tail in
+                if tail.mark != mark {
+                    if mark > tail.mark, tail.readThrough >= mark {
+                        // Moved to `events`: what was read after the new mark stays.
+                        tail.positions = tail.positions.filter { $0.value > mark }
+                    } else {
+                        // A transaction begun before a move, which reads the ids it moved here.
+                        tail.positions = [:]
+                        tail.readThrough = mark
+                    }
+                    tail.mark = mark
+                }
+                if tail.readThrough < last {
+                    for (position, id) in try read(tail.readThrough + 1...last) { tail.positions[id] = position }
+                    tail.readThrough = last
+                }
+                guard let position = tail.positions[id], position <= last else { return nil }
+                return position
+            }
+        }
+    }
+}
