@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import LMDB
 import PurchaseLedger
 import Synchronization
@@ -66,7 +71,18 @@ enum EventIDIndex {
             tail.append((try UInt64(lmdbBytes: key), UTF8Key(try String(lmdbBytes: value))))
             return true
         }
-        for (position, id) in tail.sorted(by: { $0.id < $1.id }) {
+        // By bytes, compared whole (`UTF8Key`'s order, faster than a byte at a time).
+        tail.sort { lhs, rhs in
+            var (left, right) = (lhs.id.string, rhs.id.string)
+            return left.withUTF8 { l in
+                right.withUTF8 { r in
+                    let length = min(l.count, r.count)
+                    let common = length == 0 ? 0 : memcmp(l.baseAddress!, r.baseAddress!, length)
+                    return common != 0 ? common < 0 : l.count < r.count
+                }
+            }
+        }
+        for (position, id) in tail {
             guard try write.insert(position, in: events, forKey: id.string) else {
                 throw StorageError(.damaged, "the event-id index already holds \"\(id)\", appended again at \(position)", position: position)
             }
@@ -89,6 +105,16 @@ enum EventIDIndex {
         }
 
         private let tail = Mutex(Tail())
+
+        /// The ids a committed write appended after `mark`, at the positions after `last`: kept
+        /// when this process had read the tail through `last` (otherwise they are read later).
+        func add(_ ids: [UTF8Key: UInt64], after mark: UInt64, following last: UInt64) {
+            tail.withLock { tail in
+                guard tail.mark == mark, tail.readThrough == last else { return }
+                tail.positions.merge(ids) { _, new in new }
+                tail.readThrough = ids.values.max() ?? last
+            }
+        }
 
         /// The position of the record with `id` after `mark` through `last`, reading the ids
         /// this process has not read yet; `last` must be committed (an aborted write's ids

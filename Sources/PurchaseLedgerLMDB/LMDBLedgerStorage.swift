@@ -172,7 +172,14 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         // every backend does (the storage contract suite checks it).
         guard !isReadOnly else { throw StorageError(.readOnly, "the ledger at \(directory) is open read-only") }
         do {
-            return try environment.write { txn in try body(Writer(txn: txn, tables: tables, tailIDs: tailIDs)) }
+            var writer: Writer?
+            let result = try environment.write { txn in
+                let made = Writer(txn: txn, tables: tables, tailIDs: tailIDs)
+                writer = made
+                return try body(made)
+            }
+            writer?.committed()
+            return result
         } catch let error as LMDBError where error.code == .ioError && Directory.freeBytes(directory).map({ $0 < 1 << 20 }) == true {
             // LMDB reports a write cut short by a full file system as EIO.
             throw StorageError(.storageFull, "the file system holding \(directory) is full; earlier events stay readable", cause: error)
@@ -665,6 +672,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         private var before: (last: UInt64, mark: UInt64)?
         /// The ids this transaction appended after the mark: not committed, so not in `tailIDs`.
         private var appendedIDs: [UTF8Key: UInt64] = [:]
+        private var discarded = false
 
         init(txn: WriteTransaction, tables: Tables, tailIDs: EventIDIndex.TailIDs) {
             write = txn
@@ -834,6 +842,14 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func discard() {
             write.discard()
+            discarded = true
+        }
+
+        /// After the commit: the ids this transaction appended are the tail's next ones, which
+        /// this process need not read back.
+        func committed() {
+            guard !discarded, let before, !appendedIDs.isEmpty else { return }
+            tailIDs.add(appendedIDs, after: before.mark, following: before.last)
         }
     }
 }

@@ -145,4 +145,24 @@ struct EventIDIndexTests {
             #expect(try Self.tables(directory + "/ledger") == (threshold, 20, UInt64(threshold)))
         }
     }
+
+    /// A write that appends and is then discarded leaves no id behind in this process's
+    /// memory of the tail, and takes no position from the id appended there next.
+    @Test func aDiscardedWriteLeavesNoIDBehind() async throws {
+        try await withTemporaryDirectory { directory in
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: wordGameCatalog, configuration: .testing)
+            _ = try await ledger.appendAll((1...10).map { Self.event($0) })
+            try ledger.storage.write { writer in
+                try writer.append(record: [0], at: 11, eventID: "discarded", account: "a1")
+                writer.discard()
+            }
+            #expect(try ledger.position(ofEventID: "discarded") == nil)
+            _ = try await ledger.appendAll([Self.event(11)])
+            #expect(try ledger.position(ofEventID: "discarded") == nil)
+            #expect(try ledger.position(ofEventID: Self.id(11)) == 11)
+            let again = try await ledger.append(contentsOf: [Self.event(0, id: Self.id(11)), Self.event(0, id: "discarded")])
+            #expect(again.map(\.summary) == ["duplicate 11", "appended 12"])
+            await ledger.close()
+        }
+    }
 }
