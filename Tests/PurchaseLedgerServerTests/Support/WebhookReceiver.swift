@@ -51,9 +51,13 @@ final class WebhookReceiver: Sendable {
 
 extension ServerConfiguration {
     /// Webhooks to the test receiver on `port` (the endpoint "receiver"), the first retry after
-    /// 50 ms.
+    /// 50 ms. The idle timeout is ten minutes: a test's client keeps one connection, idle while
+    /// it watches the receiver's record, and on a loaded machine (the whole suite on two cores)
+    /// that wait can pass the default 30 s: the server then closes the connection and the
+    /// test's next request fails ("I/O on closed channel", seen once in a full run).
     mutating func deliverWebhooks(toPort port: Int, maxAttempts: Int) {
         webhooks = [.init(name: "receiver", url: "http://127.0.0.1:\(port)/hook", secret: WebhookTests.secret, maxAttempts: maxAttempts)]
         webhookFirstRetrySeconds = 0.05
+        limits.idleTimeoutSeconds = 600
     }
 }
