@@ -12,8 +12,10 @@ import Workloads
 /// "<subject>: <workload>", which `tools/bench` groups into RESULTS.md.
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
-        // Bytes the process sent to the disk (/proc/self/io): pages written per event.
-        metrics: [.throughput, .wallClock, .peakMemoryResident, .mallocCountTotal, .writeBytesPhysical],
+        // Bytes the process passed to write calls (/proc/self/io's wchar): pages written per
+        // event. Not `writeBytesPhysical` (write_bytes), which counts a whole page-cache folio
+        // per page dirtied.
+        metrics: [.throughput, .wallClock, .peakMemoryResident, .mallocCountTotal, .writeBytesLogical],
         timeUnits: .microseconds,
         warmupIterations: 1,
         maxDuration: .seconds(5),
