@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import LMDB
 import PurchaseLedger
 import Synchronization
@@ -71,17 +66,7 @@ enum EventIDIndex {
             tail.append((try UInt64(lmdbBytes: key), UTF8Key(try String(lmdbBytes: value))))
             return true
         }
-        // By bytes, compared whole (`UTF8Key`'s order, faster than a byte at a time).
-        tail.sort { lhs, rhs in
-            var (left, right) = (lhs.id.string, rhs.id.string)
-            return left.withUTF8 { l in
-                right.withUTF8 { r in
-                    let length = min(l.count, r.count)
-                    let common = length == 0 ? 0 : memcmp(l.baseAddress!, r.baseAddress!, length)
-                    return common != 0 ? common < 0 : l.count < r.count
-                }
-            }
-        }
+        tail.sort { $0.id < $1.id }
         for (position, id) in tail {
             guard try write.insert(position, in: events, forKey: id.string) else {
                 throw StorageError(.damaged, "the event-id index already holds \"\(id)\", appended again at \(position)", position: position)

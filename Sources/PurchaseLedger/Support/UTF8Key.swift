@@ -32,9 +32,17 @@ package struct UTF8Key: Hashable, Sendable, Comparable, CustomStringConvertible,
         copy.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 
-    /// Byte order, the order of every sorted list the ledger prints.
+    /// Byte order, the order of every sorted list the ledger prints; compared whole, as `==`
+    /// does (the event-id index sorts 8,192 ids at a time by it).
     package static func < (lhs: UTF8Key, rhs: UTF8Key) -> Bool {
-        lhs.string.utf8.lexicographicallyPrecedes(rhs.string.utf8)
+        var (left, right) = (lhs.string, rhs.string)
+        return left.withUTF8 { l in
+            right.withUTF8 { r in
+                let length = min(l.count, r.count)
+                let common = length == 0 ? 0 : memcmp(l.baseAddress!, r.baseAddress!, length)
+                return common != 0 ? common < 0 : l.count < r.count
+            }
+        }
     }
 }
 
