@@ -55,17 +55,14 @@ enum EventIDIndex {
         StorageError(.damaged, "the event-id index lacks the id of the event at \(position)", position: position)
     }
 
-    /// Puts the ids of `recent` (the records after the mark through `last`) into `events`, in key
-    /// order, empties `recent` and moves the mark to `last`.
+    /// Puts the ids of `recent` (the records after `mark` through `last`, every one of them) into
+    /// `events`, in key order, empties `recent` and moves the mark to `last`.
     static func move(
-        through last: UInt64, recent: Table<UInt64, String>, events: Table<String, UInt64>, meta: Table<String, String>,
+        after mark: UInt64, through last: UInt64,
+        recent: Table<UInt64, String>, events: Table<String, UInt64>, meta: Table<String, String>,
         in write: WriteTransaction
     ) throws {
-        var tail: [(position: UInt64, id: UTF8Key)] = []
-        try write.scan(recent) { key, value in
-            tail.append((try UInt64(lmdbBytes: key), UTF8Key(try String(lmdbBytes: value))))
-            return true
-        }
+        var tail = try ids(in: mark + 1...last, recent: recent, in: write)
         tail.sort { $0.id < $1.id }
         for (position, id) in tail {
             guard try write.insert(position, in: events, forKey: id.string) else {

@@ -718,7 +718,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             try write.append(id, in: recent, forKey: position)
             appendedIDs[UTF8Key(id)] = position
             guard position - mark >= EventIDIndex.moveThreshold else { return }
-            try EventIDIndex.move(through: position, recent: recent, events: tables.events, meta: tables.meta, in: write)
+            try EventIDIndex.move(after: mark, through: position, recent: recent, events: tables.events, meta: tables.meta, in: write)
             // The moved ids, this transaction's among them, are in `events` now.
             before = (last, position)
             appendedIDs = [:]

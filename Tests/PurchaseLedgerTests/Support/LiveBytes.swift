@@ -46,8 +46,9 @@ enum LiveBytes {
         try withStorage(directory) { storage in
             try storage.write { writer in
                 let lmdb = writer as! LMDBLedgerStorage.Writer
+                let mark = try EventIDIndex.indexedThrough(storage.tables.meta, in: lmdb.txn) ?? 0
                 try EventIDIndex.move(
-                    through: try lmdb.lastPosition(), recent: storage.tables.recentEvents!, events: storage.tables.events,
+                    after: mark, through: try lmdb.lastPosition(), recent: storage.tables.recentEvents!, events: storage.tables.events,
                     meta: storage.tables.meta, in: lmdb.txn as! LMDB.WriteTransaction)
             }
         }
