@@ -80,26 +80,48 @@ func appendBenchmarks(on backend: BenchedBackend) {
             await backend.remove(single.value!.1)
         })
 
-    let batched = Box<(Ledger, String, BenchmarkEvents)>()
-    Benchmark(
-        "\(backend.subject): append, 1,000 events per commit",
-        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
-        closure: { benchmark in
-            var (ledger, _, events) = batched.value!
-            let batch = events.next(1000)
-            batched.value!.2 = events
-            benchmark.startMeasurement()
-            _ = try! await ledger.append(contentsOf: batch)
-            benchmark.stopMeasurement()
-        },
-        setup: {
-            let (ledger, token) = try await backend.open("batched")
-            batched.value = (ledger, token, BenchmarkEvents(prefix: "b"))
-        },
-        teardown: {
-            await batched.value!.0.close()
-            await backend.remove(batched.value!.1)
-        })
+    for order in BenchmarkEvents.EventIDs.allCases {
+        let batched = Box<(Ledger, String, BenchmarkEvents)>()
+        Benchmark(
+            "\(backend.subject): append, 1,000 events per commit\(order.suiteSuffix)",
+            configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+            closure: { benchmark in
+                var (ledger, _, events) = batched.value!
+                let batch = events.next(1000)
+                batched.value!.2 = events
+                benchmark.startMeasurement()
+                _ = try! await ledger.append(contentsOf: batch)
+                benchmark.stopMeasurement()
+            },
+            setup: {
+                let (ledger, token) = try await backend.open("batched\(order.scratchSuffix)")
+                batched.value = (ledger, token, BenchmarkEvents(prefix: "b", eventIDs: order))
+            },
+            teardown: {
+                await batched.value!.0.close()
+                await backend.remove(batched.value!.1)
+            })
+    }
+}
+
+extension BenchmarkEvents.EventIDs {
+    /// What a suite's name says of its ids: nothing when they are in order, as in every suite
+    /// before ids in no order were measured.
+    var suiteSuffix: String {
+        switch self {
+        case .inOrder: ""
+        case .inNoOrder: ", ids in no order"
+        }
+    }
+
+    /// The same for a suite's scratch ledger (lower-case letters: PostgreSQL folds a database's
+    /// name to them).
+    var scratchSuffix: String {
+        switch self {
+        case .inOrder: ""
+        case .inNoOrder: "noorder"
+        }
+    }
 }
 
 // MARK: 3. Group commit: concurrent appenders, one event per call (on every backend)
@@ -238,21 +260,23 @@ func peerBenchmarks() {
         },
         teardown: { Scratch.remove(single.value!.1) })
 
-    let batched = Box<(SQLitePeer, String, BenchmarkEvents)>()
-    Benchmark(
-        "SQLite peer: 1,000 inserts per transaction",
-        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
-        closure: { benchmark in
-            let rows = batched.value!.2.next(1000).map { ($0.id, $0.account, Array($0.jsonLine.utf8)) }
-            benchmark.startMeasurement()
-            try! batched.value!.0.insert(rows)
-            benchmark.stopMeasurement()
-        },
-        setup: {
-            let directory = Scratch.directory("sqlite-batched")
-            batched.value = (try SQLitePeer(path: directory + "/events.sqlite"), directory, BenchmarkEvents(prefix: "qb"))
-        },
-        teardown: { Scratch.remove(batched.value!.1) })
+    for order in BenchmarkEvents.EventIDs.allCases {
+        let batched = Box<(SQLitePeer, String, BenchmarkEvents)>()
+        Benchmark(
+            "SQLite peer: 1,000 inserts per transaction\(order.suiteSuffix)",
+            configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+            closure: { benchmark in
+                let rows = batched.value!.2.next(1000).map { ($0.id, $0.account, Array($0.jsonLine.utf8)) }
+                benchmark.startMeasurement()
+                try! batched.value!.0.insert(rows)
+                benchmark.stopMeasurement()
+            },
+            setup: {
+                let directory = Scratch.directory("sqlite-batched\(order.scratchSuffix)")
+                batched.value = (try SQLitePeer(path: directory + "/events.sqlite"), directory, BenchmarkEvents(prefix: "qb", eventIDs: order))
+            },
+            teardown: { Scratch.remove(batched.value!.1) })
+    }
 
     let scan = Box<SQLitePeer>()
     Benchmark(

@@ -18,12 +18,24 @@ public struct BenchmarkEvents: Sendable {
     private var flow = 0
     private var emitted = 0
     private var pending: [Event] = []
+    /// How event ids are made.
+    public enum EventIDs: Sendable, CaseIterable {
+        /// The prefix and a counter: each id sorts after the one before (as a counter's or a
+        /// time-ordered id's do).
+        case inOrder
+        /// The prefix and 32 random hex digits, as an app's UUIDs: each id lands anywhere
+        /// among the ids before it.
+        case inNoOrder
+    }
+
+    public let eventIDs: EventIDs
     private var random: UInt64
 
-    public init(accounts: Int = 50_000, prefix: String = "e", seed: UInt64 = 1) {
+    public init(accounts: Int = 50_000, prefix: String = "e", seed: UInt64 = 1, eventIDs: EventIDs = .inOrder) {
         self.accounts = accounts
         self.prefix = prefix
         self.random = seed
+        self.eventIDs = eventIDs
     }
 
     private mutating func nextRandom() -> UInt64 {
@@ -53,7 +65,7 @@ public struct BenchmarkEvents: Sendable {
         let transaction = "\(prefix)\(pad(flow, 12))"
         func event(_ payload: Event.Payload) -> Event {
             emitted += 1
-            return Event(id: "\(prefix)-evt-\(pad(emitted, 10))", account: account,
+            return Event(id: nextEventID(), account: account,
                          at: Timestamp(seconds: 1_767_225_600 + Int64(emitted)), payload: payload)
         }
         pending.append(event(.paymentAdded(PaymentAdded(payment: payment, product: product.id))))
@@ -62,6 +74,16 @@ public struct BenchmarkEvents: Sendable {
         pending.append(event(.transactionFinished(TransactionFinished(payment: payment))))
         if product.type == .consumable {
             pending.append(event(.consumed(Consumed(item: "hints", amount: 1))))
+        }
+    }
+
+    private mutating func nextEventID() -> String {
+        switch eventIDs {
+        case .inOrder:
+            return "\(prefix)-evt-\(pad(emitted, 10))"
+        case .inNoOrder:
+            let high = String(nextRandom(), radix: 16), low = String(nextRandom(), radix: 16)
+            return "\(prefix)-" + String(repeating: "0", count: 16 - high.count) + high + String(repeating: "0", count: 16 - low.count) + low
         }
     }
 
