@@ -81,6 +81,38 @@ struct EventIDIndexTests {
         }
     }
 
+    /// The second move of ids in no order puts them among the first move's, before and after
+    /// the greatest: each is found at its position, and `verify` finds `events` whole.
+    @Test func aSecondMoveOfIDsInNoOrderPutsThemAmongTheFirstOnes() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let threshold = Int(EventIDIndex.moveThreshold)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            for first in stride(from: 1, through: 2 * threshold + 10, by: 1000) {
+                _ = try await ledger.appendAll((first...min(first + 999, 2 * threshold + 10)).map { Self.event($0) })
+            }
+            await ledger.close()
+            #expect(try Self.tables(path) == (2 * threshold, 10, UInt64(2 * threshold)))
+
+            // The second move's ids fall on both sides of the first's greatest.
+            let greatest = (1...threshold).map { UTF8Key(Self.id($0)) }.max()!
+            let second = (threshold + 1...2 * threshold).map { UTF8Key(Self.id($0)) }
+            #expect(second.contains { $0 < greatest } && second.contains { greatest < $0 })
+
+            // `events` holds each id at its position, in key order (verify reads it whole).
+            let log = try LedgerLog.open(at: path)
+            #expect(log.verify().isIntact)
+            log.close()
+            let reopened = try Ledger.open(at: path, configuration: .testing)
+            for index in stride(from: 1, through: 2 * threshold + 10, by: 97) {
+                #expect(try reopened.position(ofEventID: Self.id(index)) == UInt64(index), "\(index)")
+            }
+            let again = try await reopened.append(contentsOf: [5, threshold + 5, 2 * threshold + 5].map { Self.event(0, id: Self.id($0)) })
+            #expect(again.map(\.summary) == ["duplicate 5", "duplicate \(threshold + 5)", "duplicate \(2 * threshold + 5)"])
+            await reopened.close()
+        }
+    }
+
     /// A ledger written before `recentEvents` has every id in `events` and no mark: it is
     /// read so, and the first append starts the mark there.
     @Test func aLedgerWhoseEventsTableHoldsEveryIDKeepsFindingThem() async throws {
