@@ -247,7 +247,9 @@ var report = """
     digits, as an app's UUIDs: the ledger's is compared with the SQLite peer's of the same kind.
 
     Pages written per event are the bytes the process passed to `write` calls (`wchar` of
-    /proc/self/io: the pages LMDB writes, or SQLite's WAL frames) in 4 KiB pages. Not the
+    /proc/self/io: the pages LMDB writes, or SQLite's WAL frames) in 4 KiB pages, the mean
+    over the iterations: the ones that write the most (the ledger's index moves, SQLite's
+    checkpoints) come once every several iterations, and a median left them out. Not the
     kernel's `write_bytes`, which counts a whole page-cache folio each time a page of it is
     dirtied: on this kernel's ext4, with large folios, that counted 2–3 times the pages LMDB
     wrote, and more than the device received (docs/ARCHITECTURE.md, "Where the time goes").
