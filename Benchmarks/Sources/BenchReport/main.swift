@@ -62,9 +62,9 @@ func load(_ path: String) throws -> [String: Figure] {
             wallClock: wallClock,
             peakMemoryMB: maximum("Memory (resident peak)").map { $0 / 1_048_576 },
             mallocs: median("Malloc (total)"),
-            // The mean: what every iteration wrote over the events they held. A median would
-            // leave out the iterations that write the most (the indexes' moves, SQLite's
-            // checkpoints), which come once every several iterations.
+            // The mean: all the iterations wrote, shared out over them. A median would leave out
+            // the iterations that write the most (the indexes' moves, SQLite's checkpoints),
+            // which come once every several iterations.
             bytesWritten: mean("Bytes (write logical)"),
             iterations: element["measurementIterations"] as? Int ?? 0)
     }
