@@ -113,6 +113,30 @@ struct EventIDIndexTests {
         }
     }
 
+    /// A tail that lost an id (damage) stops the move that would have left it out of `events`
+    /// for good, where a later duplicate of it would pass: the append fails as damaged and
+    /// nothing moves. The appending process holds the tail's ids in memory, so only the move
+    /// reads the table.
+    @Test func aTailMissingAnIDStopsTheMoveAsDamage() async throws {
+        try await withTemporaryDirectory { directory in
+            let threshold = Int(EventIDIndex.moveThreshold)
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: wordGameCatalog, configuration: .testing)
+            _ = try await ledger.appendAll((1..<threshold).map { Self.event($0) })
+            let storage = try #require(ledger.storage as? LMDBLedgerStorage)
+            let deleted = try storage.write { writer in
+                let lmdb = writer as! LMDBLedgerStorage.Writer
+                return try (lmdb.txn as! LMDB.WriteTransaction).delete(in: storage.tables.recentEvents!, key: UInt64(10))
+            }
+            #expect(deleted)
+
+            let error = await #expect(throws: StorageError.self) { try await ledger.append(Self.event(threshold)) }
+            #expect(error?.code == .damaged)
+            #expect(error?.position == 10)
+            await ledger.close()
+            #expect(try Self.tables(directory + "/ledger") == (0, threshold - 2, 0))
+        }
+    }
+
     /// A ledger written before `recentEvents` has every id in `events` and no mark: it is
     /// read so, and the first append starts the mark there.
     @Test func aLedgerWhoseEventsTableHoldsEveryIDKeepsFindingThem() async throws {
