@@ -93,7 +93,7 @@ struct ChangeFeedRouteTests {
     static func readEvents(port: Int, count: Int, lastEventID: String?) async throws -> [StreamedEvent] {
         let script = """
             import http.client, json, sys
-            connection = http.client.HTTPConnection("127.0.0.1", \(port), timeout=10)
+            connection = http.client.HTTPConnection("127.0.0.1", \(port), timeout=60)
             headers = {"Authorization": "Bearer \(TestKeys.feed)", "Accept": "text/event-stream"}
             if sys.argv[1]: headers["Last-Event-ID"] = sys.argv[1]
             connection.request("GET", "/v1/changes/stream", headers=headers)
@@ -113,10 +113,12 @@ struct ChangeFeedRouteTests {
                 json.dump(events, output)
             """
         return try await withTemporaryDirectory { directory in
-            let outputPath = directory + "/events.json"
-            let reader = try ChildProcess("/usr/bin/env", ["python3", "-c", script, lastEventID ?? "", outputPath])
-            // It ends by itself within its ten-second socket timeout; killed if this task is
-            // cancelled first.
+            let outputPath = directory + "/events.json", errorPath = directory + "/reader.err"
+            let reader = try ChildProcess(
+                "/usr/bin/env", ["python3", "-c", script, lastEventID ?? "", outputPath], error: .file(errorPath))
+            // It ends by itself within its socket timeout (a minute: the full run loads two cores,
+            // and a reader that exited 1 once there left no trace, so its error is kept now);
+            // killed if this task is cancelled first.
             do {
                 while reader.isRunning { try await Task.sleep(for: .milliseconds(20)) }
             } catch {
@@ -124,7 +126,10 @@ struct ChangeFeedRouteTests {
                 throw error
             }
             let termination = reader.waitUntilExit()
-            guard termination == .exited(0) else { throw TestFailure("the event stream's reader \(termination)") }
+            guard termination == .exited(0) else {
+                let said = (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
+                throw TestFailure("the event stream's reader \(termination): \(said)")
+            }
             return try JSONDecoder().decode([StreamedEvent].self, from: Data(contentsOf: URL(fileURLWithPath: outputPath)))
         }
     }
