@@ -35,14 +35,7 @@ package struct UTF8Key: Hashable, Sendable, Comparable, CustomStringConvertible,
     /// Byte order, the order of every sorted list the ledger prints; compared whole, as `==`
     /// does (the event-id index sorts 8,192 ids at a time by it).
     package static func < (lhs: UTF8Key, rhs: UTF8Key) -> Bool {
-        var (left, right) = (lhs.string, rhs.string)
-        return left.withUTF8 { l in
-            right.withUTF8 { r in
-                let length = min(l.count, r.count)
-                let common = length == 0 ? 0 : memcmp(l.baseAddress!, r.baseAddress!, length)
-                return common != 0 ? common < 0 : l.count < r.count
-            }
-        }
+        utf8Order(lhs.string, rhs.string)
     }
 }
 
@@ -66,7 +59,16 @@ func sameBytes(_ lhs: String?, _ rhs: String?) -> Bool {
     }
 }
 
-/// Byte order of UTF-8, the order of every sorted list the ledger prints.
+/// Byte order of UTF-8, the order of every sorted list the ledger prints: the common length
+/// compared whole with `memcmp`, as `sameBytes` compares, then the shorter first.
 func utf8Order(_ lhs: String, _ rhs: String) -> Bool {
-    lhs.utf8.lexicographicallyPrecedes(rhs.utf8)
+    var lhs = lhs
+    var rhs = rhs
+    return lhs.withUTF8 { left in
+        rhs.withUTF8 { right in
+            let length = min(left.count, right.count)
+            let common = length == 0 ? 0 : memcmp(left.baseAddress!, right.baseAddress!, length)
+            return common != 0 ? common < 0 : left.count < right.count
+        }
+    }
 }
