@@ -50,7 +50,7 @@ enum DataFileRewrite {
         defer { alone.release() }
         let data = directory + "/" + LMDBLedgerStorage.dataFileName
         let before = Directory.fileSize(data) ?? 0
-        let scratch = directory + "/rewrite.tmp"
+        let scratch = scratchPath(directory)
         try removeScratch(scratch)
         try Directory.create(scratch)
         defer { try? removeScratch(scratch) }
@@ -124,6 +124,18 @@ enum DataFileRewrite {
                 after = last.key
             }
         }
+    }
+
+    /// Where a rewrite builds the new file: `rewrite.tmp/` in the ledger's directory.
+    static func scratchPath(_ directory: String) -> String {
+        directory + "/rewrite.tmp"
+    }
+
+    /// Removes what a rewrite cut short left (a kill while it copied: a partial copy of the
+    /// file, names of a forgotten customer among its bytes). Only with the writer lock held,
+    /// which every rewrite holds while it runs.
+    static func removeLeftovers(_ directory: String) throws {
+        try removeScratch(scratchPath(directory))
     }
 
     private static func removeScratch(_ path: String) throws {

@@ -807,6 +807,12 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             try write.insert(account, in: table, forKey: appTransaction)
         }
 
+        func forgetAppTransaction(_ appTransaction: String) throws {
+            guard let table = tables.appTransactions else { throw StorageError(.readOnly, "the ledger is open read-only") }
+            guard !appTransaction.isEmpty, appTransaction.utf8.count <= 256 else { return }
+            _ = try write.delete(in: table, key: appTransaction)
+        }
+
         func putSnapshotHeader(_ bytes: [UInt8], position: UInt64) throws {
             try write.put(bytes, in: tables.snapshots, forKey: position)
         }

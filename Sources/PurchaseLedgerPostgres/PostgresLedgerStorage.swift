@@ -830,6 +830,11 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             holders.removeAll()
         }
 
+        func forgetAppTransaction(_ appTransaction: String) throws {
+            flush()
+            connection.send("DELETE FROM ledger_app_transactions WHERE app_transaction = \(Keys.bytes(appTransaction))")
+        }
+
         func claimAppTransaction(_ appTransaction: String, for account: String) throws {
             // Sent with the write's other rows; the first committed claim stays, whichever server made it.
             pending.claimAppTransaction(appTransaction, for: account)

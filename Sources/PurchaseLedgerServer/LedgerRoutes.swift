@@ -111,11 +111,17 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
                 throw LedgerHTTPError.forbidden("\(names) events need the scope \(scope.rawValue); nothing of this request was appended")
             }
         }
-        let restores = RestoresAcrossAccounts(ledger: ledger, policy: restores)
+        // The ids the server and the tools make are theirs (`OwnEventIDs`): a client's event may
+        // not take one, whatever its key's scopes.
+        let admitted = decoded.map { line -> Result<Event, LedgerError> in
+            guard case .success(let event) = line, let refusal = OwnEventIDs.clientRefusal(event.id) else { return line }
+            return .failure(refusal)
+        }
+        let restores = RestoresAcrossAccounts(
+            ledger: ledger, policy: restores, mayMovePurchases: context.identity?.scopes.contains(.eventsStore) == true)
         let results: [AppendResult]
         do {
-            results = try await ledger.append(lines: try restores.admitting(decoded))
-            try await restores.transfer(after: decoded, results: results)
+            results = try await restores.append(admitted)
         } catch {
             throw Self.httpError(storage: error, logger: context.logger)
         }
@@ -193,6 +199,15 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         let position = switch forgotten.outcome {
         case .appended(let position), .duplicate(let position): position
         }
+        // What the server keeps outside the ledger goes before the answer (`ForgetService` does
+        // the same for forgets made elsewhere).
+        if let unattributed = notifications?.unattributed {
+            do {
+                try unattributed.forget(try ledger.renames(ofForgetAt: position).map(\.old))
+            } catch {
+                throw Self.httpError(storage: error, logger: context.logger)
+            }
+        }
         return .json("{\"position\": \(position), \"pseudonym\": \(JSONString.quoted(forgotten.pseudonym))}\n")
     }
 
@@ -222,10 +237,15 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         let after = try cursorParameter(request, header: nil)
         let limit = Int(try integerParameter(request, "limit", default: 100, range: 1...1000))
         let wait = try integerParameter(request, "wait", default: 0, range: 0...UInt64(ServerConfiguration.Limits.longestChangeWaitSeconds))
-        let changes: [LedgerChange]
-        let next: FeedCursor
+        var changes: [LedgerChange]
+        var next: FeedCursor
         do {
-            (changes, next) = try await hub.changes(after: after, limit: limit, wait: .seconds(Int64(wait)))
+            repeat {
+                // A forget between the read and the answer: read again (the page may name an old name).
+                let generation = ledger.forgetGeneration
+                (changes, next) = try await hub.changes(after: after, limit: limit, wait: .seconds(Int64(wait)))
+                if ledger.forgetGeneration == generation { break }
+            } while true
         } catch {
             throw Self.httpError(storage: error, logger: context.logger)
         }
@@ -254,7 +274,10 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             var quiet = 0
             try await writer.write(ByteBuffer(string: ": ledger change feed\n\n"))
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
+                let generation = ledger.forgetGeneration
                 let (changes, next) = try await hub.changes(after: cursor, limit: 100, wait: .seconds(1))
+                // A forget since the page was read: it may name an old name; read it again.
+                guard ledger.forgetGeneration == generation else { continue }
                 if changes.isEmpty {
                     quiet += 1
                     if quiet >= 15 {
@@ -358,8 +381,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             throw LedgerHTTPError(status: .badRequest, code: error.code.rawValue, message: error.code.publicMessage)
         } catch SignedTransactionHandler.Refusal.noAccount {
             throw LedgerHTTPError.invalidEvent("the transaction has no appAccountToken: give `account`")
-        } catch SignedTransactionHandler.Refusal.notTheTokensAccount(let token) {
-            throw LedgerHTTPError.invalidEvent("the transaction's appAccountToken is \(token): it belongs to that account")
+        } catch SignedTransactionHandler.Refusal.notTheTokensAccount {
+            throw LedgerHTTPError.invalidEvent("the transaction's appAccountToken binds it to another account than `account`")
         } catch SignedTransactionHandler.Refusal.noTransactionID {
             throw LedgerHTTPError.invalidEvent("the transaction has no transactionId")
         } catch SignedTransactionHandler.Refusal.noSignedDate {

@@ -64,6 +64,9 @@ public enum LedgerServer {
                 services.append(webhooks)
             }
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
+            if let notifications {
+                services.append(ForgetService(ledger: ledger, unattributed: notifications.unattributed, logger: logger))
+            }
             // One client per environment (its host, one token cache) for the refund answers and the schedule.
             let clients = try await AppStoreServerAPIClient.configured(by: configuration, logger: logger)
             if !clients.isEmpty {

@@ -247,8 +247,10 @@ struct LedgerToolTests {
     }
 
     /// `ledger transfer` moves a purchase (or shares it), on both backends: the old account's
-    /// answer loses it, a second move from it is refused (exit 1) and appends nothing, the
-    /// history shows the pair, and the ledger verifies.
+    /// answer loses it and the new one's has it at once (issue 41, point 5: before, neither
+    /// had it until the new account's device reported a restore), a second move from the old
+    /// account is refused (exit 1) and appends nothing, moving it back works, the history
+    /// shows the pair, and the ledger verifies.
     @Test(arguments: Self.backends)
     func transferMovesAPurchaseAndRefusesWhatItCannot(_ backend: String) throws {
         try withDirectory { directory in
@@ -264,9 +266,12 @@ struct LedgerToolTests {
                 let moved = try ledger("transfer", location, "--original-transaction", "10", "--from", "alice", "--to", "bob")
                 #expect(moved.status == 0, "\(moved.error)")
                 #expect(moved.text.hasPrefix("alice: appended at position 3\nbob: appended at position 4\n"))
-                let replay = try ledger("replay", "--json", "--as-of", "2026-01-15T00:00:00Z", location)
-                let accounts = try #require(try JSONSerialization.jsonObject(with: replay.output) as? [String: Any])["accounts"] as? [String: [String: Any]]
-                #expect(accounts?["alice"]?["entitlements"] as? [String] == [])
+                func entitlements() throws -> [String: [String]] {
+                    let replay = try ledger("replay", "--json", "--as-of", "2026-01-15T00:00:00Z", location)
+                    let accounts = try #require(try JSONSerialization.jsonObject(with: replay.output) as? [String: Any])["accounts"] as? [String: [String: Any]]
+                    return (accounts ?? [:]).mapValues { $0["entitlements"] as? [String] ?? [] }
+                }
+                #expect(try entitlements() == ["alice": [], "bob": ["pro"]])
                 let again = try ledger("transfer", location, "--original-transaction", "10", "--from", "alice", "--to", "carol", "--json")
                 #expect(again.status == 1)
                 #expect(again.text.contains(#""error": "unknownTransaction""#))
@@ -274,8 +279,12 @@ struct LedgerToolTests {
                 #expect(consumable.status == 1)
                 #expect(consumable.text.contains("notRestorable"))
                 #expect(try ledger("history", location, "--account", "bob").text.contains("original 10 from alice to bob"))
+                // The pair, bob's restore of it and its finish.
+                #expect(try ledger("export", location).text.split(separator: "\n").count == 6)
+                let back = try ledger("transfer", location, "--original-transaction", "10", "--from", "bob", "--to", "alice")
+                #expect(back.status == 0, "\(back.error)")
+                #expect(try entitlements() == ["alice": ["pro"], "bob": []])
                 #expect(try ledger("verify", location).status == 0)
-                #expect(try ledger("export", location).text.split(separator: "\n").count == 4)
             }
         }
     }

@@ -172,7 +172,9 @@ struct AppStoreCallTests {
             let records = try harness.ledger.history(account: Self.account).suffix(2)
             guard case .appTransaction(let info) = records.first?.event.payload,
                   case .appStoreCall(let refused) = records.last?.event.payload else { throw TestFailure("\(records)") }
-            #expect(records.first?.event.id == "appstore-call/getAppTransactionInfo/71134")
+            // Named by the customer id's handle, not the id itself (issue 41, point 3).
+            #expect(records.first?.event.id.hasPrefix("appstore-call/getAppTransactionInfo/h") == true)
+            #expect(records.first?.event.id.contains("71134") == false)
             #expect(records.first?.event.at == Timestamp(seconds: 1_698_148_900))
             #expect(info.originalPurchasedAt == Timestamp(seconds: 1_698_148_800))
             #expect(info.originalApplicationVersion == "1.1.2")

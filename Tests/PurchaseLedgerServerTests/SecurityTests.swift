@@ -119,14 +119,52 @@ struct SecurityTests {
             #expect(try await client.account("ana")["entitlements"] as? [String] == ["com.example.hardwords"])
 
             // A transfer takes a purchase from another account: the device's key may not send one.
+            // (Under ids of the client's own: `transfer/…` is the server's namespace.)
             let transfer = Event.transfer(originalTransaction: "t9", from: "ana", to: "eve", at: Timestamp(seconds: 1_767_225_700))
-                .map(\.jsonLine).joined(separator: "\n")
+                .enumerated().map { index, event in
+                    var event = event
+                    event.id = "back-office-move-1/\(index)"
+                    return event.jsonLine
+                }.joined(separator: "\n")
             let refused = try await client.send(.post, "/v1/events", key: TestKeys.writer, contentType: "application/x-ndjson", body: transfer)
             #expect(refused.status == .forbidden)
             #expect(try await client.account("ana")["entitlements"] as? [String] == ["com.example.hardwords"])
             let moved = try await client.send(.post, "/v1/events", key: TestKeys.backOffice, contentType: "application/x-ndjson", body: transfer)
             #expect(moved.status == .ok)
             #expect(try await client.account("ana")["entitlements"] as? [String] == [])
+        }
+    }
+
+    /// The ids the server and the tools make are theirs: a client's event under one is refused,
+    /// whatever its key (issue 41, point 1). So a client cannot make a forget a "duplicate" by
+    /// taking `forget/1` first, nor keep a customer's genuine StoreKit 2 purchase from being
+    /// credited by taking `storekit:<transactionId>`.
+    @Test func aClientCannotTakeAnIdTheServerMakes() async throws {
+        let signer = try TestAppStoreSigner()
+        try await AppStoreNotificationTests.run(signer: signer) { harness, client in
+            let transaction = try AppStoreNotificationTests.transaction()
+            let id = try #require(transaction["transactionId"] as? String)
+            let account = AppStoreNotificationTests.account
+            let at = Timestamp(seconds: 1_767_225_600)
+            let squats = ["forget/1", "forget/2", "storekit:\(id)", "storekit:\(id)/finish", "transfer/\(id)/x/out", "share/\(id)/x",
+                          "appstore-call/setAppAccountToken/\(id)", "appstore-api:\(id)"]
+                .enumerated().map { index, squat in
+                    Event.transactionUpdated(id: squat, account: account, at: at, TransactionUpdated(
+                        payment: "p\(index)", state: .purchased, transaction: "9\(index)", product: "com.example.hardwords")).jsonLine
+                }
+            for key in [TestKeys.writer, TestKeys.backOffice] {
+                let outcomes = try await client.post(events: squats, key: key)
+                #expect(outcomes.map { $0["error"] as? String } == Array(repeating: "invalidEvent", count: squats.count))
+            }
+            #expect(harness.ledger.position == 0)
+            // The customer's genuine purchase is credited, and can be forgotten.
+            let signed = try signer.sign(transaction)
+            let recorded = try await SignedTransactionRouteTests.post(["signedTransaction": signed], client).object
+            #expect((recorded["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["appended", "appended", "appended"])
+            let forgotten = try await client.send(.delete, "/v1/accounts/\(account)", key: TestKeys.forgetter)
+            #expect(forgotten.status == .ok)
+            #expect(try harness.ledger.position(ofEventID: "forget/1") != nil)
+            #expect(try harness.ledger.projection(of: account) == nil)
         }
     }
 

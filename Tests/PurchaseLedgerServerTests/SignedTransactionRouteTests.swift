@@ -56,7 +56,8 @@ struct SignedTransactionRouteTests {
             let bound = try signer.sign(Notifications.transaction(["transactionId": "23999"]))
             let other = try await Self.post(["signedTransaction": bound, "account": "player-1"], client)
             #expect(other.status == .badRequest)
-            #expect(try other.object["message"] as? String == "the transaction's appAccountToken is \(Notifications.account): it belongs to that account")
+            // The refusal names no account: not the token's, nor where a transfer took its purchase.
+            #expect(try other.object["message"] as? String == "the transaction's appAccountToken binds it to another account than `account`")
             #expect(try await client.account("player-1", asOf: Notifications.duringSubscription)["entitlements"] as? [String] == ["com.example.product"])
         }
     }
@@ -131,7 +132,10 @@ struct SignedTransactionRouteTests {
 
     /// StoreKit 1 restores a purchase under a new transaction id of the same original
     /// transaction, which the format appends in any account: unset and `share` leave it so
-    /// (both accounts have it), `keep` refuses it, `transfer` moves the purchase after it.
+    /// (both accounts have it), `keep` refuses it, `transfer` moves the purchase with it, in one
+    /// fact, but only for a key that may record the store's word (`events:store`): a StoreKit 1
+    /// restore carries no proof of Apple's, so any write key could otherwise take any account's
+    /// purchase (issue 41, point 4). No refusal names the account that owns it.
     @Test(arguments: [nil] + RestorePolicy.allCases.map(Optional.some))
     func aStoreKit1RestoreOnAnotherAccountFollowsThePolicy(_ policy: RestorePolicy?) async throws {
         try await ServerHarness.run(restores: policy) { harness, client in
@@ -152,14 +156,25 @@ struct SignedTransactionRouteTests {
                 #expect(ana == ["com.example.hardwords"] && bo == ["com.example.hardwords"])
             case .keep?:
                 #expect(outcome["error"] as? String == "transactionAlreadyCredited")
+                #expect((outcome["message"] as? String)?.contains("ana") == false)
                 #expect(ana == ["com.example.hardwords"] && bo?.isEmpty != false)
             case .transfer?:
-                #expect(outcome["outcome"] as? String == "appended")
-                #expect(ana == [] && bo == ["com.example.hardwords"])
+                // The device's key: refused, naming no one; nothing moves.
+                #expect(outcome["error"] as? String == "transactionAlreadyCredited")
+                #expect((outcome["message"] as? String)?.contains("ana") == false)
+                #expect(ana == ["com.example.hardwords"] && bo?.isEmpty != false)
+                // A back office's: the pair and the restore, one fact in one commit, the pair first.
+                let before = harness.ledger.position
+                let moved = try #require(try await client.post(events: [restore.jsonLine], key: TestKeys.backOffice).first)
+                #expect(moved["outcome"] as? String == "appended")
+                #expect(moved["position"] as? Int == Int(before) + 3)
+                #expect(try await client.account("ana")["entitlements"] as? [String] == [])
+                #expect(try await client.account("bo")["entitlements"] as? [String] == ["com.example.hardwords"])
                 #expect(try harness.ledger.account(owningChain: "1000", namedBy: "ana") == "bo")
+                #expect(try harness.ledger.history(account: "bo").map(\.event.type) == [.transferred, .transactionUpdated])
                 // The device sending the restore again moves nothing more.
                 let position = harness.ledger.position
-                _ = try await client.post(events: [restore.jsonLine])
+                _ = try await client.post(events: [restore.jsonLine], key: TestKeys.backOffice)
                 #expect(harness.ledger.position == position)
             }
         }

@@ -412,6 +412,100 @@ struct ForgettingTests {
     }
 
     /// The byte search a forget makes of every stored state and parked delivery.
+    /// A forget leaves no name of the customer in any encoding (issue 41, point 3): her id (with
+    /// a quote, a slash and a non-ASCII letter, so that its JSON-escaped and base64 forms differ
+    /// from it), her token and her app transaction id (Apple's customer id, which the records keep
+    /// by handle since), in the records, the indexes (the customers' index no longer links it to
+    /// the pseudonym), the export, and the webhook endpoints' records (a parked delivery about
+    /// her, found whatever the form her name takes in it: JSON-escaped in its body, base64url in
+    /// its key and id; a progress record whose cursors name her, lowered), on both backends; a
+    /// parked delivery about another account stays.
+    @Test(arguments: Backend.available)
+    func aForgetLeavesNoNameInAnyEncoding(on backend: Backend) async throws {
+        let alice = "ali\"ce/\u{E9}t\u{E9}"
+        let token = "5c0d2e7a-1b3f-4e8a-9c6d-0f1e2d3c4b5a"
+        let customer = "704281553910"
+        let names = [alice, token, customer]
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            var events = TransferTests.purchase("a1", account: alice, transaction: "S1", original: "S1", product: "pro.monthly", expires: 30)
+            guard case .storeTransaction(var fact) = events[1].payload else { throw TestFailure("not a report") }
+            (fact.appAccountToken, fact.appTransaction, fact.signed) = (token, customer, Self.proof)
+            events[1].payload = .storeTransaction(fact)
+            var renewal = RenewalInfo(originalTransaction: "S1", product: "pro.monthly")
+            (renewal.appAccountToken, renewal.appTransaction) = (token, customer)
+            events.append(.renewalInfo(id: "a3", account: alice, signedAt: TransferTests.days(-1), renewal))
+            events += TransferTests.purchase("b1", account: Self.bob, transaction: "B1", original: "B1", product: "lifetime", expires: nil)
+            try await ledger.appendAll(events)
+            #expect(try ledger.account(ofAppTransaction: customer) == alice)
+            // An endpoint parked a change of hers and one of Bob's, and its progress names her.
+            let hers = FeedCursor(position: 2, account: alice)
+            let bobs = FeedCursor(position: 4, account: Self.bob)
+            let body = LedgerChange(
+                cursor: hers, account: alice, position: 2, cause: .event(id: "a1/report", type: .storeTransaction), asOf: TransferTests.now,
+                differences: [], projection: try #require(try ledger.projection(of: alice))).json
+            try await ledger.updateFeedState { state in
+                for (cursor, account) in [(hers, alice), (bobs, Self.bob)] {
+                    let parked = WebhookState.Parked(
+                        id: cursor.description, account: account, attempts: 3, error: "HTTP 500", parkedAt: "2026-11-28T00:00:00Z",
+                        body: account == alice ? body : "{}")
+                    try state.set(WebhookState.parkedPrefix("ep") + cursor.description, WebhookState.encode(parked))
+                }
+                try state.set(WebhookState.progressKey("ep"), WebhookState.encode(WebhookState.Progress(
+                    checkpoint: hers.description, done: [FeedCursor(position: 3, account: alice).description, bobs.description])))
+            }
+            // The search finds what it looks for before.
+            var exported: [UInt8] = []
+            for try await record in ledger.records() { exported += Array((record.event.jsonLine + "\n").utf8) }
+            for name in names { #expect(!Leaks.find([name], in: exported).isEmpty, "\(name) is in the export before") }
+            #expect(!Leaks.find([alice], in: Array(body.utf8)).filter { $0.contains("JSON-escaped") }.isEmpty)
+
+            _ = try #require(try await ledger.forget(alice, requestedBy: "ticket-1"))
+            #expect(try ledger.account(ofAppTransaction: customer) == nil, "no account is her customer id's any more")
+            let states = try ledger.feedStates(prefix: WebhookState.prefix)
+            #expect(states.map(\.key).sorted() == [WebhookState.parkedPrefix("ep") + bobs.description, WebhookState.progressKey("ep")])
+            let stored = try #require(states.first { $0.key.hasSuffix("/progress") }?.value)
+            let progress = try #require(WebhookState.Progress(storedBytes: stored))
+            #expect(progress == WebhookState.Progress(checkpoint: "1", done: [bobs.description]))
+            await ledger.close()
+
+            let log = try LedgerLog.open(location: location)
+            exported = []
+            try log.exportJSONLines { exported += $0 }
+            #expect(log.verify().isIntact)
+            log.close()
+            #expect(Leaks.find(names, in: exported) == [])
+            _ = try LedgerLocation(location).rewriteDataFile()
+            #expect(try Self.leaks(of: names, at: location, on: backend) == [])
+        }
+    }
+
+    /// Where any of `names` is found, in any encoding (`Leaks`): in each file under an LMDB
+    /// ledger's directory, or in each value of a PostgreSQL ledger's tables.
+    static func leaks(of names: [String], at location: String, on backend: Backend) throws -> [String] {
+        switch backend {
+        case .lmdb:
+            return try Leaks.find(names, inFilesUnder: location)
+        case .postgres:
+            let connection = try BlockingConnection.connect(try PostgresLocation(url: location), logger: Logger(label: "test"))
+            defer { connection.close() }
+            let columns = try connection.query("""
+                SELECT table_name::text, column_name::text, data_type::text FROM information_schema.columns
+                WHERE table_schema = 'public' AND data_type IN ('bytea', 'text')
+                """).rows.map { try $0.decode((String, String, String).self, context: .default) }
+            var found: [String] = []
+            for (table, column, type) in columns {
+                let bytes = type == "text" ? "convert_to(\"\(column)\", 'UTF8')" : "\"\(column)\""
+                for row in try connection.query(PostgresQuery(unsafeSQL: "SELECT \(bytes) FROM \"\(table)\" WHERE \(bytes) IS NOT NULL")).rows {
+                    var buffer = try row.decode(ByteBuffer.self, context: .default)
+                    let value = buffer.readBytes(length: buffer.readableBytes) ?? []
+                    found += Leaks.find(names, in: value).map { "\($0) in \(table).\(column)" }
+                }
+            }
+            return found
+        }
+    }
+
     @Test func theByteSearchFindsARunOfBytesAnywhereAndNothingElse() {
         func occurs(_ needle: String, in haystack: String) -> Bool {
             Array(haystack.utf8).withUnsafeBytes { Forgetting.occurs(Array(needle.utf8), in: $0) }

@@ -110,17 +110,14 @@ struct RecordFormatTests {
         }
     }
 
-    /// The id the server gives a Set App Account Token call names the token by its digest: the
-    /// token is often the account's id, and an event id stays in the log.
-    @Test func aCallsEventIDCarriesItsTokensDigestNotTheToken() {
-        let token = "7e3fb20b-4cdb-47cc-936d-99d65f608138"
-        let id = AppStoreCall.eventID(.setAppAccountToken, transaction: "12345", token: token)
-        #expect(id == "appstore-call/setAppAccountToken/12345/27683b4a7f887ca7")
-        #expect(!id.contains(token))
-        // FNV-1a's published test vectors (64 bits).
-        #expect(AppStoreCall.tokenDigest("") == "cbf29ce484222325")
-        #expect(AppStoreCall.tokenDigest("a") == "af63dc4c8601ec8c")
-        #expect(AppStoreCall.eventID(.finishTransaction, transaction: "12345", token: token) == "appstore-call/finishTransaction/12345")
+    /// The id the server gives a call names the customer (the token it sets, the app
+    /// transaction id it reads) by its handle in the account table, never itself nor a digest of
+    /// it: an event id stays in the log after a forget, and a digest would let anyone who knows
+    /// the name find the customer's events again (issue 41, point 3).
+    @Test func aCallsEventIDNamesTheCustomerByHandle() {
+        #expect(AppStoreCall.eventID(.setAppAccountToken, transaction: "12345", personalHandle: 7) == "appstore-call/setAppAccountToken/12345/h7")
+        #expect(AppStoreCall.eventID(.getAppTransactionInfo, transaction: "71134", personalHandle: 9) == "appstore-call/getAppTransactionInfo/h9")
+        #expect(AppStoreCall.eventID(.finishTransaction, transaction: "12345", personalHandle: 7) == "appstore-call/finishTransaction/12345")
     }
 
     @Test func aRecordOfTheOtherFormatIsDamage() async throws {

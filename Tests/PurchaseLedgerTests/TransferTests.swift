@@ -91,11 +91,12 @@ struct TransferTests {
                     let claim = try await ledger.append(contentsOf: [.transactionUpdated(id: "a4", account: "A", at: Self.now, TransactionUpdated(
                         payment: "again", state: .purchased, transaction: "t1", originalTransaction: "t1", product: "pro.monthly"))])
                     #expect(Self.refusal(claim.first) == .transactionAlreadyCredited)
-                    // A report of the chain that still reaches A (its token) grants A nothing.
-                    try Self.appended(try await ledger.append(contentsOf: [
-                        .storeTransaction(id: "a5", account: "A", signedAt: Self.now, StoreTransaction(
-                            transaction: "t2", originalTransaction: "t1", product: "pro.monthly", purchasedAt: Self.days(0), expiresAt: Self.days(60))),
-                    ]))
+                    // A report of the chain's next transaction that still reaches A (its token) is refused:
+                    // the chain is B's now, and so are its new transactions.
+                    let renewal = StoreTransaction(
+                        transaction: "t2", originalTransaction: "t1", product: "pro.monthly", purchasedAt: Self.days(0), expiresAt: Self.days(60))
+                    let stale = try await ledger.append(contentsOf: [.storeTransaction(id: "a5", account: "A", signedAt: Self.now, renewal)])
+                    #expect(Self.refusal(stale.first) == .transactionAlreadyCredited)
                     #expect(try ledger.entitlements(of: "A") == ["lifetime"])
                     positions["atB"] = ledger.position
                     answers["A@B"] = try ledger.entitlements(of: "A")
@@ -104,6 +105,7 @@ struct TransferTests {
                     // And back to A, later: A owns it again (its own entries and reports count), B not.
                     try Self.appended(try await ledger.append(contentsOf: Event.transfer(
                         originalTransaction: "t1", from: "B", to: "A", at: Timestamp(seconds: Self.now.seconds + 1))))
+                    try Self.appended(try await ledger.append(contentsOf: [.storeTransaction(id: "a6", account: "A", signedAt: Self.now, renewal)]))
                     #expect(try ledger.entitlements(of: "A") == ["lifetime", "pro.monthly"])
                     #expect(try ledger.projection(of: "A")?.subscriptions.first?.transaction == "t2")
                     #expect(try ledger.entitlements(of: "B") == [])
@@ -187,4 +189,85 @@ struct TransferTests {
             #expect(log.verify().isIntact)
         }
     }
+
+    /// Once a chain moved, its new transactions (a renewal, a restore) are its owner's: the
+    /// account it left may not report them, neither by its device nor by a report of Apple's
+    /// that still names it, and a third account may not either; the owner's report is appended.
+    /// (Issue 41, point 12: before, only transactions an entry already held were checked.)
+    @Test(arguments: Backend.available)
+    func aMovedChainsNewTransactionsAreItsOwnersOnly(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: Self.catalog, configuration: .testing)
+            defer { Task { await ledger.close() } }
+            try Self.appended(try await ledger.append(contentsOf:
+                Self.purchase("a1", account: "A", transaction: "t1", original: "t1", product: "pro.monthly", expires: 30)
+                + Event.transfer(originalTransaction: "t1", from: "A", to: "B", at: Self.now)))
+            let before = ledger.position
+            let renewal = StoreTransaction(
+                transaction: "t3", originalTransaction: "t1", product: "pro.monthly", purchasedAt: Self.days(0), expiresAt: Self.days(60))
+            let refused = try await ledger.append(contentsOf: [
+                .storeTransaction(id: "r-a", account: "A", signedAt: Self.now, renewal),
+                .transactionUpdated(id: "d-a", account: "A", at: Self.now, TransactionUpdated(
+                    payment: "p3", state: .purchased, transaction: "t3", originalTransaction: "t1", product: "pro.monthly")),
+                .transactionUpdated(id: "d-c", account: "C", at: Self.now, TransactionUpdated(
+                    payment: "p3", state: .restored, transaction: "t4", originalTransaction: "t1", product: "pro.monthly")),
+                .storeTransaction(id: "r-c", account: "C", signedAt: Self.now, renewal),
+            ])
+            #expect(refused.map(Self.refusal) == Array(repeating: .transactionAlreadyCredited, count: 4))
+            #expect(ledger.position == before)
+            #expect(try ledger.entitlements(of: "C") == [])
+            #expect(try ledger.entitlements(of: "A") == [])
+            // No refusal names another account.
+            for case .failure(let error) in refused { #expect(!error.message.contains("\"B\"") && !error.message.contains("\"A\"")) }
+            try Self.appended(try await ledger.append(contentsOf: [.storeTransaction(id: "r-b", account: "B", signedAt: Self.now, renewal)]))
+            #expect(try ledger.entitlements(of: "B") == ["pro.monthly"])
+            // A chain that never moved keeps version 1's rule: another account restores it.
+            try Self.appended(try await ledger.append(contentsOf:
+                Self.purchase("l1", account: "A", transaction: "L1", original: "L1", product: "lifetime", expires: nil)
+                + [.transactionUpdated(id: "d-l", account: "C", at: Self.now, TransactionUpdated(
+                    payment: "pl", state: .restored, transaction: "L2", originalTransaction: "L1", product: "lifetime"))]))
+            #expect(try ledger.entitlements(of: "C") == ["lifetime"])
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(log.verify().isIntact)
+        }
+    }
+
+    /// A transfer by hand (`Ledger.transferFact`, `ledger transfer`) gives the account it joins
+    /// the purchase at once, from the store's reports or the device's queue, in one fact; and
+    /// the same the other way moves it back. A bare pair (a back office's) can move on too,
+    /// though its account holds no record of the chain. (Issue 41, point 5: before, neither
+    /// account was entitled and neither way could be done again.)
+    @Test(arguments: Backend.available)
+    func aTransferByHandGrantsTheNewAccountAndGoesBack(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: Self.catalog, configuration: .testing)
+            defer { Task { await ledger.close() } }
+            try Self.appended(try await ledger.append(contentsOf:
+                Self.purchase("a1", account: "A", transaction: "t1", original: "t1", product: "pro.monthly", expires: 30)
+                + [.transactionUpdated(id: "a2", account: "A", at: Self.now, TransactionUpdated(
+                    payment: "q1", state: .purchased, transaction: "L1", product: "lifetime"))]))
+            #expect(try ledger.entitlements(of: "A") == ["lifetime", "pro.monthly"])
+            for (product, chain) in [("pro.monthly", "t1"), ("lifetime", "L1")] {
+                let there = try ledger.transferFact(originalTransaction: chain, from: "A", to: "B", at: Self.days(-5))
+                try Self.appended(try await ledger.append(facts: [there])[0])
+                #expect(try !ledger.entitlements(of: "A").contains(product))
+                #expect(try ledger.entitlements(of: "B").contains(product))
+                let back = try ledger.transferFact(originalTransaction: chain, from: "B", to: "A", at: Self.days(-4))
+                try Self.appended(try await ledger.append(facts: [back])[0])
+                #expect(try ledger.entitlements(of: "A").contains(product))
+                #expect(try !ledger.entitlements(of: "B").contains(product))
+            }
+            // A bare pair leaves C without a record of the chain, and C may still move it on.
+            try Self.appended(try await ledger.append(contentsOf: Event.transfer(originalTransaction: "L1", from: "A", to: "C", at: Self.days(-3))))
+            try Self.appended(try await ledger.append(contentsOf: Event.transfer(originalTransaction: "L1", from: "C", to: "A", at: Self.days(-2))))
+            #expect(try ledger.entitlements(of: "A") == ["lifetime", "pro.monthly"])
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(log.verify().isIntact)
+        }
+    }
 }
+

@@ -9,10 +9,13 @@ extension LedgerCommand {
             abstract: "Move a subscription or non-consumable purchase from one account to another, or share it.",
             discussion: """
                 Appends a transferred pair (or, with --share, a shared event) for the purchase's original \
-                transaction, dated now (docs/FORMAT.md, "Transfers"): the account it leaves no longer owns it, \
-                the other may hold its transactions, and Apple's later reports of it go there. What the server \
-                does by itself under restoresAcrossAccounts, for a support agent or a back office. Run it with \
-                the server stopped (an LMDB ledger has one writer), or at any time on PostgreSQL.
+                transaction, dated now (docs/FORMAT.md, "Transfers"), and, in the same commit, what grants the \
+                purchase to the account it goes to: a copy of the store's reports of it (or, when the store \
+                reported none, a restore of its latest transaction). All of it or nothing. The account it leaves \
+                no longer owns it (with --share, both do), the other is entitled at once, and Apple's later \
+                reports of it go there; running it again the other way moves it back. What the server does by \
+                itself under restoresAcrossAccounts, for a support agent or a back office. Run it with the server \
+                stopped (an LMDB ledger has one writer), or at any time on PostgreSQL.
 
                 Prints each event's outcome, as import does; exits 1 when the ledger refused it (the account \
                 does not hold it, a consumable), 2 when it could not run.
@@ -42,13 +45,11 @@ extension LedgerCommand {
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 let opened = try ledger.openLedger(configuration: configuration)
-                let now = Timestamp.now()
-                let events = share
-                    ? [Event.share(originalTransaction: originalTransaction, from: from, to: to, at: now)]
-                    : Event.transfer(originalTransaction: originalTransaction, from: from, to: to, at: now)
+                let events: [Event]
                 let outcomes: [AppendResult]
                 do {
-                    outcomes = try await opened.append(contentsOf: events)
+                    events = try opened.transferFact(originalTransaction: originalTransaction, from: from, to: to, share: share)
+                    outcomes = try await opened.append(facts: [events], duplicates: .sameFact)[0]
                 } catch {
                     await opened.close()
                     throw error

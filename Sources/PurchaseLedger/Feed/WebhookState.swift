@@ -188,3 +188,47 @@ extension WebhookState.Lease: WebhookStateRecord {
         writer.member("until", until)
     }
 }
+
+extension WebhookState {
+    /// Forgetting (`Forgetting.perform`, in the forget's write): what the endpoints' records hold
+    /// of the renamed names (`names`: new names by old bytes), whatever the form. A parked or
+    /// retried delivery that is about a renamed account or mentions a renamed name anywhere (its
+    /// body's projection names a customer's token, JSON-escaped; its id and key name the account
+    /// in base64url) is removed: it cannot be delivered any more. A progress record's cursors
+    /// that name a renamed account are lowered (`FeedCursor.lowered`): its changes are delivered
+    /// again, under the pseudonym. `needles` (the old names' bytes) catch a record too damaged
+    /// to read.
+    static func forget(_ names: [UTF8Key: String], needles: [[UInt8]], writer: any LedgerStorageWriter) throws {
+        func isRenamed(_ name: String?) -> Bool { name.map { names[UTF8Key($0)] != nil } ?? false }
+        func cursorNames(_ text: some StringProtocol) -> Bool { FeedCursor(text).map { isRenamed($0.account) } ?? false }
+        func mentions(_ value: JSONValue) -> Bool {
+            switch value {
+            case .string(let text): isRenamed(text)
+            case .array(let values): values.contains(where: mentions)
+            case .object(let members): members.contains { isRenamed($0.key.string) || mentions($0.value) }
+            case .null, .bool, .number: false
+            }
+        }
+        for (key, value) in try writer.feedStates(prefix: prefix) {
+            if isDelivery(key) {
+                let raw = needles.contains { needle in value.withUnsafeBytes { Forgetting.occurs(needle, in: $0) } }
+                guard let parked = Parked(storedBytes: value) else {
+                    // Unreadable: it cannot be shown to be free of the names.
+                    try writer.setFeedState(key, nil)
+                    continue
+                }
+                let body = try? JSONParser.parse(Array(parked.body.utf8))
+                if raw || isRenamed(parked.account) || cursorNames(parked.id) || cursorNames(key.split(separator: "/").last ?? "")
+                    || body.map(mentions) ?? true {
+                    try writer.setFeedState(key, nil)
+                }
+            } else if key.hasSuffix("/progress"), let progress = Progress(storedBytes: value) {
+                func lowered(_ text: String) -> String {
+                    FeedCursor(text)?.lowered(unless: { !isRenamed($0) }).description ?? FeedCursor.start.description
+                }
+                let kept = Progress(checkpoint: lowered(progress.checkpoint), done: progress.done.filter { !cursorNames($0) })
+                if kept != progress { try writer.setFeedState(key, encode(kept)) }
+            }
+        }
+    }
+}

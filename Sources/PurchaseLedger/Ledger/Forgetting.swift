@@ -51,13 +51,14 @@ enum Forgetting {
         let own = try writer.positions(ofAccount: account, after: 0, limit: .max)
         var seen: Set<UTF8Key> = [UTF8Key(account)]
         for position in own {
-            guard let token = try token(at: position, writer: writer, names: names), seen.insert(UTF8Key(token)).inserted,
-                  let tokenHandle = try writer.accountHandle(of: token),
-                  Forgotten.handle(ofPseudonym: token) != tokenHandle,
-                  // A token another account goes by is that account's id: it stays.
-                  try writer.positions(ofAccount: token, after: 0, limit: 1).isEmpty
-            else { continue }
-            renames.append(Rename(handle: tokenHandle, old: token, new: Forgotten.pseudonym(ofHandle: tokenHandle)))
+            for name in try personalNames(at: position, writer: writer, names: names) {
+                guard seen.insert(UTF8Key(name)).inserted, let handle = try writer.accountHandle(of: name),
+                      Forgotten.handle(ofPseudonym: name) != handle,
+                      // A token another account goes by is that account's id: it stays.
+                      try writer.positions(ofAccount: name, after: 0, limit: 1).isEmpty
+                else { continue }
+                renames.append(Rename(handle: handle, old: name, new: Forgotten.pseudonym(ofHandle: handle)))
+            }
         }
         guard renames.count <= maximumRenames else {
             throw StorageError(.io, "the account's records name \(renames.count) tokens; a forget renames at most \(maximumRenames)")
@@ -75,8 +76,8 @@ enum Forgetting {
                 guard keeping.contains(position) else { return true }
                 if mine.contains(position) {
                     proofs.append(position)
-                } else if !renamed.isEmpty, let token = try token(of: bytes, at: position, writer: writer, names: names),
-                          renamed.contains(UTF8Key(token)) {
+                } else if !renamed.isEmpty,
+                          try personalNames(of: bytes, at: position, writer: writer, names: names).contains(where: { renamed.contains(UTF8Key($0)) }) {
                     proofs.append(position)
                 }
                 return true
@@ -85,21 +86,21 @@ enum Forgetting {
         return Plan(renames: renames, proofs: proofs)
     }
 
-    /// The token the record at `position` carries; nil without one.
-    private static func token(at position: UInt64, writer: any LedgerStorageReader, names: AccountNames) throws -> String? {
-        var token: String?
-        _ = try writer.record(at: position) { token = try self.token(of: $0, at: position, writer: writer, names: names) }
-        return token
+    /// The customer's names the record at `position` carries: its token, its app transaction id.
+    private static func personalNames(at position: UInt64, writer: any LedgerStorageReader, names: AccountNames) throws -> [String] {
+        var found: [String] = []
+        _ = try writer.record(at: position) { found = try personalNames(of: $0, at: position, writer: writer, names: names) }
+        return found
     }
 
-    private static func token(
+    private static func personalNames(
         of bytes: UnsafeRawBufferPointer, at position: UInt64, writer: any LedgerStorageReader, names: AccountNames
-    ) throws -> String? {
+    ) throws -> [String] {
         let event = try LogReader.decode(bytes, at: position, reader: writer, names: names, readingProofs: false)
-        guard PersonalFields.apply(to: event.type) else { return nil }
+        guard PersonalFields.apply(to: event.type) else { return [] }
         var payload = event.payload
-        guard let token = PersonalFields.separate(&payload)?.token, !token.isEmpty else { return nil }
-        return token
+        guard let personal = PersonalFields.separate(&payload) else { return [] }
+        return [personal.token, personal.appTransaction].compactMap { $0.flatMap { $0.isEmpty ? nil : $0 } }
     }
 
     /// Renames what `plan` says in the write that appended the `forgotten` event at `position`:
@@ -111,6 +112,8 @@ enum Forgetting {
         try writer.setLastForgetPosition(position)
         for rename in plan.renames {
             try writer.renameAccount(handle: rename.handle, from: rename.old, to: rename.new)
+            // A customer's app transaction id no longer links anyone to an account.
+            try writer.forgetAppTransaction(rename.old)
         }
         for position in plan.proofs {
             try writer.deleteProof(at: position)
@@ -138,11 +141,7 @@ enum Forgetting {
             if renamedAccount != account { try writer.deleteAccountState(account: account, version: version) }
             try writer.putAccountState(AccountStateCodec.encode(state), account: renamedAccount, version: version)
         }
-        // A parked delivery's body names the account: it cannot be delivered any more.
-        for (key, value) in try writer.feedStates(prefix: WebhookState.prefix)
-        where WebhookState.isDelivery(key) && needles.contains(where: { needle in value.withUnsafeBytes { Self.occurs(needle, in: $0) } }) {
-            try writer.setFeedState(key, nil)
-        }
+        try WebhookState.forget(newNames, needles: needles, writer: writer)
     }
 }
 
@@ -178,26 +177,41 @@ extension AccountState {
         for (chain, transfer) in transfers {
             if let other = new(transfer.other) { state.transfers[chain]?.other = other }
         }
+        func renamed(_ fact: StoreTransaction) -> StoreTransaction? {
+            guard new(fact.appAccountToken) != nil || new(fact.appTransaction) != nil else { return nil }
+            var fact = fact
+            fact.appAccountToken = new(fact.appAccountToken) ?? fact.appAccountToken
+            fact.appTransaction = new(fact.appTransaction) ?? fact.appTransaction
+            return fact
+        }
+        func renamed(_ info: RenewalInfo) -> RenewalInfo? {
+            guard new(info.appAccountToken) != nil || new(info.appTransaction) != nil else { return nil }
+            var info = info
+            info.appAccountToken = new(info.appAccountToken) ?? info.appAccountToken
+            info.appTransaction = new(info.appTransaction) ?? info.appTransaction
+            return info
+        }
         for (transaction, record) in storeTransactions {
-            if let token = new(record.fact.appAccountToken) { state.storeTransactions[transaction]?.fact.appAccountToken = token }
+            if let fact = renamed(record.fact) { state.storeTransactions[transaction]?.fact = fact }
         }
         for (chain, record) in renewals {
-            if let token = new(record.info.appAccountToken) { state.renewals[chain]?.info.appAccountToken = token }
+            if let info = renamed(record.info) { state.renewals[chain]?.info = info }
         }
-        for (transaction, records) in environmentReports where records.contains(where: { new($0.fact.appAccountToken) != nil }) {
+        for (transaction, records) in environmentReports where records.contains(where: { renamed($0.fact) != nil }) {
             state.environmentReports[transaction] = records.map { record in
                 var record = record
-                record.fact.appAccountToken = new(record.fact.appAccountToken) ?? record.fact.appAccountToken
+                record.fact = renamed(record.fact) ?? record.fact
                 return record
             }
         }
-        for (chain, records) in environmentRenewals where records.contains(where: { new($0.info.appAccountToken) != nil }) {
+        for (chain, records) in environmentRenewals where records.contains(where: { renamed($0.info) != nil }) {
             state.environmentRenewals[chain] = records.map { record in
                 var record = record
-                record.info.appAccountToken = new(record.info.appAccountToken) ?? record.info.appAccountToken
+                record.info = renamed(record.info) ?? record.info
                 return record
             }
         }
+        if let customer = new(appTransaction?.info.appTransaction) { state.appTransaction?.info.appTransaction = customer }
         return state
     }
 }

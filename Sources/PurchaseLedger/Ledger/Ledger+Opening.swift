@@ -195,6 +195,11 @@ enum Opening {
                 live.abandonSnapshot()
                 live.publish(position: record.position - 1) { $0.rename(renames, droppingCache: true) }
                 session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: record.position - 1)
+                try session.apply(record.event, at: record.position)
+                session.publish(to: live)
+                session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: record.position)
+                live.forgets.publish(position: record.position, renames: renames)
+                return
             }
             try session.apply(record.event, at: record.position)
         }

@@ -148,8 +148,35 @@ public final class Ledger: Sendable {
     /// ones before it left: one result per event. A rejected event rejects only itself. Throws
     /// when the storage fails (nothing of the batch was written), and `CancellationError` when
     /// the task was cancelled before the writer took the events (nothing was written either).
-    public func append(contentsOf events: [Event]) async throws -> [AppendResult] {
-        try await submit(contentsOf: events).results()
+    /// `duplicates` says what an id already in the log answers: the format's `duplicate`
+    /// whatever the event there (`.byID`), or only when it is the same fact (`.sameFact`, for
+    /// the ids a component makes itself: `OwnEventIDs`).
+    public func append(contentsOf events: [Event], duplicates: DuplicatePolicy = .byID) async throws -> [AppendResult] {
+        try await submit(contentsOf: events, duplicates: duplicates).results()
+    }
+
+    /// Appends facts in order, in one durable transaction, each fact's events all or none: when
+    /// the rules refuse one event of a fact, none of its events is appended, and each answers
+    /// the refusal (the refused event with its own error, the others with its code and a
+    /// message naming it). One result per event, fact by fact. For what is one fact in several
+    /// events: a transfer and the restore that asked for it, a purchase and its finish. A
+    /// `forgotten` event among them is refused unless it is the only event (a forget commits
+    /// alone).
+    public func append(facts: [[Event]], duplicates: DuplicatePolicy = .byID) async throws -> [[AppendResult]] {
+        var events: [Event] = []
+        var runs: [Range<Int>] = []
+        for fact in facts {
+            if fact.count > 1 { runs.append(events.count..<events.count + fact.count) }
+            events += fact
+        }
+        let results = try await submit(WriteQueue.Appends(events: events, duplicates: duplicates, facts: runs)).results()
+        var answered: [[AppendResult]] = []
+        var next = results[...]
+        for fact in facts {
+            answered.append(Array(next.prefix(fact.count)))
+            next = next.dropFirst(fact.count)
+        }
+        return answered
     }
 
     /// Queues events behind everything submitted before and returns once they are queued;
@@ -157,26 +184,39 @@ public final class Ledger: Sendable {
     /// were made, so a producer can pipeline (submit the next batch while the previous one
     /// commits) without reordering its events. When `maximumQueuedEvents` are already waiting,
     /// this waits, in order of arrival, for room.
-    public func submit(contentsOf events: [Event]) async throws -> PendingAppends {
+    public func submit(contentsOf events: [Event], duplicates: DuplicatePolicy = .byID) async throws -> PendingAppends {
+        try await submit(WriteQueue.Appends(events: events, duplicates: duplicates))
+    }
+
+    func submit(_ appends: WriteQueue.Appends) async throws -> PendingAppends {
         guard let writer else {
             throw StorageError(.readOnly, "the ledger at \(location) is open read-only")
         }
+        let events = appends.events
         guard !events.isEmpty else { return PendingAppends(results: []) }
-        guard events.count > 1, events.contains(where: { $0.type == .forgotten }) else { return try await writer.submit(.append(events)) }
+        // Facts of several events go whole: a forget among them is refused (it commits alone).
+        guard events.count > 1, appends.facts.isEmpty, events.contains(where: { $0.type == .forgotten }) else {
+            return try await writer.submit(.append(appends))
+        }
         // A forget commits in a write of its own (`Forgetting`): the events before it, it, and
-        // the events after it go in three submissions, in order.
+        // the events after it go in three submissions, in order. (A fact of several events
+        // never holds a forget: `Forgetting` refuses one that is not alone.)
         var parts: [PendingAppends] = []
         var run: [Event] = []
+        func submitRun() async throws {
+            guard !run.isEmpty else { return }
+            parts.append(try await writer.submit(.append(WriteQueue.Appends(events: run, duplicates: appends.duplicates))))
+            run = []
+        }
         for event in events {
             if event.type == .forgotten {
-                if !run.isEmpty { parts.append(try await writer.submit(.append(run))) }
-                parts.append(try await writer.submit(.append([event])))
-                run = []
+                try await submitRun()
+                parts.append(try await writer.submit(.append(WriteQueue.Appends(events: [event], duplicates: appends.duplicates))))
             } else {
                 run.append(event)
             }
         }
-        if !run.isEmpty { parts.append(try await writer.submit(.append(run))) }
+        try await submitRun()
         return PendingAppends(joining: parts)
     }
 
@@ -194,10 +234,43 @@ public final class Ledger: Sendable {
               let handle = try storage.read({ try $0.accountHandle(of: account) }),
               try live.withAccount(UTF8Key(account), { _, _, _ in true }) == true
         else { return nil }
-        let event = Event(
-            id: Forgotten.eventID(handle: handle), account: account, at: time,
-            payload: .forgotten(Forgotten(requestedBy: requestedBy)))
-        return (try await append(event), Forgotten.pseudonym(ofHandle: handle))
+        let pseudonym = Forgotten.pseudonym(ofHandle: handle)
+        // The id is the handle's (`forget/<handle>`). No event but this forget can hold it now
+        // (`OwnEventIDs`), but a ledger written before may hold it under another event: then
+        // the next form (`forget/<handle>/2`, …). Never taken for "already forgotten" unless
+        // the event there is this handle's forget (another request's, just before).
+        for attempt in 1...Self.forgetIDAttempts {
+            let id = OwnEventIDs.forgetID(handle: handle, attempt: attempt)
+            if let existing = try position(ofEventID: id) {
+                if try isForget(of: handle, at: existing) { return nil }
+                continue
+            }
+            let event = Event(id: id, account: account, at: time, payload: .forgotten(Forgotten(requestedBy: requestedBy)))
+            switch try await append(contentsOf: [event], duplicates: .sameFact)[0] {
+            case .success(let outcome):
+                return (outcome, pseudonym)
+            case .failure(let error):
+                // The id taken meanwhile (by this handle's forget: the account is forgotten).
+                guard let existing = try position(ofEventID: id) else { throw error }
+                if try isForget(of: handle, at: existing) { return nil }
+            }
+        }
+        throw StorageError(.io, "the ledger holds \(Self.forgetIDAttempts) forms of this account's forget id under other events")
+    }
+
+    /// How many forms of a forget's id `forget` tries.
+    static let forgetIDAttempts = 16
+
+    /// Whether the record at `position` is the forget of the account with `handle`.
+    private func isForget(of handle: UInt64, at position: UInt64) throws -> Bool {
+        try storage.read { reader in
+            var forgets = false
+            _ = try reader.record(at: position) { bytes in
+                let event = try LogReader.decode(bytes, at: position, reader: reader, names: storage.accountNames, readingProofs: false)
+                forgets = event.type == .forgotten && Forgotten.handle(ofPseudonym: event.account) == handle
+            }
+            return forgets
+        }
     }
 
     /// Writes a snapshot of the projections now (between commits, in its own transaction) and
@@ -312,6 +385,34 @@ public final class Ledger: Sendable {
         let chain = UTF8Key(originalTransaction)
         return try Rules.owner(of: chain, heldBy: account) { owner in
             try live.withAccount(owner) { state, _, _ in state.transfers[chain] } ?? nil
+        }
+    }
+
+    /// The handle the account table gives `name` (an account, a customer's token or app
+    /// transaction id); nil when it has none. For ids that must name a customer without
+    /// holding the name (`AppStoreCall.eventID`).
+    package func accountHandle(of name: String) throws -> UInt64? {
+        guard (1...256).contains(name.utf8.count) else { return nil }
+        if let cached = storage.accountNames.cachedHandle(of: name) { return cached }
+        return try storage.read { try $0.accountHandle(of: name) }
+    }
+
+    /// When the chain `originalTransaction` names came to `account` from another account (its
+    /// last `transferred` of the chain joined it, or a `shared` gave it): the event's `at`; nil
+    /// when the chain did not come to it (it bought it, or holds none of it, or moved it away).
+    public func arrival(ofChain originalTransaction: String, in account: String) throws -> Timestamp? {
+        guard EventLimits.nameBytes.contains(originalTransaction.utf8.count), EventLimits.keyBytes.contains(account.utf8.count),
+              let position = try live.withAccount(UTF8Key(account), { state, _, _ -> UInt64? in
+                  guard let last = state.transfers[UTF8Key(originalTransaction)], last.side != .leaving else { return nil }
+                  return last.position
+              }) ?? nil
+        else { return nil }
+        return try storage.read { reader in
+            var at: Timestamp?
+            _ = try reader.record(at: position) { bytes in
+                at = try LogReader.decode(bytes, at: position, reader: reader, names: storage.accountNames, readingProofs: false).at
+            }
+            return at
         }
     }
 

@@ -160,7 +160,8 @@ struct LedgerVerifier {
                 throw damage(.ruleViolation, position, "\(error)")
             }
             try checkIndexes(reader, event: event, position: position, state: context.state)
-            if let customer = event.appTransaction {
+            // A forgotten customer's id (its pseudonym) links no account: its entry went with the forget.
+            if let customer = event.appTransaction, Forgotten.handle(ofPseudonym: customer) == nil {
                 let key = UTF8Key(customer)
                 let first = customers[key] ?? event.account
                 customers[key] = first

@@ -169,7 +169,40 @@ final class LedgerWriter: Sendable {
         }
     }
 
+    /// A fact of several events (`WriteQueue.Appends.facts`) one of whose events the rules
+    /// refused: the write is abandoned, and done again with the fact answered by the refusal.
+    private struct FactRefused: Error {
+        var request: Int
+        var fact: Range<Int>
+        var refused: Int
+        var error: LedgerError
+    }
+
+    /// One transaction for the requests: the facts found refused, answered without being
+    /// appended, and the write done again until none is (each pass answers at least one more).
     private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
+        var refusedFacts: [FactRefused] = []
+        while true {
+            do {
+                return try commitTogether(requests, refusedFacts: refusedFacts)
+            } catch let refused as FactRefused {
+                refusedFacts.append(refused)
+            }
+        }
+    }
+
+    /// The answers of a fact's events when one of them was refused: its own error, and the
+    /// same code for the others, saying which.
+    private static func answers(to refused: FactRefused, events: [Event]) -> [AppendResult] {
+        refused.fact.map { index in
+            index == refused.refused
+                ? .failure(refused.error)
+                : .failure(LedgerError(refused.error.code,
+                    "not appended: it is one fact with event \"\(events[refused.refused].id)\", which was refused: \(refused.error.message)"))
+        }
+    }
+
+    private func commitTogether(_ requests: [WriteQueue.Request], refusedFacts: [FactRefused]) throws -> [[AppendResult]] {
         let (results, session) = try storage.write(lookingUp: lookups(of: requests)) { writer in
             try follower?.catchUp(writer)
             var session = ProjectionSession(
@@ -180,12 +213,37 @@ final class LedgerWriter: Sendable {
             results.reserveCapacity(requests.count)
             let latest = Event.latestAcceptedTime()
             var wroteBesides = false
-            for request in requests {
+            for (index, request) in requests.enumerated() {
                 if case .write(let body) = request.work {
                     try body(writer)
                     wroteBesides = true
                 }
-                results.append(try request.events.map { try session.append($0, notAfter: latest, writer: writer) })
+                let appends = request.appends
+                var answered: [AppendResult] = []
+                answered.reserveCapacity(appends.events.count)
+                var facts = appends.facts[...]
+                var offset = 0
+                while offset < appends.events.count {
+                    guard let fact = facts.first, fact.lowerBound == offset else {
+                        answered.append(try session.append(appends.events[offset], notAfter: latest, writer: writer, duplicates: appends.duplicates))
+                        offset += 1
+                        continue
+                    }
+                    facts = facts.dropFirst()
+                    offset = fact.upperBound
+                    if let refused = refusedFacts.first(where: { $0.request == index && $0.fact == fact }) {
+                        answered += Self.answers(to: refused, events: appends.events)
+                        continue
+                    }
+                    for event in fact {
+                        let result = try session.append(appends.events[event], notAfter: latest, writer: writer, duplicates: appends.duplicates)
+                        if case .failure(let error) = result {
+                            throw FactRefused(request: index, fact: fact, refused: event, error: error)
+                        }
+                        answered.append(result)
+                    }
+                }
+                results.append(answered)
             }
             // Nothing to store: abort, so that not even LMDB's meta page changes.
             if session.appendedCount == 0 && !wroteBesides {
@@ -201,7 +259,10 @@ final class LedgerWriter: Sendable {
             session.publish(to: live)
             committed.signal()
         }
-        if session.didForget { scrubAfterForget() }
+        if session.didForget {
+            live.forgets.publish(position: session.position, renames: session.forgotten)
+            scrubAfterForget()
+        }
         return results
     }
 

@@ -159,7 +159,10 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
     /// Decides on `event` and, when it may be appended, writes its record (through `writer`)
     /// and applies it; an event dated past `latest` (`Event.checkNotAfter`) is refused first.
     /// Throws only storage failures.
-    mutating func append(_ event: Event, notAfter latest: Timestamp, writer: any LedgerStorageWriter) throws -> AppendResult {
+    /// `duplicates` says what an id the log holds answers (`DuplicatePolicy`).
+    mutating func append(
+        _ event: Event, notAfter latest: Timestamp, writer: any LedgerStorageWriter, duplicates: DuplicatePolicy = .byID
+    ) throws -> AppendResult {
         do {
             try event.checkNotAfter(latest)
         } catch {
@@ -169,9 +172,11 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         case .reject(let error):
             return .failure(error)
         case .duplicate(let earlier):
+            if duplicates == .sameFact, let refusal = try otherFact(than: event, at: earlier, writer: writer) { return .failure(refusal) }
             return .success(.duplicate(of: earlier))
         case .append:
             if let refusal = try checkPseudonyms(of: event, writer: writer) { return .failure(refusal) }
+            if let refusal = try checkForgetID(of: event, writer: writer) { return .failure(refusal) }
             var plan: Forgetting.Plan?
             if case .forgotten = event.payload {
                 guard mayForget else { return .failure(.invalid("a `forgotten` event is appended in a write of its own")) }
@@ -193,6 +198,32 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
             appendedCount += 1
             return .success(.appended(position: next))
         }
+    }
+
+    /// For a component's own event (`DuplicatePolicy.sameFact`) whose id the log holds at
+    /// `position`: nil when the event there is the same fact, else the refusal. The record is
+    /// read as this write sees it, with names read for this check alone (the write may have
+    /// named a new account, which no other reader may learn before it commits).
+    private func otherFact(than event: Event, at position: UInt64, writer: any LedgerStorageWriter) throws -> LedgerError? {
+        var recorded: Event?
+        _ = try writer.record(at: position) { bytes in
+            recorded = try LogReader.decode(bytes, at: position, reader: writer, names: AccountNames(), readingProofs: false)
+        }
+        guard let recorded, !event.isSameFact(as: recorded) else { return nil }
+        return .invalid("the id \"\(event.id)\" is another event's, not this one's: it records a different fact")
+    }
+
+    /// A forget's id in the forgets' namespace (`forget/<n>`, `forget/<n>/<k>`) names the handle of
+    /// the account it forgets: an id that names another is `invalidEvent`, so that no event can
+    /// take the id a later forget of another account needs.
+    private func checkForgetID(of event: Event, writer: any LedgerStorageWriter) throws -> LedgerError? {
+        guard case .forgotten = event.payload, OwnEventIDs.namespace(of: event.id) == OwnEventIDs.forget else { return nil }
+        let handle = try accountHandles.names.cachedHandle(of: event.account) ?? accountHandles.assignedHandle(of: event.account)
+            ?? writer.accountHandle(of: event.account)
+        guard let handle, OwnEventIDs.handle(ofForgetID: event.id) == handle else {
+            return .invalid("a forget's id `forget/<n>` names the forgotten account's handle n, which this one's is not")
+        }
+        return nil
     }
 
     /// A name of the pseudonyms' form (`forgotten/<n>`) is one only if the account table gives it

@@ -7,9 +7,21 @@ import Synchronization
 /// The queue is bounded: when `maximumQueuedEvents` are waiting, submitters wait (in order of
 /// arrival) until the writer takes some; a cancelled submitter leaves without queueing.
 final class WriteQueue: Sendable {
+    /// The events of one submission, what a `duplicate` means to their submitter, and which of
+    /// them stand or fall together.
+    struct Appends: Sendable {
+        var events: [Event]
+        var duplicates: DuplicatePolicy = .byID
+        /// Runs of events that record one fact: all of a run are appended, or none (the writer
+        /// answers the whole run with the refusal of the one it refused). Runs of more than one
+        /// event, in order, disjoint; every other event stands alone.
+        var facts: [Range<Int>] = []
+    }
+
+
     struct Request: Sendable {
         enum Work: Sendable {
-            case append([Event])
+            case append(Appends)
             /// A snapshot of the projections, written between commits.
             case snapshot
             /// A write besides appends (a feed consumer's state), committed in the same
@@ -31,13 +43,17 @@ final class WriteQueue: Sendable {
             self.pending = pending
             goesAlone = switch work {
             case .snapshot: true
-            case .append(let events): events.count == 1 && events[0].type == .forgotten
+            case .append(let appends): appends.events.count == 1 && appends.events[0].type == .forgotten
             case .write: false
             }
         }
 
         var events: [Event] {
-            if case .append(let events) = work { events } else { [] }
+            if case .append(let appends) = work { appends.events } else { [] }
+        }
+
+        var appends: Appends {
+            if case .append(let appends) = work { appends } else { Appends(events: []) }
         }
 
         var isSnapshot: Bool {
@@ -117,7 +133,7 @@ final class WriteQueue: Sendable {
     }
 
     private static func count(_ work: Request.Work) -> Int {
-        if case .append(let events) = work { events.count } else { 0 }
+        if case .append(let appends) = work { appends.events.count } else { 0 }
     }
 
     /// Adds a request to the queue (under the lock) and wakes the writer if it is not draining.

@@ -87,6 +87,7 @@ enum LogRecordCodec {
         guard let personal else { return nil }
         writer.byte(personal.presence)
         if personal.presence & PersonalFields.tokenBit != 0, let token = personal.token { try account(token, &writer) }
+        if let appTransaction = personal.appTransaction { try account(appTransaction, &writer) }
         return personal.proof
     }
 
@@ -279,11 +280,19 @@ enum LogRecordCodec {
                     personal.token = try name(of: handle)
                 }
                 if present & PersonalFields.emptyTokenBit != 0 { personal.token = "" }
+                var appTransactionHandle: UInt64?
+                if present & PersonalFields.appTransactionBit != 0 {
+                    let handle = try reader.varint()
+                    appTransactionHandle = handle
+                    personal.appTransaction = try name(of: handle)
+                }
                 if present & PersonalFields.proofBit != 0, readingProofs {
                     let stored = try proof(position)
                     // A forget removed the proofs of the records that name the account or a
-                    // token it renamed: asked only when one is missing, not of every record.
-                    guard try stored != nil || isForgotten(head(of: record)?.account) || isForgotten(tokenHandle) else {
+                    // token or app transaction id it renamed: asked only when one is missing,
+                    // not of every record.
+                    guard try stored != nil || isForgotten(head(of: record)?.account) || isForgotten(tokenHandle)
+                        || isForgotten(appTransactionHandle) else {
                         throw Damage.missingProof
                     }
                     personal.proof = stored

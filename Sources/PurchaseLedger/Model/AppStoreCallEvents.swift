@@ -31,22 +31,18 @@ public struct AppStoreCall: Sendable, Hashable {
     }
 
     /// The id of the event recording `call` of `transaction`: one per call and transaction,
-    /// and for `setAppAccountToken` per token too (a chain transferred to another account
-    /// has its token set again, to the new account's). The token appears as its FNV-1a
-    /// digest, not itself: an event id stays in the log, and a token is often an account's id.
-    public static func eventID(_ call: AppStoreCallKind, transaction: String, token: String? = nil) -> String {
-        "appstore-call/\(call.rawValue)/\(transaction)" + (call == .setAppAccountToken ? token.map { "/" + tokenDigest($0) } ?? "" : "")
-    }
-
-    /// FNV-1a (64 bits) of the token's UTF-8, as 16 lowercase hex digits.
-    static func tokenDigest(_ token: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in token.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
+    /// and for `setAppAccountToken` per token too (a chain transferred to another account has
+    /// its token set again, to the new account's). What names a customer (the token, and for
+    /// `getAppTransactionInfo` the customer's `appTransactionId`, which is its `transaction`)
+    /// appears as its handle in the account table (`h<handle>`), never itself nor a digest of
+    /// it: an id stays in the log after a forget, and a digest would let anyone who knows the
+    /// name find the customer's events again.
+    public static func eventID(_ call: AppStoreCallKind, transaction: String, personalHandle: UInt64?) -> String {
+        switch call {
+        case .setAppAccountToken: "appstore-call/setAppAccountToken/\(transaction)" + (personalHandle.map { "/h\($0)" } ?? "")
+        case .finishTransaction: "appstore-call/finishTransaction/\(transaction)"
+        case .getAppTransactionInfo: "appstore-call/getAppTransactionInfo/h\(personalHandle ?? 0)"
         }
-        let hex = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }
 
@@ -70,8 +66,12 @@ public enum AppStoreCallOutcome: String, Sendable, Hashable, CaseIterable {
 }
 
 extension Event {
-    public static func appStoreCall(account: String, at: Timestamp, _ call: AppStoreCall) -> Event {
-        Event(id: AppStoreCall.eventID(call.call, transaction: call.transaction, token: call.appAccountToken), account: account, at: at, payload: .appStoreCall(call))
+    /// `personalHandle`: the account table's handle of the call's token, or of the customer's
+    /// `appTransactionId` for Get App Transaction Info (`AppStoreCall.eventID`).
+    public static func appStoreCall(account: String, at: Timestamp, _ call: AppStoreCall, personalHandle: UInt64?) -> Event {
+        Event(
+            id: AppStoreCall.eventID(call.call, transaction: call.transaction, personalHandle: personalHandle), account: account, at: at,
+            payload: .appStoreCall(call))
     }
 }
 
@@ -79,7 +79,7 @@ extension Event {
 /// `AppTransaction`): when, where and in which version the customer first got the app, the
 /// answer an app that moved from paid to free needs to honour its first buyers.
 /// Recorded under the id of the call that read it (`AppStoreCall.eventID(.getAppTransactionInfo,
-/// transaction: appTransaction)`), `at` = Apple's `receiptCreationDate`.
+/// …)`), `at` = Apple's `receiptCreationDate`.
 public struct AppTransactionInfo: Sendable, Hashable {
     /// Apple's `appTransactionId`: one per customer and app.
     public var appTransaction: String
@@ -115,9 +115,11 @@ public struct AppTransactionInfo: Sendable, Hashable {
 }
 
 extension Event {
-    public static func appTransaction(account: String, signedAt: Timestamp, _ info: AppTransactionInfo) -> Event {
+    /// `customerHandle`: the account table's handle of the `appTransactionId`, which names the
+    /// call that read it (`AppStoreCall.eventID`).
+    public static func appTransaction(account: String, signedAt: Timestamp, _ info: AppTransactionInfo, customerHandle: UInt64) -> Event {
         Event(
-            id: AppStoreCall.eventID(.getAppTransactionInfo, transaction: info.appTransaction), account: account, at: signedAt,
-            payload: .appTransaction(info))
+            id: AppStoreCall.eventID(.getAppTransactionInfo, transaction: info.appTransaction, personalHandle: customerHandle),
+            account: account, at: signedAt, payload: .appTransaction(info))
     }
 }

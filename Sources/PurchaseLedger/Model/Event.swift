@@ -251,16 +251,20 @@ extension Event {
 
 extension Event {
     /// The ids the event's record names by handle, in the order it stores them: its account,
-    /// a transfer's `from` and `to`, an `appAccountToken` (`LogRecordCodec`, `PersonalFields`).
+    /// a transfer's `from` and `to`, an `appAccountToken`, an `appTransactionId`
+    /// (`LogRecordCodec`, `PersonalFields`).
     var accountsNamed: [String] {
         switch payload {
         case .transferred(let transfer), .shared(let transfer): return [account, transfer.from, transfer.to]
         default:
-            // Only the types that carry a token are copied to find it.
+            // Only the types that carry personal fields are copied to find them.
             guard PersonalFields.apply(to: type) else { return [account] }
             var payload = payload
-            guard let token = PersonalFields.separate(&payload)?.token, !token.isEmpty else { return [account] }
-            return [account, token]
+            guard let personal = PersonalFields.separate(&payload) else { return [account] }
+            var named = [account]
+            if let token = personal.token, !token.isEmpty { named.append(token) }
+            if let appTransaction = personal.appTransaction { named.append(appTransaction) }
+            return named
         }
     }
 }

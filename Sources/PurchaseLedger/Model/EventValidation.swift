@@ -41,6 +41,9 @@ extension Event {
     /// Checks every field against the format; throws `invalidEvent` naming the first problem.
     public func validate() throws(LedgerError) {
         try Self.checkKey(id, "id")
+        if let namespace = OwnEventIDs.namespace(of: id), !namespace.types.contains(type) {
+            throw .invalid("ids that start with `\(namespace.prefix)` are made by \(namespace.maker), for other event types than \(type.rawValue)")
+        }
         try Self.checkKey(account, "account")
         try Self.checkTime(at, "at")
         switch payload {

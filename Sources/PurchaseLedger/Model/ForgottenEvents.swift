@@ -33,9 +33,10 @@ public struct Forgotten: Sendable, Hashable {
     }
 
     /// The id `Ledger.forget` gives the event: the account's handle, so that it names nothing
-    /// about the person, and the same request made again is a `duplicate`.
+    /// about the person (`OwnEventIDs.forget`; a ledger written before the namespaces may need
+    /// `forget/<handle>/<n>`).
     public static func eventID(handle: UInt64) -> String {
-        "forget/\(handle)"
+        OwnEventIDs.forgetID(handle: handle, attempt: 1)
     }
 }
 
@@ -47,9 +48,10 @@ extension Event {
         if isForm(account) { return true }
         switch payload {
         case .transferred(let transfer), .shared(let transfer): return isForm(transfer.from) || isForm(transfer.to)
-        case .storeTransaction(let fact): return isForm(fact.appAccountToken)
-        case .renewalInfo(let info): return isForm(info.appAccountToken)
-        case .appStoreCall(let call): return isForm(call.appAccountToken)
+        case .storeTransaction(let fact): return isForm(fact.appAccountToken) || isForm(fact.appTransaction)
+        case .renewalInfo(let info): return isForm(info.appAccountToken) || isForm(info.appTransaction)
+        case .appStoreCall(let call): return isForm(call.appAccountToken) || (call.call == .getAppTransactionInfo && isForm(call.transaction))
+        case .appTransaction(let info): return isForm(info.appTransaction)
         default: return false
         }
     }

@@ -272,4 +272,7 @@ final class LiveProjections: Sendable {
 
     /// The snapshot being written a slice at a time, between commits (`Snapshot/SnapshotWriting.swift`).
     let snapshotWrite = Mutex<SnapshotWrite?>(nil)
+
+    /// The forgets this process learned of, told to whoever keeps names of its own.
+    let forgets = ForgetNotices()
 }

@@ -47,6 +47,7 @@ enum Rules {
             lookups.transactions.append(revoked.transaction)
         case .storeTransaction(let fact):
             lookups.transactions.append(fact.transaction)
+            if let original = fact.originalTransaction { lookups.transactions.append(original) }
         case .transferred(let transfer), .shared(let transfer):
             lookups.transactions.append(transfer.originalTransaction)
         default:
@@ -156,11 +157,16 @@ enum Rules {
         // Store transaction ids are global: another account never takes one. Another entry of
         // the same account may (1.1: typically the store's notification reported the purchase
         // before the device did); it is appended, and the projector credits nothing for it.
-        if update.state == .purchased || update.state == .restored, let transaction = update.transaction,
-           let holder = try context.holder(of: UTF8Key(transaction)),
-           !(try mayHold(holder, chain: update.originalTransaction ?? transaction, account: accountID, in: context)) {
-            return .reject(LedgerError(.transactionAlreadyCredited,
-                "store transaction \"\(transaction)\" is already held by another account; a transaction credits once"))
+        if update.state == .purchased || update.state == .restored, let transaction = update.transaction {
+            let chain = update.originalTransaction ?? transaction
+            if let holder = try context.holder(of: UTF8Key(transaction)) {
+                if !(try mayHold(holder, chain: chain, account: accountID, in: context)) {
+                    return .reject(LedgerError(.transactionAlreadyCredited,
+                        "store transaction \"\(transaction)\" is already held by another account; a transaction credits once"))
+                }
+            } else if !(try mayHoldNew(ofChain: chain, account: accountID, in: context)) {
+                return .reject(movedChain(transaction))
+            }
         }
         return .append
     }
@@ -297,11 +303,12 @@ enum Rules {
     /// transferred it away or holds no entry or store report of it, `notRestorable` when
     /// StoreKit would not restore it; nil when it may.
     private static func refusal(ifNotHolding chain: UTF8Key, owner: String, in context: some RuleContext) throws -> LedgerError? {
-        if let last = try context.read(UTF8Key(owner), { $0.transfers[chain] }), last.side == .leaving {
+        let last = try context.read(UTF8Key(owner), { $0.transfers[chain] })
+        if let last, last.side == .leaving {
             return LedgerError(.unknownTransaction,
-                "\"\(owner)\" transferred \"\(chain.string)\" to \"\(last.other)\" at position \(last.position); it no longer holds it")
+                "\"\(owner)\" transferred \"\(chain.string)\" to another account at position \(last.position); it no longer holds it")
         }
-        guard let type = try context.wholeState(UTF8Key(owner))?.productType(ofChain: chain) else {
+        guard let type = try productType(ofChain: chain, heldBy: owner, in: context) else {
             return LedgerError(.unknownTransaction, "no entry or store report of \"\(owner)\" holds \"\(chain.string)\" or a transaction of it")
         }
         guard type.isRestorable else {
@@ -309,6 +316,21 @@ enum Rules {
                 "\(type.rawValue) products are never restored, so never moved between accounts; only non-consumables and auto-renewable subscriptions are")
         }
         return nil
+    }
+
+    /// The product type of `chain` for an account that holds it: from its own entries and
+    /// reports, or, when a transfer brought the chain and the account holds no record of it
+    /// yet (a bare `transferred` pair), from the accounts the chain came from, in turn. Nil
+    /// when the account holds no part of it.
+    private static func productType(ofChain chain: UTF8Key, heldBy account: String, in context: some RuleContext) throws -> Catalog.ProductType? {
+        var current = account
+        var visited: Set<UTF8Key> = [UTF8Key(account)]
+        while true {
+            if let type = try context.wholeState(UTF8Key(current))?.productType(ofChain: chain) { return type }
+            guard let last = try context.read(UTF8Key(current), { $0.transfers[chain] }), last.side == .joining,
+                  visited.insert(UTF8Key(last.other)).inserted else { return nil }
+            current = last.other
+        }
     }
 
     /// Whether `account` may hold a store transaction of `chain` that `holder` holds: the
@@ -350,12 +372,36 @@ enum Rules {
         if let rejection = singleQuantity(fact.quantity, product: product) {
             return .reject(rejection)
         }
-        if let holder = try context.holder(of: UTF8Key(fact.transaction)),
-           !(try mayHold(holder, chain: fact.chain, account: account, in: context)) {
-            return .reject(LedgerError(.transactionAlreadyCredited,
-                "store transaction \"\(fact.transaction)\" is held by another account; its store reports go to that account"))
+        if let holder = try context.holder(of: UTF8Key(fact.transaction)) {
+            if !(try mayHold(holder, chain: fact.chain, account: account, in: context)) {
+                return .reject(LedgerError(.transactionAlreadyCredited,
+                    "store transaction \"\(fact.transaction)\" is held by another account; its store reports go to that account"))
+            }
+        } else if !(try mayHoldNew(ofChain: fact.chain, account: account, in: context)) {
+            return .reject(movedChain(fact.transaction))
         }
         return .append
+    }
+
+    /// Whether `account` may hold a transaction no entry holds yet of `chain`. A chain that
+    /// moved between accounts (a `transferred` of it) is its owner's, and of those the owner
+    /// shared it with: the account that moved it away may not hold its new transactions, nor may
+    /// a third account (FORMAT.md, "Transfers"). A chain that never moved keeps version 1's
+    /// rule: any account may restore it under a new transaction. (The owner is found from the
+    /// entry holding the chain's original transaction; a chain no entry holds the original of,
+    /// known from the store's reports alone, is judged by the account's own transfers only.)
+    private static func mayHoldNew(ofChain chain: String, account: String, in context: some RuleContext) throws -> Bool {
+        let key = UTF8Key(chain)
+        let own = try context.read(UTF8Key(account), { $0.transfers[key] })
+        if own?.side == .leaving { return false }
+        guard let holder = try context.holder(of: key) else { return true }
+        if own == nil, try context.read(UTF8Key(holder.entry.account), { $0.transfers[key] }) == nil { return true }
+        return try mayHold(holder, chain: chain, account: account, in: context)
+    }
+
+    private static func movedChain(_ transaction: String) -> LedgerError {
+        LedgerError(.transactionAlreadyCredited,
+            "store transaction \"\(transaction)\" belongs to a subscription or purchase another account owns now; its transactions credit that account")
     }
 
     // MARK: Shared rejections

@@ -335,6 +335,9 @@ package protocol LedgerStorageWriter: LedgerStorageReader {
     /// Records `account` as the customer of `appTransaction`, unless an account already is (the
     /// first report that named it decides).
     func claimAppTransaction(_ appTransaction: String, for account: String) throws
+    /// Forgetting (`Forgetting`): `appTransaction` names a forgotten customer, so no account is
+    /// its customer any more (a later report naming it starts over); nothing when none was.
+    func forgetAppTransaction(_ appTransaction: String) throws
     /// Records a reading of the ledger's clock (`ClockReading`).
     func recordClock(_ reading: ClockReading) throws
     /// Stores (or, with nil, removes) a feed consumer's value (`feedState`).

@@ -75,7 +75,7 @@ public struct AppStoreCaller: Sendable {
         let end = ledger.position
         guard checkpoint < end else { return .caughtUp(position: checkpoint) }
         for try await record in ledger.records(from: checkpoint + 1) {
-            let due = try DueAppStoreCall.due(after: record, settings: settings) {
+            let due = try DueAppStoreCall.due(after: record, settings: settings, handle: ledger.accountHandle(of:)) {
                 try ledger.heldTransactions(of: record.event.account).held
             }
             for call in due where try ledger.position(ofEventID: call.eventID) == nil {
@@ -116,7 +116,7 @@ public struct AppStoreCaller: Sendable {
             call.status = error.status
             call.error = String(error.description.prefix(1024))
         }
-        return try await record(.appStoreCall(account: due.account, at: .now(), call), of: due, outcome: call.outcome)
+        return try await record(.appStoreCall(account: due.account, at: .now(), call, personalHandle: due.personalHandle), of: due, outcome: call.outcome)
     }
 
     /// Get App Transaction Info: Apple's signed answer, verified, kept as an `appTransaction`
@@ -129,12 +129,12 @@ public struct AppStoreCaller: Sendable {
             let answer = try await client.appTransactionInfo(of: due.transaction)
             guard let signed = answer.signedAppTransactionInfo else {
                 refusal.error = "Apple's answer carries no signedAppTransactionInfo"
-                return try await record(.appStoreCall(account: due.account, at: .now(), refusal), of: due, outcome: .refused)
+                return try await record(.appStoreCall(account: due.account, at: .now(), refusal, personalHandle: due.personalHandle), of: due, outcome: .refused)
             }
             let payload = try await verifier.only(due.environment).verifyAppTransaction(signed)
             guard let signedAt = payload.receiptCreationDate.flatMap(AppStoreRecorder.representableTimestamp) else {
                 refusal.error = "the app transaction has no receiptCreationDate"
-                return try await record(.appStoreCall(account: due.account, at: .now(), refusal), of: due, outcome: .refused)
+                return try await record(.appStoreCall(account: due.account, at: .now(), refusal, personalHandle: due.personalHandle), of: due, outcome: .refused)
             }
             let info = AppTransactionInfo(
                 appTransaction: due.transaction,
@@ -144,14 +144,16 @@ public struct AppStoreCaller: Sendable {
                 originalPlatform: payload.originalPlatform.flatMap { $0.utf8.count <= 256 ? $0 : nil },
                 preorderedAt: payload.preorderDate.flatMap(AppStoreRecorder.representableTimestamp),
                 environment: due.environment, signed: signed)
-            return try await record(.appTransaction(account: due.account, signedAt: signedAt, info), of: due, outcome: .accepted)
+            guard let customerHandle = due.personalHandle else { return true }
+            return try await record(
+                .appTransaction(account: due.account, signedAt: signedAt, info, customerHandle: customerHandle), of: due, outcome: .accepted)
         } catch let error as AppStoreServerAPIError {
             guard error.isFinalRefusal else { return willRetry(due, after: error) }
             (refusal.status, refusal.error) = (error.status, String(error.description.prefix(1024)))
         } catch let error as AppStoreVerificationError {
             refusal.error = String("the app transaction does not verify: \(error)".prefix(1024))
         }
-        return try await record(.appStoreCall(account: due.account, at: .now(), refusal), of: due, outcome: .refused)
+        return try await record(.appStoreCall(account: due.account, at: .now(), refusal, personalHandle: due.personalHandle), of: due, outcome: .refused)
     }
 
     /// Logs a call Apple could not answer now; false (it is made again later).
@@ -164,7 +166,7 @@ public struct AppStoreCaller: Sendable {
 
     /// Appends what a call came to; true (the call is answered).
     private func record(_ event: Event, of due: DueAppStoreCall, outcome callOutcome: AppStoreCallOutcome) async throws -> Bool {
-        let outcome = try await ledger.append(contentsOf: [event])
+        let outcome = try await ledger.append(contentsOf: [event], duplicates: .sameFact)
         logger.info("called the App Store", metadata: [
             "call": "\(due.call.rawValue)", "transaction": LogSafe.metadata(due.transaction), "outcome": "\(callOutcome.rawValue)",
             "recorded": "\(outcome.first.map { "\($0)" } ?? "-")",

@@ -31,24 +31,28 @@ public struct DueAppStoreCall: Sendable, Hashable {
     public var environment: StoreEnvironment
     /// For `setAppAccountToken`: the account as Apple's token.
     public var token: UUID?
+    /// The account table's handle of what names the customer: the token (the account), or the
+    /// customer's `appTransactionId` for Get App Transaction Info (`AppStoreCall.eventID`).
+    public var personalHandle: UInt64?
 
     /// The id of the event that records it.
-    public var eventID: String { AppStoreCall.eventID(call, transaction: transaction, token: token?.uuidString.lowercased()) }
+    public var eventID: String { AppStoreCall.eventID(call, transaction: transaction, personalHandle: personalHandle) }
 }
 
 extension DueAppStoreCall {
     /// The calls `record` makes due, given the account's held transactions then: none for
     /// events that say nothing Apple needs to hear. Whether each was made already is the
     /// caller's to check (by its event id).
+    /// `handle` gives a name's handle in the account table (`DueAppStoreCall.personalHandle`).
     static func due(
-        after record: LogRecord, settings: AppStoreCallSettings, held: () throws -> [HeldTransaction]
-    ) rethrows -> [DueAppStoreCall] {
+        after record: LogRecord, settings: AppStoreCallSettings, handle: (String) throws -> UInt64?, held: () throws -> [HeldTransaction]
+    ) throws -> [DueAppStoreCall] {
         let event = record.event
         var due: [DueAppStoreCall] = []
         switch event.payload {
         case .storeTransaction(let fact):
-            if settings.readAppTransactions, let call = appTransactionCall(for: fact, in: event.account) { due.append(call) }
-            if settings.setAppAccountTokens, let call = tokenCall(for: fact, in: event.account) { due.append(call) }
+            if settings.readAppTransactions, let call = try appTransactionCall(for: fact, in: event.account, handle: handle) { due.append(call) }
+            if settings.setAppAccountTokens, let call = try tokenCall(for: fact, in: event.account, handle: handle) { due.append(call) }
             if settings.finishTransactions {
                 due += try finishes(in: event.account, held: held())
             }
@@ -64,17 +68,19 @@ extension DueAppStoreCall {
 
     /// Every call an account's transactions owe Apple now (what reconciliation checks), one per
     /// call and transaction.
-    static func owed(by account: String, held: [HeldTransaction], settings: AppStoreCallSettings) -> [DueAppStoreCall] {
+    static func owed(
+        by account: String, held: [HeldTransaction], settings: AppStoreCallSettings, handle: (String) throws -> UInt64?
+    ) throws -> [DueAppStoreCall] {
         var owed: [DueAppStoreCall] = []
         if settings.setAppAccountTokens {
-            for call in held.compactMap({ $0.report.flatMap { tokenCall(for: $0, in: account) } })
+            for call in try held.compactMap({ try $0.report.flatMap { try tokenCall(for: $0, in: account, handle: handle) } })
             where !owed.contains(where: { $0.eventID == call.eventID }) {
                 owed.append(call)
             }
         }
         if settings.finishTransactions { owed += finishes(in: account, held: held) }
         if settings.readAppTransactions {
-            for call in held.compactMap({ $0.report.flatMap { appTransactionCall(for: $0, in: account) } })
+            for call in try held.compactMap({ try $0.report.flatMap { try appTransactionCall(for: $0, in: account, handle: handle) } })
             where !owed.contains(where: { $0.eventID == call.eventID }) {
                 owed.append(call)
             }
@@ -83,25 +89,35 @@ extension DueAppStoreCall {
     }
 
     /// Get App Transaction Info for the customer a report names (once per customer: the call's
-    /// event id is the `appTransactionId`'s).
-    private static func appTransactionCall(for fact: StoreTransaction, in account: String) -> DueAppStoreCall? {
+    /// event id is the `appTransactionId`'s handle). None for a customer the account table
+    /// does not name (a report written before app transaction ids were kept apart: `ledger
+    /// copy` gives them handles).
+    private static func appTransactionCall(
+        for fact: StoreTransaction, in account: String, handle: (String) throws -> UInt64?
+    ) throws -> DueAppStoreCall? {
         let environment = fact.environment ?? .production
-        guard environment.isSigned, let customer = fact.appTransaction, !customer.isEmpty else { return nil }
-        return DueAppStoreCall(account: account, call: .getAppTransactionInfo, transaction: customer, environment: environment, token: nil)
+        guard environment.isSigned, let customer = fact.appTransaction, !customer.isEmpty,
+              let customerHandle = try handle(customer) else { return nil }
+        return DueAppStoreCall(
+            account: account, call: .getAppTransactionInfo, transaction: customer, environment: environment, token: nil,
+            personalHandle: customerHandle)
     }
 
     /// Set App Account Token for a report in `account` whose token Apple signed is not the
     /// account's, when the account can be a token (Apple takes only a UUID, in the lowercase
     /// form an account from a token has) and Apple takes one for it (not Family Sharing's).
-    private static func tokenCall(for fact: StoreTransaction, in account: String) -> DueAppStoreCall? {
+    private static func tokenCall(
+        for fact: StoreTransaction, in account: String, handle: (String) throws -> UInt64?
+    ) throws -> DueAppStoreCall? {
         let environment = fact.environment ?? .production
         guard environment.isSigned, fact.ownership != .familyShared,
               let token = UUID(uuidString: account), token.uuidString.lowercased() == account,
-              fact.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:)) != account
+              fact.appAccountToken.flatMap(AppStoreRecorder.account(fromToken:)) != account,
+              let accountHandle = try handle(account)
         else { return nil }
         return DueAppStoreCall(
             account: account, call: .setAppAccountToken, transaction: fact.originalTransaction ?? fact.transaction,
-            environment: environment, token: token)
+            environment: environment, token: token, personalHandle: accountHandle)
     }
 
     /// Finish Transaction for each StoreKit 2 transaction an entry holds, finished.

@@ -90,6 +90,91 @@ public final class UnattributedNotificationLog: Sendable {
         try syncDirectory()
     }
 
+    // MARK: Forgetting
+
+    /// Forgetting a customer (`ForgetNotice`): removes every line that names one of `names` (the
+    /// forgotten account, its tokens, its app transaction ids) in whatever form the line holds
+    /// it: its own fields, or inside Apple's signed payload (the notification's JWS, and the
+    /// transaction's and renewal info's JWS inside it, base64url JSON each), compared without
+    /// regard to case (Apple's tokens are UUIDs). Both the file and a moved-aside one being
+    /// attributed are rewritten, each as a copy put in its place, under the file lock. Returns
+    /// how many lines went.
+    @discardableResult
+    public func forget(_ names: [String]) throws -> Int {
+        let wanted = Set(names.filter { !$0.isEmpty }.map { $0.lowercased() })
+        guard !wanted.isEmpty else { return 0 }
+        return try lock.withLock { _ in
+            try withFileLock {
+                try [path, attributingPath].reduce(0) { removed, file in removed + (try forget(wanted, in: file)) }
+            }
+        }
+    }
+
+    private func forget(_ wanted: Set<String>, in file: String) throws -> Int {
+        guard access(file, F_OK) == 0 else { return 0 }
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            throw StorageError(.io, "cannot read \(file): \(error)")
+        }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: true)
+        let kept = lines.filter { !Self.names(wanted, in: String($0)) }
+        guard kept.count < lines.count else { return 0 }
+        let copy = file + ".forget"
+        let bytes = Array(kept.map { $0 + "\n" }.joined().utf8)
+        let descriptor = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
+        guard descriptor >= 0 else { throw failure("open a copy of") }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, bytes.count - written) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                close(descriptor)
+                throw failure("write a copy of")
+            }
+            written += count
+        }
+        guard fsync(descriptor) == 0 else {
+            close(descriptor)
+            throw failure("fsync a copy of")
+        }
+        close(descriptor)
+        guard rename(copy, file) == 0 else { throw failure("put a copy in place of") }
+        try syncDirectory()
+        return lines.count - kept.count
+    }
+
+    /// Whether a line names one of `wanted` (lowercased) in a string of its JSON, or of the JSON
+    /// inside the JWS it carries, and in theirs, a few levels down.
+    static func names(_ wanted: Set<String>, in line: String) -> Bool {
+        if wanted.contains(where: { line.lowercased().contains($0) }) { return true }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) else { return false }
+        return mentions(wanted, in: object, depth: 0)
+    }
+
+    private static func mentions(_ wanted: Set<String>, in value: Any, depth: Int) -> Bool {
+        guard depth < 8 else { return false }
+        switch value {
+        case let text as String:
+            if wanted.contains(text.lowercased()) { return true }
+            // A compact JWS: its payload, base64url JSON, may name them.
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 3, let payload = Base64URL.decode(String(parts[1])),
+                  let object = try? JSONSerialization.jsonObject(with: Data(payload)) else { return false }
+            if let decoded = String(bytes: payload, encoding: .utf8), wanted.contains(where: { decoded.lowercased().contains($0) }) {
+                return true
+            }
+            return mentions(wanted, in: object, depth: depth + 1)
+        case let object as [String: Any]:
+            return object.values.contains { mentions(wanted, in: $0, depth: depth + 1) }
+        case let array as [Any]:
+            return array.contains { mentions(wanted, in: $0, depth: depth + 1) }
+        default:
+            return false
+        }
+    }
+
     private func append(_ bytes: [UInt8]) throws {
         let creating = access(path, F_OK) != 0
         let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)

@@ -185,7 +185,7 @@ public struct Reconciliation: Sendable {
         let held = try ledger.heldTransactions(of: account).held
         let caller = AppStoreCaller(
             settings: settings, clients: sides.map { ($0.environment, $0.client) }, verifier: sides.first?.verifier, ledger: ledger, logger: logger)
-        for call in DueAppStoreCall.owed(by: account, held: held, settings: settings)
+        for call in try DueAppStoreCall.owed(by: account, held: held, settings: settings, handle: ledger.accountHandle(of:))
         where sides.contains(where: { $0.environment == call.environment }) {
             guard try ledger.position(ofEventID: call.eventID) == nil else { continue }
             report.differences.append(Difference(
@@ -392,8 +392,12 @@ public struct Reconciliation: Sendable {
             detail: current.map { "Apple: \(Self.describe(info)); the ledger: \(Self.describe($0))" } ?? "the ledger has no renewal info"))
         // The signing time is part of the id: the same state signed again later (a refund
         // reversed, a renewal turned back on) is a new report, which supersedes the ones before.
+        // Nor the customer's ids: an id stays in the log after a forget, and a digest of them
+        // would let anyone who knows them find the customer's events again.
+        var content = info
+        (content.appAccountToken, content.appTransaction) = (nil, nil)
         let id = "appstore-api:renewal:" + String(decoding: original.utf8.prefix(64), as: UTF8.self) + "/" + Self.hash(
-            Event.renewalInfo(id: "x", account: "x", signedAt: signedAt, info).jsonLine)
+            Event.renewalInfo(id: "x", account: "x", signedAt: signedAt, content).jsonLine)
         // The proof goes in after the id: ECDSA signatures differ at each signing.
         info.signed = signed
         return .renewalInfo(id: id, account: account, signedAt: signedAt, info)
@@ -521,6 +525,9 @@ public struct Reconciliation: Sendable {
     static func eventID(for fact: StoreTransaction, signedAt: Timestamp) -> String {
         var content = fact
         content.signed = nil  // ECDSA signatures differ at each signing; the content does not.
+        // Nor the customer's ids: an id stays in the log after a forget, and a digest of them
+        // would let anyone who knows them find the customer's events again.
+        (content.appAccountToken, content.appTransaction) = (nil, nil)
         let line = Event.storeTransaction(id: "x", account: "x", signedAt: signedAt, content).jsonLine
         return "appstore-api:" + String(decoding: fact.transaction.utf8.prefix(80), as: UTF8.self) + "/" + hash(line)
     }

@@ -61,20 +61,28 @@ struct AppStoreRecording: Sendable, Equatable {
 }
 
 extension AppStoreRecorder {
-    /// Appends what a payload records: a transfer and the purchase (in one append, so that
-    /// the chain never moves without the purchase that asked for it), then (once the purchase
-    /// is in the log, also as a duplicate: a retry after a crash between the two finishes the
-    /// entry) its finish, then the store's reports, then the refund request. The outcomes in
-    /// that order.
+    /// Appends what a payload records, in one append and so one commit: a transfer and the
+    /// purchase (one fact: both or neither, so a chain never moves without the purchase that
+    /// asked for it), the purchase's finish, the store's reports, the refund request. A crash
+    /// never leaves half of it. The ids are the recorder's own, so a `duplicate` counts only
+    /// when the event under the id is the same fact (`DuplicatePolicy.sameFact`). The outcomes
+    /// in that order; the finish's only when the purchase stands (appended, or recorded
+    /// before).
     func record(_ recording: AppStoreRecording) async throws -> [AppendResult] {
-        var outcomes: [AppendResult] = []
+        var facts: [[Event]] = []
         if let (purchase, finish) = recording.purchase {
-            outcomes += try await ledger.append(contentsOf: recording.transfer + [purchase])
-            if case .success = outcomes.last {
-                outcomes += try await ledger.append(contentsOf: [finish])
-            }
+            facts += [recording.transfer + [purchase], [finish]]
+        } else if !recording.transfer.isEmpty {
+            facts.append(recording.transfer)
         }
-        return outcomes + (try await ledger.append(contentsOf: recording.reports + (recording.consumptionRequest.map { [$0] } ?? [])))
+        facts += recording.reports.map { [$0] }
+        if let request = recording.consumptionRequest { facts.append([request]) }
+        var outcomes = try await ledger.append(facts: facts, duplicates: .sameFact).flatMap { $0 }
+        if recording.purchase != nil, case .failure = outcomes[recording.transfer.count] {
+            // The finish answers for the purchase it finishes, not as a fact of its own.
+            outcomes.remove(at: recording.transfer.count + 1)
+        }
+        return outcomes
     }
 }
 
@@ -201,13 +209,15 @@ struct AppStoreRecorder: Sendable {
     /// report, under ids from Apple's transaction id (`storekit:<id>`) and, for the report,
     /// its signing time. Nil without a `transactionId` or `signedDate`.
     ///
-    /// With an `arrival` (the purchase another account owns, `RestorePolicy`), the ids name
-    /// the account (`storekit:<id>/to/<account>/…`): the owner used the plain ones.
+    /// With an `arrival` (the chain came, or comes now, to this account from the one that
+    /// bought it, `RestorePolicy`), the ids name the arrival's instant
+    /// (`storekit:<id>/in/<instant>/…`): the account that bought it used the plain ones. They
+    /// never name the account (`OwnEventIDs`: the server's ids never contain one).
     static func deviceTransaction(
         _ transaction: AppStoreTransactionPayload, signed: String, account: String, arrival: Arrival? = nil
     ) -> AppStoreRecording? {
         guard let transactionId = transaction.transactionId, let signedAt = transaction.signedDate.map(timestamp) else { return nil }
-        let prefix = "storekit:" + transactionId + (arrival == nil ? "" : "/to/" + account)
+        let prefix = "storekit:" + transactionId + (arrival.map { "/in/\($0.instant)" } ?? "")
         let report = Event.storeTransaction(
             id: prefix + "/" + signedAt.description, account: account, signedAt: signedAt,
             storeTransaction(transaction, id: transactionId, source: storeKit2Source, signed: signed))
@@ -220,21 +230,28 @@ struct AppStoreRecorder: Sendable {
             recording.transfer = Event.transfer(originalTransaction: chain, from: from, to: account, at: at)
         case .share(let from, let at)?:
             recording.transfer = [Event.share(originalTransaction: chain, from: from, to: account, at: at)]
-        case .shared?, nil:
+        case .held?, nil:
             break
         }
         return recording
     }
 
-    /// How a purchase another account owns comes to the account a device reports it for. The
+    /// How a purchase another account bought comes to the account a device reports it for. The
     /// instants are the server's: the same signed transaction may move one way and back.
     enum Arrival: Equatable {
         /// Moved here now (`transferred`).
         case transfer(from: String, at: Timestamp)
         /// Shared with it now (`shared`).
         case share(from: String, at: Timestamp)
-        /// Shared with it before.
-        case shared
+        /// Moved here or shared with it before, at this instant (`Ledger.arrival(ofChain:in:)`).
+        case held(since: Timestamp)
+
+        /// The instant the ids name.
+        var instant: Timestamp {
+            switch self {
+            case .transfer(_, let at), .share(_, let at), .held(let at): at
+            }
+        }
     }
 
     /// The device-side purchase of a store transaction, and its finish.

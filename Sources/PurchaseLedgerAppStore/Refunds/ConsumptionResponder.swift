@@ -90,7 +90,7 @@ public struct ConsumptionResponder: Sendable {
         }
         let outcome = try await ledger.append(contentsOf: [
             .consumptionAnswer(id: answerID, account: request.account, at: .now(), answer),
-        ])
+        ], duplicates: .sameFact)
         logger.info("refund request answered", metadata: [
             "transaction": LogSafe.metadata(asked.transaction), "outcome": "\(answer.outcome.rawValue)",
             "deliveryStatus": "\(answer.deliveryStatus ?? "-")", "position": "\(position)",

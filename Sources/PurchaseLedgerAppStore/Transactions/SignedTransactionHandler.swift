@@ -34,8 +34,10 @@ public struct SignedTransactionHandler: Sendable {
     package enum Refusal: Error, Equatable {
         /// Neither an `account` nor an `appAccountToken` says whose it is.
         case noAccount
-        /// The `account` given is not the one Apple signed as `appAccountToken`.
-        case notTheTokensAccount(token: String)
+        /// The `account` given is not the one Apple signed as `appAccountToken` (or the one a
+        /// transfer moved its purchase to). The refusal names neither: no answer names another
+        /// account.
+        case notTheTokensAccount
         /// The verified transaction has no `transactionId`.
         case noTransactionID
         /// The verified transaction has no `signedDate`: a report dated by this server's clock
@@ -62,16 +64,20 @@ public struct SignedTransactionHandler: Sendable {
             .map { try ledger.account(owningChain: chain, namedBy: $0) }
         guard let account = given ?? token else { throw Refusal.noAccount }
         let owner = try ledger.owner(ofTransaction: transactionId, chain: chain) ?? token
-        var arrival: AppStoreRecorder.Arrival?
+        // An account the chain came to (moved or shared) records its transactions under ids of
+        // that arrival: the account that bought it used the plain ones.
+        let heldSince = try ledger.arrival(ofChain: chain, in: account)
+        var arrival = heldSince.map(AppStoreRecorder.Arrival.held)
         if let owner, owner != account, transaction.isRestorable {
             switch restores {
             case .keep: arrival = nil
             case .transfer: arrival = .transfer(from: owner, at: .now())
-            case .share: arrival = try ledger.account(account, sharesChain: chain, from: owner) ? .shared : .share(from: owner, at: .now())
+            case .share:
+                if !(try ledger.account(account, sharesChain: chain, from: owner)) { arrival = .share(from: owner, at: .now()) }
             }
         }
         // Apple bound the purchase to its token: another account may not take it, but by the policy.
-        if let token, let given, given != token, arrival == nil { throw Refusal.notTheTokensAccount(token: token) }
+        if let token, let given, given != token, arrival == nil { throw Refusal.notTheTokensAccount }
         guard let recording = AppStoreRecorder.deviceTransaction(
             transaction, signed: signedTransaction, account: account, arrival: arrival)
         else {
@@ -87,8 +93,8 @@ public struct SignedTransactionHandler: Sendable {
         if let refused = try alreadyCredited() { return refused }
         let outcomes = try await AppStoreRecorder(ledger: ledger).record(recording)
         // Another account's request for the same transaction may have come first meanwhile:
-        // its purchase event has this one's id, and this one is a duplicate of it.
-        if case .success(.duplicate)? = outcomes.dropFirst(recording.transfer.count).first, let refused = try alreadyCredited() {
+        // its purchase event has this one's id, which is then another fact's.
+        if case .failure? = outcomes.dropFirst(recording.transfer.count).first, let refused = try alreadyCredited() {
             return refused
         }
         return Handled(account: account, transaction: transactionId, outcomes: outcomes)

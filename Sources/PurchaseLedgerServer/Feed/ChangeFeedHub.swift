@@ -28,6 +28,10 @@ public actor ChangeFeedHub: Service {
     static let parkedCatchUpLimit = 4
     /// Derivations started for readers behind what is kept (for tests).
     private(set) var catchUpsStarted = 0
+    /// The forgets whose `forgotten` record the hub's own derivation may not have passed yet,
+    /// by position: a change it keeps from before one is renamed as it is kept. (The window is
+    /// renamed when the forget is told, `forget(_:)`.)
+    private var recentForgets: [(position: UInt64, names: [UTF8Key: String])] = []
 
     public init(
         ledger: Ledger, excluding excluded: Set<StoreEnvironment> = [], priority: FeedPriority = .background, capacity: Int = 10_000,
@@ -40,9 +44,53 @@ public actor ChangeFeedHub: Service {
         self.logger = logger
     }
 
-    /// Follows the feed until graceful shutdown.
+    /// Follows the feed until graceful shutdown, renaming what it keeps at each forget.
     public nonisolated func run() async throws {
-        try? await cancelWhenGracefulShutdown { try await self.follow() }
+        try? await cancelWhenGracefulShutdown {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.follow() }
+                group.addTask {
+                    for await notice in self.ledger.forgets() { await self.forget(notice) }
+                }
+                try await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// A forget: the kept changes that name a renamed name are renamed (their cursors too,
+    /// which may move them among the others: kept in cursor order again), and the parked
+    /// derivations dropped (what they read ahead named the old names). Readers' cursors that
+    /// name a renamed account are lowered when they ask (`changes(after:…)`).
+    func forget(_ notice: ForgetNotice) {
+        let names = notice.newNames
+        guard !names.isEmpty else { return }
+        recentForgets.append((notice.position, names))
+        if recentForgets.count > 64 { recentForgets.removeFirst(recentForgets.count - 64) }
+        var renamed = false
+        for index in recent.indices {
+            if let change = recent[index].renaming(names) {
+                recent[index] = change
+                renamed = true
+            }
+        }
+        if renamed { recent.sort { $0.cursor < $1.cursor } }
+        parkedCatchUps.removeAll()
+    }
+
+    /// `change` as kept: renamed by each forget after it that the derivation had not read yet.
+    private func renamedByForgets(_ change: LedgerChange) -> LedgerChange {
+        var change = change
+        for forget in recentForgets where change.position < forget.position {
+            change = change.renaming(forget.names) ?? change
+        }
+        return change
+    }
+
+    /// `cursor` as a reader sent it, lowered when it names an account the ledger no longer
+    /// knows (a forgotten one: `FeedCursor.lowered`), so that nothing answered echoes it.
+    func current(_ cursor: FeedCursor) -> FeedCursor {
+        cursor.lowered { (try? ledger.accountHandle(of: $0)) != nil }
     }
 
     /// Follows the feed until cancelled. A failure (a read the storage refused, say) is logged
@@ -69,7 +117,7 @@ public actor ChangeFeedHub: Service {
     private var lastKept: FeedCursor { recent.last?.cursor ?? retainedAfter }
 
     private func keep(_ change: LedgerChange) {
-        recent.append(change)
+        recent.append(recentForgets.isEmpty ? change : renamedByForgets(change))
         if recent.count > capacity * 2 {
             // Dropped in halves, so that keeping one change costs O(1) on average.
             let dropped = recent.count - capacity
@@ -82,7 +130,16 @@ public actor ChangeFeedHub: Service {
 
     /// The changes after `cursor`, at most `limit`; when there is none yet, waits up to `wait`
     /// for one. `next` is where to read from next time.
-    public func changes(after cursor: FeedCursor, limit: Int, wait: Duration) async throws -> (changes: [LedgerChange], next: FeedCursor) {
+    /// A forget told while the page was read (it may name an old name) reads it again.
+    public func changes(after asked: FeedCursor, limit: Int, wait: Duration) async throws -> (changes: [LedgerChange], next: FeedCursor) {
+        while true {
+            let generation = ledger.forgetGeneration
+            let page = try await changes(from: current(asked), limit: limit, wait: wait)
+            if ledger.forgetGeneration == generation { return page }
+        }
+    }
+
+    private func changes(from cursor: FeedCursor, limit: Int, wait: Duration) async throws -> (changes: [LedgerChange], next: FeedCursor) {
         guard let found = await kept(after: cursor, limit: limit, wait: wait) else {
             var catchUp: LedgerChanges.Iterator
             if let parked = parkedCatchUps.removeValue(forKey: cursor) {

@@ -52,6 +52,18 @@ actor WebhookDispatcher {
     private var readThrough = FeedCursor.start
     /// The checkpoint or the done changes moved since progress was last stored.
     private var progressMoved = false
+    /// The ledger's forget generation when the session began: a forget since makes what the
+    /// session holds (changes, cursors) name old names, so it ends (`ForgetRestart`) and a new
+    /// one reads the feed again from the stored checkpoint, which the forget renamed.
+    private var generation: UInt64 = 0
+
+    /// A forget ended the session: nothing it holds is sent, parked, stored or logged after it.
+    private struct ForgetRestart: Error {}
+
+    /// Throws `ForgetRestart` once a forget happened since the session began.
+    private func checkNoForget() throws {
+        guard ledger.forgetGeneration == generation else { throw ForgetRestart() }
+    }
 
     init(
         endpoint: ServerConfiguration.Webhook, ledger: Ledger, hub: ChangeFeedHub, client: HTTPClient, timing: Timing,
@@ -180,7 +192,17 @@ actor WebhookDispatcher {
     private func deliverWhileLeased() async throws {
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await self.deliver() }
+                group.addTask {
+                    // A forget starts the session again, from the checkpoint stored before it
+                    // (renamed by the forget): what was done since is sent again (at least once).
+                    while true {
+                        do {
+                            try await self.deliver()
+                        } catch is ForgetRestart {
+                            continue
+                        }
+                    }
+                }
                 group.addTask {
                     while true {
                         try await Task.sleep(for: .milliseconds(self.timing.leaseSeconds * 1000 / 3))
@@ -192,8 +214,9 @@ actor WebhookDispatcher {
             }
         } catch {
             // What was done since the last store, kept for the next holder (fenced: not once
-            // the lease is lost), and the lease given up; in a task of its own, which a
-            // shutdown has not cancelled (a cancelled task's write is withdrawn).
+            // the lease is lost, nor once a forget made it stale), and the lease given up; in a
+            // task of its own, which a shutdown has not cancelled (a cancelled task's write is
+            // withdrawn).
             await Task {
                 try? await self.storeProgress()
                 await self.releaseLease()
@@ -215,6 +238,8 @@ actor WebhookDispatcher {
         done = progress.done.compactMap { FeedCursor($0) }.sorted()
         outstanding = []
         queues = [:]
+        progressMoved = false
+        generation = ledger.forgetGeneration
         let parkedPrefix = WebhookState.parkedPrefix(endpoint.name)
         let parked = Set(try ledger.feedStates(prefix: parkedPrefix).map(\.key))
         // A child's failure (the storage, say) cancels the session, which starts again from
@@ -232,6 +257,10 @@ actor WebhookDispatcher {
                     try await self.storeProgress()
                 }
             }
+            group.addTask {
+                for await _ in self.ledger.forgets() { throw ForgetRestart() }
+            }
+            try checkNoForget()
             for try await change in hub.changes(following: start) {
                 readThrough = change.cursor
                 if done.contains(change.cursor) || parked.contains(parkedPrefix + change.id) {
@@ -276,10 +305,12 @@ actor WebhookDispatcher {
         while true {
             attempt += 1
             metrics.attempts.increment()
+            try checkNoForget()
             guard let failure = await post(id: id, body: body) else { return (attempt, nil) }
             // An attempt cut short by a shutdown or a lost lease is no refusal: the change is
             // sent again by whoever delivers next, never parked for it.
             try Task.checkCancellation()
+            try checkNoForget()
             metrics.failures.increment()
             logger.debug("webhook delivery failed", metadata: ["change": "\(id)", "attempt": "\(attempt)", "error": "\(failure)"])
             guard attempt < maximum else { return (attempt, failure) }
@@ -341,6 +372,7 @@ actor WebhookDispatcher {
     }
 
     private func park(id: String, account: String, attempts: Int, error: String, body: [UInt8]) async throws {
+        try checkNoForget()
         metrics.parked.increment()
         logger.warning("a change was parked after its last attempt", metadata: [
             "change": "\(id)", "account": "\(LogSafe.metadata(account))", "attempts": "\(attempts)", "error": "\(error)",
@@ -382,6 +414,7 @@ actor WebhookDispatcher {
     /// Stores the checkpoint and the done changes after it, when they moved.
     private func storeProgress() async throws {
         guard progressMoved else { return }
+        try checkNoForget()
         progressMoved = false
         let progress = WebhookState.Progress(checkpoint: checkpoint.description, done: done.map(\.description))
         let key = WebhookState.progressKey(endpoint.name)

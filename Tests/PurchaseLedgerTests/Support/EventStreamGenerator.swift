@@ -36,16 +36,18 @@ struct EventStreamGenerator {
             // Now and then a call to Apple recorded in its place, from the details' generator
             // (the other events stay those of `random`).
             if detail(1) {
+                let customer = Int.random(in: 100...103, using: &details)
                 event = .appTransaction(account: event.account, signedAt: event.at, AppTransactionInfo(
-                    appTransaction: "71\(Int.random(in: 100...103, using: &details))", originalPurchasedAt: detail(70) ? detailDay() : nil,
+                    appTransaction: "71\(customer)", originalPurchasedAt: detail(70) ? detailDay() : nil,
                     originalApplicationVersion: detail(70) ? "1.\(Int.random(in: 0...3, using: &details))" : nil,
                     applicationVersion: detail(50) ? "2.0" : nil, originalPlatform: detail(50) ? "iOS" : nil,
-                    preorderedAt: detail(10) ? detailDay() : nil, environment: detail(60) ? .sandbox : nil))
+                    preorderedAt: detail(10) ? detailDay() : nil, environment: detail(60) ? .sandbox : nil), customerHandle: UInt64(customer))
             } else if detail(2) {
                 event = .appStoreCall(account: event.account, at: event.at, AppStoreCall(
                     call: detail(50) ? .setAppAccountToken : .finishTransaction, transaction: "\(1_000_000 + Int.random(in: 1...16, using: &details))",
                     outcome: detail(80) ? .accepted : .refused, appAccountToken: detail(50) ? "7e3fb20b-4cdb-47cc-936d-99d65f608138" : nil,
-                    environment: detail(50) ? .sandbox : nil, status: detail(70) ? 200 : nil, error: detail(20) ? "refused" : nil))
+                    environment: detail(50) ? .sandbox : nil, status: detail(70) ? 200 : nil, error: detail(20) ? "refused" : nil),
+                    personalHandle: 1)
             }
             var joining: Event?
             // Now and then a purchase moved or shared between accounts, from an account that
