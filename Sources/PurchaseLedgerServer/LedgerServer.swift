@@ -89,7 +89,7 @@ public enum LedgerServer {
 
         let router = Router(context: LedgerRequestContext.self)
         // Every request at debug (with its id); what handlers log carries the same id at any level.
-        router.add(middleware: LogRequestsMiddleware(.debug))
+        router.add(middleware: RequestLogMiddleware(.debug))
         router.addRoutes(LedgerRoutes<LedgerRequestContext>(
             ledger: ledger, keys: APIKeys(configuration.keys), limits: configuration.limits,
             notifications: notifications, restores: configuration.restoresAcrossAccounts,

@@ -243,7 +243,10 @@ actor WebhookDispatcher {
         let parkedPrefix = WebhookState.parkedPrefix(endpoint.name)
         let parked = Set(try ledger.feedStates(prefix: parkedPrefix).map(\.key))
         // A child's failure (the storage, say) cancels the session, which starts again from
-        // the checkpoint; children are not kept once done.
+        // the checkpoint; children are not kept once done. The feed is read by a child too, which
+        // names each account that has changes to send: when any child fails, the others are
+        // cancelled, the feed's reader among them, which ends the names, and so the session.
+        let (starts, starting) = AsyncStream.makeStream(of: String.self)
         try await withThrowingDiscardingTaskGroup { group in
             group.addTask {
                 while true {
@@ -260,26 +263,37 @@ actor WebhookDispatcher {
             group.addTask {
                 for await _ in self.ledger.forgets() { throw ForgetRestart() }
             }
-            try checkNoForget()
-            for try await change in hub.changes(following: start) {
-                readThrough = change.cursor
-                if done.contains(change.cursor) || parked.contains(parkedPrefix + change.id) {
-                    try await foldIntoCheckpoint()
-                    continue
-                }
-                // Room in the window: cancellable, so that a lost lease or a shutdown never waits here.
-                while outstanding.count >= Self.window {
-                    try await Task.sleep(for: .milliseconds(20))
-                }
-                outstanding.append(change.cursor)
-                metrics.backlog.record(outstanding.count)
-                let idle = queues[change.account, default: []].isEmpty
-                queues[change.account, default: []].append(change)
-                if idle {
-                    let account = change.account
-                    group.addTask { try await self.deliverQueue(of: account) }
-                }
+            group.addTask {
+                defer { starting.finish() }
+                try await self.read(from: start, parked: parked, parkedPrefix: parkedPrefix) { _ = starting.yield($0) }
             }
+            for await account in starts {
+                group.addTask { try await self.deliverQueue(of: account) }
+            }
+        }
+    }
+
+    /// Reads the feed from `start` and queues each change for its account, at most `window`
+    /// ahead of the oldest not yet done; `starting` is told each account whose queue was idle.
+    private func read(
+        from start: FeedCursor, parked: Set<String>, parkedPrefix: String, starting deliveringTo: (String) -> Void
+    ) async throws {
+        try checkNoForget()
+        for try await change in hub.changes(following: start) {
+            readThrough = change.cursor
+            if done.contains(change.cursor) || parked.contains(parkedPrefix + change.id) {
+                try await foldIntoCheckpoint()
+                continue
+            }
+            // Room in the window: cancellable, so that a lost lease or a shutdown never waits here.
+            while outstanding.count >= Self.window {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            outstanding.append(change.cursor)
+            metrics.backlog.record(outstanding.count)
+            let idle = queues[change.account, default: []].isEmpty
+            queues[change.account, default: []].append(change)
+            if idle { deliveringTo(change.account) }
         }
     }
 
