@@ -175,7 +175,8 @@ struct AccountView {
                 status: group.status(of: index, at: time, revoked: isRevoked(record, at: time), renewal: renewal),
                 expiresAt: fact.expiresAt, gracePeriodEndsAt: renewal?.gracePeriodEndsAt, willRenew: renewal?.willRenew,
                 renewsTo: renewal?.renewsTo, environment: fact.environment ?? renewal?.environment,
-                billingPlanType: fact.billingPlanType, commitment: SubscriptionStatus.Commitment(transaction: fact, renewal: renewal))
+                billingPlanType: fact.billingPlanType, commitment: SubscriptionStatus.Commitment(transaction: fact, renewal: renewal),
+                renewal: renewal.map(SubscriptionStatus.shown))
         }
     }
 

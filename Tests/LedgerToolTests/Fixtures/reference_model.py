@@ -24,6 +24,7 @@ In short:
 - a consumable's credit follows the report in force (every environment) by position: a report
   with `revokedAt` takes it back once, a later one without gives it again; a `revoked` event
   stays final;
+- each subscription carries `renewal`, the renewal info in force (its fields as in the event);
 - an entry whose transaction the account's reports name is judged by the report, not by itself;
 - every account with an appended event (of any type) is listed.
 
@@ -894,6 +895,12 @@ class Ledger(object):
                 m["environment"] = x["environment"]
             elif info is not None and info["environment"] is not None:
                 m["environment"] = info["environment"]
+            if info is not None:
+                # the renewal info in force, its fields as in the event, without `source`,
+                # `signed`, `appTransaction` and `appAccountToken`
+                m["renewal"] = {k: (format_timestamp(v) if k in TIME_FIELDS else v)
+                                for k, v in info["fields"]
+                                if k not in ("appTransaction", "appAccountToken")}
             members.append(m)
         return members, grants
 
