@@ -38,7 +38,7 @@ struct GrantedProductsTests {
         for state in try await Self.states() {
             for (account, accountState) in state.accounts.keysAndValues {
                 for excluded in [[], [StoreEnvironment.sandbox]] as [Set<StoreEnvironment>] {
-                    let view = AccountView(account: account.string, state: accountState, excluding: excluded) { state.revocations[$0] != nil }
+                    let view = AccountView(account: account.string, state: accountState, excluding: excluded, catalog: nil) { state.revocations[$0] != nil }
                     for instant in view.instants + [.earliest] {
                         for time in [instant.justBefore, instant] {
                             #expect(view.grantedProducts(at: time) == view.grants(at: time).keys.sorted(), "\(account.string) at \(time)")

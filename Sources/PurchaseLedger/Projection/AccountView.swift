@@ -31,14 +31,19 @@ struct AccountView {
     let groups: [SubscriptionGroup]
     /// The catalog's named entitlements, reported with the projection.
     let entitlementDefinitions: [Catalog.Entitlement]
+    /// The balances the view shows: the account's, less, in a view that leaves environments
+    /// out, the credits of the consumables bought only in those (FORMAT.md, "Environments").
+    let balances: [UTF8Key: Int64]
     private let revokedByEvent: Set<UTF8Key>
     /// The chains the account transferred to another: its entries of them grant nothing, and
     /// the store's reports of them are left out (FORMAT.md, "Transfers").
     private let transferredAway: Set<UTF8Key>
 
+    /// `catalog` gives what each consumable credits, which a view that leaves environments out
+    /// takes out of the balances (`scopedBalances`); without one, balances are the account's.
     init(
         account: String, state: AccountState, excluding excluded: Set<StoreEnvironment>,
-        entitlements definitions: [Catalog.Entitlement] = [], isRevoked: (UTF8Key) throws -> Bool
+        entitlements definitions: [Catalog.Entitlement] = [], catalog: Catalog?, isRevoked: (UTF8Key) throws -> Bool
     ) rethrows {
         self.account = account
         entitlementDefinitions = definitions
@@ -62,11 +67,47 @@ struct AccountView {
             try check(record.fact.originalTransaction)
         }
         revokedByEvent = revoked
+        if let catalog, !excluded.isEmpty {
+            balances = Self.scopedBalances(of: state, reported: owned, inView: self.state, catalog: catalog, revokedByEvent: revoked)
+        } else {
+            balances = state.balances
+        }
         var byGroup: [String: [StoreTransactionRecord]] = [:]
         for record in self.state.storeTransactions.values where record.productType == .autoRenewable {
             byGroup[record.group, default: []].append(record)
         }
         groups = byGroup.keys.sorted(by: utf8Order).map { SubscriptionGroup(name: $0, records: byGroup[$0]!) }
+    }
+
+    /// The account's balances less what each consumable transaction the view leaves out
+    /// credited: one the store reported (`reported`) with no report in force in the view
+    /// (`inView`), the rule entries follow. Its credit is the one the entry that first held it
+    /// made (`Projector`: a `purchased` consumable entry, quantity × the product's grants), and
+    /// only while it stands (not taken back by a `revoked` event or a revoking report in force,
+    /// as `Projector` judges it). `consumed` names no environment: it is not scoped, so a
+    /// scoped balance may be lower than the account's, even negative.
+    private static func scopedBalances(
+        of state: AccountState, reported: AccountState, inView scoped: AccountState, catalog: Catalog, revokedByEvent: Set<UTF8Key>
+    ) -> [UTF8Key: Int64] {
+        var balances = state.balances
+        guard !reported.storeTransactions.isEmpty else { return balances }
+        // Per transaction left out, the entry that first held it: the one that credited it, if any did.
+        var firstHolders: [UTF8Key: QueueEntry] = [:]
+        for entry in state.entries.values {
+            guard let transaction = entry.transaction else { continue }
+            let key = UTF8Key(transaction)
+            guard reported.storeTransactions[key] != nil, scoped.storeTransactions[key] == nil else { continue }
+            if let first = firstHolders[key], first.stateSetAt <= entry.stateSetAt { continue }
+            firstHolders[key] = entry
+        }
+        for (key, entry) in firstHolders where entry.state == .purchased && entry.productType == .consumable {
+            if revokedByEvent.contains(key) || state.storeTransactions[key]?.isRevokedByStore == true { continue }
+            guard let product = catalog[entry.product] else { continue }
+            for (item, amount) in product.grants {
+                balances[UTF8Key(item), default: 0] -= amount * Int64(entry.quantity)
+            }
+        }
+        return balances
     }
 
     private func isTransferredAway(_ entry: QueueEntry) -> Bool {
