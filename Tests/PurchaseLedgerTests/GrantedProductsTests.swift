@@ -42,6 +42,8 @@ struct GrantedProductsTests {
                     for instant in view.instants + [.earliest] {
                         for time in [instant.justBefore, instant] {
                             #expect(view.grantedProducts(at: time) == view.grants(at: time).keys.sorted(), "\(account.string) at \(time)")
+                            // Every grant's product is granted; `grants(at:)` keeps one of each.
+                            #expect(Set(view.allGrants(at: time).map(\.product)) == Set(view.grants(at: time).keys), "\(account.string) at \(time)")
                             compared += 1
                         }
                     }

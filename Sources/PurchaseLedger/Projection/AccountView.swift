@@ -5,6 +5,18 @@ struct AccountView {
     /// What is granted at an instant, and by what: the timeline's intervals are runs of equal
     /// grants.
     struct Grant {
+        /// What grants: of several grants of one product, the kind decides which one the
+        /// product's answer is (`precedes(_:)`).
+        enum Kind {
+            /// The transaction in force of this subscription group.
+            case group(String)
+            /// A report of a non-consumable or non-renewing product.
+            case report
+            /// An entry of the device's queue, opened at this position.
+            case entry(openedAt: UInt64)
+        }
+
+        var kind: Kind
         /// The store transaction that grants (an entry's, for the device's queue).
         var transaction: String?
         /// For an auto-renewable subscription, its status then (active or grace period).
@@ -20,6 +32,23 @@ struct AccountView {
 
         func continues(_ other: Grant) -> Bool {
             sameBytes(transaction, other.transaction) && status == other.status
+        }
+
+        /// Whether this grant answers for its product before `other`, a grant of the same
+        /// product: a group's transaction in force (of two groups, the later by name) before a
+        /// report, the report that starts later (then the greater transaction id) before
+        /// another, a report before an entry of the device's queue, and the first-opened entry
+        /// before another. A total order, so `grants(at:)` never depends on storage order.
+        func precedes(_ other: Grant) -> Bool {
+            switch (kind, other.kind) {
+            case (.group(let name), .group(let otherName)): otherName.utf8.lexicographicallyPrecedes(name.utf8)
+            case (.group, _): true
+            case (_, .group): false
+            case (.report, .report): AccountView.startsLater(record!, than: other.record!)
+            case (.report, _): true
+            case (_, .report): false
+            case (.entry(let openedAt), .entry(let otherOpenedAt)): openedAt < otherOpenedAt
+            }
         }
     }
 
@@ -133,30 +162,44 @@ struct AccountView {
 
     // MARK: At one instant
 
-    /// What grants each product at `time`: a subscription group's transaction in force (active
-    /// or in grace), else the latest started report of a non-consumable or non-renewing
-    /// product, else the first-opened entry of the device's queue that entitles.
+    /// What grants each product at `time`: of `allGrants(at:)`, the one that answers for its
+    /// product first (`Grant.precedes`): a subscription group's transaction in force (active or
+    /// in grace), else the latest started report of a non-consumable or non-renewing product,
+    /// else the first-opened entry of the device's queue that entitles. The timeline's grants.
     func grants(at time: Timestamp) -> [UTF8Key: Grant] {
         var grants: [UTF8Key: Grant] = [:]
-        for entry in unscoped.entries.inOrderOpened {
+        forEachGrant(at: time) { product, grant in
+            if let current = grants[product], !grant.precedes(current) { return }
+            grants[product] = grant
+        }
+        return grants
+    }
+
+    /// Every grant at `time`, of every product, in no particular order: each entry of the
+    /// device's queue that entitles, is not transferred away and whose transaction the store
+    /// did not report; each started, unexpired, unrevoked report in force of a non-consumable
+    /// or non-renewing product; each subscription group's transaction in force that grants
+    /// access (active or in grace). A named entitlement weighs them all (`namedEntitlements`).
+    func allGrants(at time: Timestamp) -> [(product: UTF8Key, grant: Grant)] {
+        var grants: [(product: UTF8Key, grant: Grant)] = []
+        forEachGrant(at: time) { grants.append(($0, $1)) }
+        return grants
+    }
+
+    private func forEachGrant(at time: Timestamp, _ body: (UTF8Key, Grant) -> Void) {
+        let reportedOn = unscoped.storeTransactions
+        for entry in unscoped.entries.values {
             // Where the store reported on the entry's transaction (in any environment), its
             // report decides, in the view of its environment.
-            if !unscoped.storeTransactions.isEmpty, let transaction = entry.transaction,
-               unscoped.storeTransactions[UTF8Key(transaction)] != nil { continue }
-            let product = UTF8Key(entry.product)
-            if grants[product] == nil, !isTransferredAway(entry), entry.entitles(at: time, isRevoked: isRevokedByEvent) {
-                grants[product] = Grant(transaction: entry.transaction, entryExpiresAt: entry.expiresAt)
+            if !reportedOn.isEmpty, let transaction = entry.transaction, reportedOn[UTF8Key(transaction)] != nil { continue }
+            if !isTransferredAway(entry), entry.entitles(at: time, isRevoked: isRevokedByEvent) {
+                body(UTF8Key(entry.product), Grant(
+                    kind: .entry(openedAt: entry.openedAt), transaction: entry.transaction, entryExpiresAt: entry.expiresAt))
             }
         }
-        var reported: [UTF8Key: StoreTransactionRecord] = [:]
         for record in state.storeTransactions.values where record.productType == .nonConsumable || record.productType == .nonRenewing {
             guard record.hasStarted(by: time), !record.hasExpired(by: time), !isRevoked(record, at: time) else { continue }
-            let product = UTF8Key(record.fact.product)
-            if let current = reported[product], !Self.startsLater(record, than: current) { continue }
-            reported[product] = record
-        }
-        for (product, record) in reported {
-            grants[product] = Grant(transaction: record.fact.transaction, record: record)
+            body(UTF8Key(record.fact.product), Grant(kind: .report, transaction: record.fact.transaction, record: record))
         }
         for group in groups {
             guard let index = group.inForce(at: time) else { continue }
@@ -164,11 +207,10 @@ struct AccountView {
             let renewal = renewal(of: record)
             let status = group.status(of: index, at: time, revoked: isRevoked(record, at: time), renewal: renewal)
             guard status.grantsAccess else { continue }
-            grants[UTF8Key(record.fact.product)] = Grant(
-                transaction: record.fact.transaction, status: status, record: record, upgradedAt: group.upgradedAt[index],
-                gracePeriodEndsAt: status == .gracePeriod ? renewal?.gracePeriodEndsAt : nil)
+            body(UTF8Key(record.fact.product), Grant(
+                kind: .group(group.name), transaction: record.fact.transaction, status: status, record: record,
+                upgradedAt: group.upgradedAt[index], gracePeriodEndsAt: status == .gracePeriod ? renewal?.gracePeriodEndsAt : nil))
         }
-        return grants
     }
 
     /// The products granted at `time`, in byte order: the keys of `grants(at:)`, found without
@@ -198,7 +240,7 @@ struct AccountView {
         return products.count > 1 ? products.sorted() : products
     }
 
-    private static func startsLater(_ record: StoreTransactionRecord, than other: StoreTransactionRecord) -> Bool {
+    static func startsLater(_ record: StoreTransactionRecord, than other: StoreTransactionRecord) -> Bool {
         if record.startsAt != other.startsAt { return record.startsAt > other.startsAt }
         return other.fact.transaction.utf8.lexicographicallyPrecedes(record.fact.transaction.utf8)
     }
