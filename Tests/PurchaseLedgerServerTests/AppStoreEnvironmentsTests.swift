@@ -105,6 +105,32 @@ struct AppStoreEnvironmentsTests {
         }
     }
 
+    /// Issue 41, point 8: App Review's coins are the sandbox's. The unscoped balance (what the
+    /// app delivers from) has them; the production view does not.
+    @Test func aSandboxConsumableNeverCreditsTheProductionBalance() async throws {
+        let signer = try TestAppStoreSigner()
+        let verifier = Self.bothEnvironments(signer)
+        try await ServerHarness.run(notifications: { ledger, directory in
+            AppStoreNotificationHandler(
+                verifier: verifier, unattributed: UnattributedNotificationLog(path: directory + "/unattributed.jsonl"), ledger: ledger)
+        }) { _, client in
+            let coins = try Self.notification(
+                "ONE_TIME_CHARGE", uuid: "review-coins", environment: "Sandbox", appAppleId: nil,
+                transaction: [
+                    "transactionId": "900", "originalTransactionId": "900", "productId": "com.example.coins", "type": "Consumable",
+                    "expiresDate": NSNull(), "subscriptionGroupIdentifier": NSNull(), "quantity": 2,
+                ], signer: signer)
+            #expect(try await Notifications.post(coins, client).status == .ok)
+            let account = Notifications.account
+            func balances(_ query: String) async throws -> [String: Int]? {
+                try await client.send(.get, "/v1/accounts/\(account)\(query)", key: TestKeys.reader).object["balances"] as? [String: Int]
+            }
+            #expect(try await balances("") == ["coins": 200])
+            #expect(try await balances("?environment=Sandbox") == ["coins": 200])
+            #expect(try await balances("?environment=Production") == ["coins": 0])
+        }
+    }
+
     @Test func theConfigurationTakesOneEnvironmentOrSeveral() throws {
         func configuration(_ appStore: String) throws -> ServerConfiguration {
             let json = #"{"ledger": "/tmp/x", "keys": [], "appStore": "# + appStore + "}"

@@ -80,6 +80,30 @@ struct AppStoreSignedFieldsTests {
             #expect(commitment["price"] as? Int == 119_880)
             #expect(commitment["renewsTo"] as? String == "com.example.product.commitment")
             #expect(commitment["willRenew"] as? Bool == true)
+            // The renewal info in force, whole (issue 41, point 9), but what identifies the
+            // customer and the proof.
+            let renewal = try #require(subscription["renewal"] as? [String: Any])
+            #expect(renewal["originalTransaction"] as? String == "12345")
+            #expect(renewal["expirationIntent"] as? Int == 1)
+            #expect(renewal["renewalPrice"] as? Int == 9990)
+            #expect(renewal["currency"] as? String == "USD")
+            #expect(renewal["renewsAt"] as? String == "2023-10-24T12:00:50Z")
+            #expect(renewal["recentSubscriptionStartedAt"] as? String == "2023-10-24T12:00:00Z")
+            #expect(renewal["priceIncreaseStatus"] as? Int == 0)
+            #expect(renewal["offerType"] as? Int == 2)
+            #expect(renewal["offerIdentifier"] as? String == "abc.123")
+            #expect(renewal["offerDiscountType"] as? String == "PAY_AS_YOU_GO")
+            #expect(renewal["offerPeriod"] as? String == "P1Y")
+            #expect(renewal["eligibleWinBackOffers"] as? [String] == ["eligible1", "eligible2"])
+            #expect(renewal["billingPlanType"] as? String == "MONTHLY")
+            #expect(renewal["commitmentRenewsTo"] as? String == "com.example.product.commitment")
+            #expect(renewal["commitmentWillRenew"] as? Bool == true)
+            #expect(renewal["commitmentBillingPlanType"] as? String == "MONTHLY")
+            #expect(renewal["commitmentRenewsAt"] as? String == "2023-10-24T12:11:40Z")
+            #expect(renewal["commitmentRenewalPrice"] as? Int == 9990)
+            for hidden in ["appTransaction", "appAccountToken", "source", "signed"] {
+                #expect(renewal[hidden] == nil, "\(hidden) is not shown")
+            }
 
             // The event's JSON names them as docs/FORMAT.md does, and reads back the same.
             for record in records {

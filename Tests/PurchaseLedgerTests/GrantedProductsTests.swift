@@ -38,10 +38,12 @@ struct GrantedProductsTests {
         for state in try await Self.states() {
             for (account, accountState) in state.accounts.keysAndValues {
                 for excluded in [[], [StoreEnvironment.sandbox]] as [Set<StoreEnvironment>] {
-                    let view = AccountView(account: account.string, state: accountState, excluding: excluded) { state.revocations[$0] != nil }
+                    let view = AccountView(account: account.string, state: accountState, excluding: excluded, catalog: nil) { state.revocations[$0] != nil }
                     for instant in view.instants + [.earliest] {
                         for time in [instant.justBefore, instant] {
                             #expect(view.grantedProducts(at: time) == view.grants(at: time).keys.sorted(), "\(account.string) at \(time)")
+                            // Every grant's product is granted; `grants(at:)` keeps one of each.
+                            #expect(Set(view.allGrants(at: time).map(\.product)) == Set(view.grants(at: time).keys), "\(account.string) at \(time)")
                             compared += 1
                         }
                     }

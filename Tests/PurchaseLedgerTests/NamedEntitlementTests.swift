@@ -119,6 +119,55 @@ struct NamedEntitlementTests {
         }
     }
 
+    /// Issue 41, point 11: the answer weighs every grant of every product, not one per product
+    /// picked by kind: a product granted twice answers with the grant that ends last.
+    @Test(arguments: Backend.available)
+    func everyGrantOfEveryProductIsWeighed(on backend: Backend) async throws {
+        let catalog = try Catalog(
+            products: [.init(id: "monthly", type: .autoRenewable, group: "g"), .init(id: "pass", type: .nonRenewing)],
+            entitlements: [.init(id: "access", products: ["monthly", "pass"])])
+        let at = ValidTimeTests.at
+        func report(_ id: String, _ account: String, _ transaction: String, _ product: String, from: String, until: String) -> Event {
+            .storeTransaction(id: id, account: account, signedAt: at(from), StoreTransaction(
+                transaction: transaction, originalTransaction: transaction, product: product, purchasedAt: at(from), expiresAt: at(until)))
+        }
+        try await withLedger(on: backend, catalog: catalog) { ledger, _ in
+            try await ledger.appendAll([
+                // `pass` on the device, never ending, and reported by the store until 11:00; `monthly` until 12:00.
+                .transactionUpdated(id: "a1", account: "a", at: at("09:00"), TransactionUpdated(
+                    payment: "p1", state: .purchased, transaction: "PE", product: "pass")),
+                report("a2", "a", "PR", "pass", from: "09:00", until: "11:00"),
+                report("a3", "a", "M1", "monthly", from: "09:00", until: "12:00"),
+                // `pass` bought twice: until 20:00, then again, later, until 12:00.
+                report("b1", "b", "P1", "pass", from: "09:00", until: "20:00"),
+                report("b2", "b", "P2", "pass", from: "10:00", until: "12:00"),
+            ])
+            func access(_ account: String, at clock: String) throws -> NamedEntitlementStatus? {
+                let live = try ledger.projection(of: account, asOf: at(clock))
+                let rebuilt = try ledger.projection(of: account, atPosition: ledger.position, asOf: at(clock))
+                #expect(rebuilt == live, "rebuilt from the account's history")
+                return live?.namedEntitlements.first
+            }
+            // The device's grant never ends: it answers, at 10:30 as at 11:30.
+            for clock in ["10:30", "11:30"] {
+                #expect(try access("a", at: clock) == NamedEntitlementStatus(name: "access", product: "pass", transaction: "PE"), "at \(clock)")
+            }
+            // The purchase that ends last answers, not the one that started last.
+            #expect(try access("b", at: "10:30") == NamedEntitlementStatus(
+                name: "access", product: "pass", transaction: "P1", expiresAt: at("20:00")))
+            #expect(try access("b", at: "12:30")?.transaction == "P1")
+
+            // The product-level answers stay as they were: the timeline keeps one grant per
+            // product, the report before the entry, the one started last.
+            let timeline = try #require(try ledger.projectionAndPosition(of: "b", asOf: at("21:00"), timeline: true).projection?.timeline)
+            #expect(timeline.first?.intervals.map { "\($0.transaction ?? "-") \($0.until.map { "\($0)" } ?? "-")" } == [
+                "P1 2025-07-01T10:00:00Z", "P2 2025-07-01T12:00:00Z", "P1 2025-07-01T20:00:00Z",
+            ])
+            let device = try #require(try ledger.projectionAndPosition(of: "a", asOf: at("10:30"), timeline: true).projection?.timeline)
+            #expect(device.first { $0.product == "pass" }?.intervals.map { $0.transaction ?? "-" } == ["PE", "PR", "PE"])
+        }
+    }
+
     /// The feed reports each named entitlement in every change's projection, and its end when
     /// time alone ends it, the same on every derivation.
     @Test(arguments: Backend.available)

@@ -194,6 +194,54 @@ struct ValidTimeTests {
         }
     }
 
+    /// Issue 41, point 8: App Review's sandbox coins are not the production balance. A view of
+    /// some environments leaves out the credit of each consumable the store reported only in
+    /// others; `consumed` names no environment and counts in every view; the unscoped balance
+    /// (what the app delivers from) stays the account's.
+    @Test(arguments: Backend.available)
+    func aSandboxConsumableNeverCreditsAProductionBalance(on backend: Backend) async throws {
+        try await withLedger(on: backend, catalog: Self.catalog) { ledger, _ in
+            let production = try StoreEnvironment.excluded(keeping: ["Production"])
+            let sandbox = try StoreEnvironment.excluded(keeping: ["Sandbox"])
+            func bought(_ id: String, _ payment: String, _ transaction: String, quantity: Int = 1) -> Event {
+                .transactionUpdated(id: id, account: "c", at: Self.at("10:00"), TransactionUpdated(
+                    payment: payment, state: .purchased, transaction: transaction, product: "gems", quantity: quantity))
+            }
+            try await ledger.appendAll([
+                // 20 gems bought in the sandbox, 5 of them spent.
+                bought("c1", "p1", "C1", quantity: 2),
+                Self.report("c2", "c", signed: "10:00", "C1", product: "gems", purchased: "10:00", environment: .sandbox),
+                .consumed(id: "c3", account: "c", at: Self.at("10:05"), item: "gems", amount: 5),
+                // 10 in production.
+                bought("c4", "p2", "C2"),
+                Self.report("c5", "c", signed: "10:10", "C2", product: "gems", purchased: "10:10", environment: .production),
+                // 10 the store never reported: in every view.
+                bought("c6", "p3", "C3"),
+                // 10 in the sandbox, refunded there: taken back already, not twice.
+                bought("c7", "p4", "C4"),
+                Self.report("c8", "c", signed: "10:20", "C4", product: "gems", purchased: "10:15", environment: .sandbox,
+                            revoked: "10:20", revocationType: .refundFull),
+                // A second entry holding the sandbox transaction credited nothing: nothing more to leave out.
+                bought("c9", "p5", "C1", quantity: 2),
+            ])
+            #expect(try Self.answer(ledger, "c", at: "12:00").balances == ["gems": 35])
+            #expect(try Self.answer(ledger, "c", at: "12:00", excluding: production).balances == ["gems": 15])
+            #expect(try Self.answer(ledger, "c", at: "12:00", excluding: sandbox).balances == ["gems": 25])
+            let json = try #require(try ledger.projectionAndPosition(of: "c", asOf: Self.at("12:00"), excluding: production).projection?.json)
+            #expect(json.contains(#""gems": 15"#))
+
+            // A scoped feed's balance deltas are the scoped view's: they add up to its balance.
+            for (excluded, balance) in [(production, Int64(15)), (sandbox, 25), ([], 35)] as [(Set<StoreEnvironment>, Int64)] {
+                let changes = try await ChangeFeedTests.collect(ledger.changes(follow: false, excluding: excluded)) { _ in false }
+                let deltas = changes.flatMap(\.differences).reduce(Int64(0)) { sum, difference in
+                    if case .balance(item: "gems", delta: let delta) = difference { sum + delta } else { sum }
+                }
+                #expect(deltas == balance, "excluding \(excluded)")
+                #expect(changes.last?.projection.balances == ["gems": balance])
+            }
+        }
+    }
+
     @Test(arguments: Backend.available)
     func twoTransactionsOfAGroupPurchasedAtOneInstantTheLaterExpiryIsInForce(on backend: Backend) async throws {
         try await withLedger(on: backend, catalog: Self.catalog) { ledger, _ in

@@ -145,9 +145,9 @@ struct ChangeDeriver {
         let named = entitlements(at: position)
         // No lookup (and no hashing) per transaction while nothing was revoked.
         if state.revocations.isEmpty {
-            return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: named) { _ in false }
+            return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: named, catalog: catalog) { _ in false }
         }
-        return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: named) {
+        return AccountView(account: account.string, state: accountState, excluding: excluded, entitlements: named, catalog: catalog) {
             state.revocations[$0] != nil
         }
     }

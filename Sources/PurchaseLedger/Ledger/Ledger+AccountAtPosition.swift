@@ -8,11 +8,12 @@ extension Ledger {
         of account: String, atPosition position: UInt64, asOf time: Timestamp = .now(),
         excluding environments: Set<StoreEnvironment> = [], timeline: Bool = false
     ) throws -> AccountProjection? {
-        let entitlements = catalog.entitlements
+        let catalog = self.catalog
         return try accountState(account, atPosition: position) { state, reader in
             guard let state else { return nil }
             return try AccountProjection(
-                account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: entitlements
+                account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements,
+                catalog: catalog
             ) {
                 try reader.revocation(ofTransaction: $0.string).map { $0 <= position } ?? false
             }
@@ -49,7 +50,8 @@ extension LedgerLog {
         return try AccountAtPosition.read(account, at: target, last: last, storage: storage, catalog: catalog) { state, reader in
             guard let state else { return nil }
             return try AccountProjection(
-                account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements
+                account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements,
+                catalog: catalog
             ) {
                 try reader.revocation(ofTransaction: $0.string).map { $0 <= target } ?? false
             }

@@ -317,8 +317,8 @@ public final class Ledger: Sendable {
 
     /// What `account` owns as of `time` (nil when the ledger has no event of it), with the log
     /// position the answer reflects: both read from one consistent view. `excluding` leaves out
-    /// the store's reports from those environments (sandbox purchases, say); `timeline` adds
-    /// the account's timeline.
+    /// the store's reports from those environments (sandbox purchases, say), and the credits of
+    /// consumables bought only there; `timeline` adds the account's timeline.
     public func projectionAndPosition(
         of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = [],
         timeline: Bool = false

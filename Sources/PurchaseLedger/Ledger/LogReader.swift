@@ -152,6 +152,7 @@ struct LogReader: Sendable {
                 }
             }
         }
+        state.catalog = catalog
         return state
     }
 

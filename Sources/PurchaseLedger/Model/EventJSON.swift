@@ -229,15 +229,7 @@ extension Event {
             writer.member("source", ifPresent: fact.source)
             writer.member("signed", ifPresent: fact.signed)
         case .renewalInfo(let info):
-            writer.member("originalTransaction", info.originalTransaction)
-            writer.member("product", ifPresent: info.product)
-            writer.member("renewsTo", ifPresent: info.renewsTo)
-            writer.member("willRenew", ifPresent: info.willRenew)
-            writer.member("billingRetry", ifPresent: info.billingRetry)
-            writer.member("gracePeriodEndsAt", ifPresent: info.gracePeriodEndsAt)
-            writer.member("expirationIntent", ifPresent: info.expirationIntent)
-            writer.member("environment", ifPresent: info.environment?.rawValue)
-            info.writeRenewalDetails(to: &writer)
+            info.writeMembers(to: &writer)
             writer.member("source", ifPresent: info.source)
             writer.member("signed", ifPresent: info.signed)
         case .consumptionConsent(let consent):
@@ -432,6 +424,20 @@ extension StoreTransaction {
 }
 
 extension RenewalInfo {
+    /// The renewal info's fields in the format's order, all but `source` and `signed` (the
+    /// event adds them; an account's subscription shows the info without).
+    func writeMembers(to writer: inout JSONWriter) {
+        writer.member("originalTransaction", originalTransaction)
+        writer.member("product", ifPresent: product)
+        writer.member("renewsTo", ifPresent: renewsTo)
+        writer.member("willRenew", ifPresent: willRenew)
+        writer.member("billingRetry", ifPresent: billingRetry)
+        writer.member("gracePeriodEndsAt", ifPresent: gracePeriodEndsAt)
+        writer.member("expirationIntent", ifPresent: expirationIntent)
+        writer.member("environment", ifPresent: environment?.rawValue)
+        writeRenewalDetails(to: &writer)
+    }
+
     /// The fields Apple added in API 1.15–1.21, in the format's order.
     func writeRenewalDetails(to writer: inout JSONWriter) {
         writer.member("renewalPrice", ifPresent: renewalPrice)

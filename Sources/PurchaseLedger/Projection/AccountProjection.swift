@@ -12,7 +12,9 @@ public struct AccountProjection: Sendable, Hashable {
     ///   period (`subscriptions`).
     public var entitlements: [String]
     /// Consumable balances per item: credits of purchased consumables (quantity × grant), minus
-    /// `consumed`, minus refunded credits. May be negative after a refund; never clamped.
+    /// `consumed`, minus refunded credits. May be negative after a refund; never clamped. In a
+    /// view scoped to some environments, without the credits of consumables the store reported
+    /// only in others (FORMAT.md, "Environments").
     public var balances: [String: Int64]
     /// Every entry not yet finished, in the order opened: what StoreKit redelivers at launch.
     public var unfinished: [UnfinishedTransaction]
@@ -60,23 +62,26 @@ extension AccountProjection {
     /// What the account had at `time`, as the state knows it (FORMAT.md, "Valid time").
     /// `excluding` leaves out the store's reports from those environments: per transaction the
     /// report in force is the latest among the other environments' ("Environments"), so that,
-    /// for example, sandbox purchases never count. Balances and the unfinished set are not
+    /// for example, sandbox purchases never count; the balances leave out the credits of
+    /// consumables bought only there (with `catalog`'s grants). The unfinished set is not
     /// scoped.
     init(
         account: String, state: AccountState, asOf time: Timestamp, excluding excluded: Set<StoreEnvironment> = [],
-        entitlements definitions: [Catalog.Entitlement] = [], isRevoked: (UTF8Key) throws -> Bool
+        entitlements definitions: [Catalog.Entitlement] = [], catalog: Catalog?, isRevoked: (UTF8Key) throws -> Bool
     ) rethrows {
         self.init(
-            view: try AccountView(account: account, state: state, excluding: excluded, entitlements: definitions, isRevoked: isRevoked),
+            view: try AccountView(
+                account: account, state: state, excluding: excluded, entitlements: definitions, catalog: catalog, isRevoked: isRevoked),
             asOf: time)
     }
 
     /// The same, with the account's timeline when `timeline` is set.
     init(
         account: String, state: AccountState, asOf time: Timestamp, excluding excluded: Set<StoreEnvironment>, timeline: Bool,
-        entitlements definitions: [Catalog.Entitlement] = [], isRevoked: (UTF8Key) throws -> Bool
+        entitlements definitions: [Catalog.Entitlement] = [], catalog: Catalog?, isRevoked: (UTF8Key) throws -> Bool
     ) rethrows {
-        let view = try AccountView(account: account, state: state, excluding: excluded, entitlements: definitions, isRevoked: isRevoked)
+        let view = try AccountView(
+            account: account, state: state, excluding: excluded, entitlements: definitions, catalog: catalog, isRevoked: isRevoked)
         self.init(view: view, asOf: time)
         if timeline { self.timeline = view.timeline() }
     }
@@ -86,7 +91,7 @@ extension AccountProjection {
         account = view.account
         entitlements = view.grantedProducts(at: time).map(\.string)
         // Balance items are catalog grant items, which the catalog keeps distinct as strings too.
-        balances = Dictionary(state.balances.map { ($0.key.string, $0.value) }, uniquingKeysWith: { first, _ in first })
+        balances = Dictionary(view.balances.map { ($0.key.string, $0.value) }, uniquingKeysWith: { first, _ in first })
         unfinished = state.entries.inOrderOpened.compactMap { entry in
             guard !entry.isFinished else { return nil }
             return UnfinishedTransaction(

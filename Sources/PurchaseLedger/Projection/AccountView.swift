@@ -5,6 +5,18 @@ struct AccountView {
     /// What is granted at an instant, and by what: the timeline's intervals are runs of equal
     /// grants.
     struct Grant {
+        /// What grants: of several grants of one product, the kind decides which one the
+        /// product's answer is (`precedes(_:)`).
+        enum Kind {
+            /// The transaction in force of this subscription group.
+            case group(String)
+            /// A report of a non-consumable or non-renewing product.
+            case report
+            /// An entry of the device's queue, opened at this position.
+            case entry(openedAt: UInt64)
+        }
+
+        var kind: Kind
         /// The store transaction that grants (an entry's, for the device's queue).
         var transaction: String?
         /// For an auto-renewable subscription, its status then (active or grace period).
@@ -21,6 +33,23 @@ struct AccountView {
         func continues(_ other: Grant) -> Bool {
             sameBytes(transaction, other.transaction) && status == other.status
         }
+
+        /// Whether this grant answers for its product before `other`, a grant of the same
+        /// product: a group's transaction in force (of two groups, the later by name) before a
+        /// report, the report that starts later (then the greater transaction id) before
+        /// another, a report before an entry of the device's queue, and the first-opened entry
+        /// before another. A total order, so `grants(at:)` never depends on storage order.
+        func precedes(_ other: Grant) -> Bool {
+            switch (kind, other.kind) {
+            case (.group(let name), .group(let otherName)): otherName.utf8.lexicographicallyPrecedes(name.utf8)
+            case (.group, _): true
+            case (_, .group): false
+            case (.report, .report): AccountView.startsLater(record!, than: other.record!)
+            case (.report, _): true
+            case (_, .report): false
+            case (.entry(let openedAt), .entry(let otherOpenedAt)): openedAt < otherOpenedAt
+            }
+        }
     }
 
     let account: String
@@ -31,14 +60,19 @@ struct AccountView {
     let groups: [SubscriptionGroup]
     /// The catalog's named entitlements, reported with the projection.
     let entitlementDefinitions: [Catalog.Entitlement]
+    /// The balances the view shows: the account's, less, in a view that leaves environments
+    /// out, the credits of the consumables bought only in those (FORMAT.md, "Environments").
+    let balances: [UTF8Key: Int64]
     private let revokedByEvent: Set<UTF8Key>
     /// The chains the account transferred to another: its entries of them grant nothing, and
     /// the store's reports of them are left out (FORMAT.md, "Transfers").
     private let transferredAway: Set<UTF8Key>
 
+    /// `catalog` gives what each consumable credits, which a view that leaves environments out
+    /// takes out of the balances (`scopedBalances`); without one, balances are the account's.
     init(
         account: String, state: AccountState, excluding excluded: Set<StoreEnvironment>,
-        entitlements definitions: [Catalog.Entitlement] = [], isRevoked: (UTF8Key) throws -> Bool
+        entitlements definitions: [Catalog.Entitlement] = [], catalog: Catalog?, isRevoked: (UTF8Key) throws -> Bool
     ) rethrows {
         self.account = account
         entitlementDefinitions = definitions
@@ -62,11 +96,47 @@ struct AccountView {
             try check(record.fact.originalTransaction)
         }
         revokedByEvent = revoked
+        if let catalog, !excluded.isEmpty {
+            balances = Self.scopedBalances(of: state, reported: owned, inView: self.state, catalog: catalog, revokedByEvent: revoked)
+        } else {
+            balances = state.balances
+        }
         var byGroup: [String: [StoreTransactionRecord]] = [:]
         for record in self.state.storeTransactions.values where record.productType == .autoRenewable {
             byGroup[record.group, default: []].append(record)
         }
         groups = byGroup.keys.sorted(by: utf8Order).map { SubscriptionGroup(name: $0, records: byGroup[$0]!) }
+    }
+
+    /// The account's balances less what each consumable transaction the view leaves out
+    /// credited: one the store reported (`reported`) with no report in force in the view
+    /// (`inView`), the rule entries follow. Its credit is the one the entry that first held it
+    /// made (`Projector`: a `purchased` consumable entry, quantity × the product's grants), and
+    /// only while it stands (not taken back by a `revoked` event or a revoking report in force,
+    /// as `Projector` judges it). `consumed` names no environment: it is not scoped, so a
+    /// scoped balance may be lower than the account's, even negative.
+    private static func scopedBalances(
+        of state: AccountState, reported: AccountState, inView scoped: AccountState, catalog: Catalog, revokedByEvent: Set<UTF8Key>
+    ) -> [UTF8Key: Int64] {
+        var balances = state.balances
+        guard !reported.storeTransactions.isEmpty else { return balances }
+        // Per transaction left out, the entry that first held it: the one that credited it, if any did.
+        var firstHolders: [UTF8Key: QueueEntry] = [:]
+        for entry in state.entries.values {
+            guard let transaction = entry.transaction else { continue }
+            let key = UTF8Key(transaction)
+            guard reported.storeTransactions[key] != nil, scoped.storeTransactions[key] == nil else { continue }
+            if let first = firstHolders[key], first.stateSetAt <= entry.stateSetAt { continue }
+            firstHolders[key] = entry
+        }
+        for (key, entry) in firstHolders where entry.state == .purchased && entry.productType == .consumable {
+            if revokedByEvent.contains(key) || state.storeTransactions[key]?.isRevokedByStore == true { continue }
+            guard let product = catalog[entry.product] else { continue }
+            for (item, amount) in product.grants {
+                balances[UTF8Key(item), default: 0] -= amount * Int64(entry.quantity)
+            }
+        }
+        return balances
     }
 
     private func isTransferredAway(_ entry: QueueEntry) -> Bool {
@@ -92,30 +162,44 @@ struct AccountView {
 
     // MARK: At one instant
 
-    /// What grants each product at `time`: a subscription group's transaction in force (active
-    /// or in grace), else the latest started report of a non-consumable or non-renewing
-    /// product, else the first-opened entry of the device's queue that entitles.
+    /// What grants each product at `time`: of `allGrants(at:)`, the one that answers for its
+    /// product first (`Grant.precedes`): a subscription group's transaction in force (active or
+    /// in grace), else the latest started report of a non-consumable or non-renewing product,
+    /// else the first-opened entry of the device's queue that entitles. The timeline's grants.
     func grants(at time: Timestamp) -> [UTF8Key: Grant] {
         var grants: [UTF8Key: Grant] = [:]
-        for entry in unscoped.entries.inOrderOpened {
+        forEachGrant(at: time) { product, grant in
+            if let current = grants[product], !grant.precedes(current) { return }
+            grants[product] = grant
+        }
+        return grants
+    }
+
+    /// Every grant at `time`, of every product, in no particular order: each entry of the
+    /// device's queue that entitles, is not transferred away and whose transaction the store
+    /// did not report; each started, unexpired, unrevoked report in force of a non-consumable
+    /// or non-renewing product; each subscription group's transaction in force that grants
+    /// access (active or in grace). A named entitlement weighs them all (`namedEntitlements`).
+    func allGrants(at time: Timestamp) -> [(product: UTF8Key, grant: Grant)] {
+        var grants: [(product: UTF8Key, grant: Grant)] = []
+        forEachGrant(at: time) { grants.append(($0, $1)) }
+        return grants
+    }
+
+    private func forEachGrant(at time: Timestamp, _ body: (UTF8Key, Grant) -> Void) {
+        let reportedOn = unscoped.storeTransactions
+        for entry in unscoped.entries.values {
             // Where the store reported on the entry's transaction (in any environment), its
             // report decides, in the view of its environment.
-            if !unscoped.storeTransactions.isEmpty, let transaction = entry.transaction,
-               unscoped.storeTransactions[UTF8Key(transaction)] != nil { continue }
-            let product = UTF8Key(entry.product)
-            if grants[product] == nil, !isTransferredAway(entry), entry.entitles(at: time, isRevoked: isRevokedByEvent) {
-                grants[product] = Grant(transaction: entry.transaction, entryExpiresAt: entry.expiresAt)
+            if !reportedOn.isEmpty, let transaction = entry.transaction, reportedOn[UTF8Key(transaction)] != nil { continue }
+            if !isTransferredAway(entry), entry.entitles(at: time, isRevoked: isRevokedByEvent) {
+                body(UTF8Key(entry.product), Grant(
+                    kind: .entry(openedAt: entry.openedAt), transaction: entry.transaction, entryExpiresAt: entry.expiresAt))
             }
         }
-        var reported: [UTF8Key: StoreTransactionRecord] = [:]
         for record in state.storeTransactions.values where record.productType == .nonConsumable || record.productType == .nonRenewing {
             guard record.hasStarted(by: time), !record.hasExpired(by: time), !isRevoked(record, at: time) else { continue }
-            let product = UTF8Key(record.fact.product)
-            if let current = reported[product], !Self.startsLater(record, than: current) { continue }
-            reported[product] = record
-        }
-        for (product, record) in reported {
-            grants[product] = Grant(transaction: record.fact.transaction, record: record)
+            body(UTF8Key(record.fact.product), Grant(kind: .report, transaction: record.fact.transaction, record: record))
         }
         for group in groups {
             guard let index = group.inForce(at: time) else { continue }
@@ -123,11 +207,10 @@ struct AccountView {
             let renewal = renewal(of: record)
             let status = group.status(of: index, at: time, revoked: isRevoked(record, at: time), renewal: renewal)
             guard status.grantsAccess else { continue }
-            grants[UTF8Key(record.fact.product)] = Grant(
-                transaction: record.fact.transaction, status: status, record: record, upgradedAt: group.upgradedAt[index],
-                gracePeriodEndsAt: status == .gracePeriod ? renewal?.gracePeriodEndsAt : nil)
+            body(UTF8Key(record.fact.product), Grant(
+                kind: .group(group.name), transaction: record.fact.transaction, status: status, record: record,
+                upgradedAt: group.upgradedAt[index], gracePeriodEndsAt: status == .gracePeriod ? renewal?.gracePeriodEndsAt : nil))
         }
-        return grants
     }
 
     /// The products granted at `time`, in byte order: the keys of `grants(at:)`, found without
@@ -157,7 +240,7 @@ struct AccountView {
         return products.count > 1 ? products.sorted() : products
     }
 
-    private static func startsLater(_ record: StoreTransactionRecord, than other: StoreTransactionRecord) -> Bool {
+    static func startsLater(_ record: StoreTransactionRecord, than other: StoreTransactionRecord) -> Bool {
         if record.startsAt != other.startsAt { return record.startsAt > other.startsAt }
         return other.fact.transaction.utf8.lexicographicallyPrecedes(record.fact.transaction.utf8)
     }
@@ -175,7 +258,8 @@ struct AccountView {
                 status: group.status(of: index, at: time, revoked: isRevoked(record, at: time), renewal: renewal),
                 expiresAt: fact.expiresAt, gracePeriodEndsAt: renewal?.gracePeriodEndsAt, willRenew: renewal?.willRenew,
                 renewsTo: renewal?.renewsTo, environment: fact.environment ?? renewal?.environment,
-                billingPlanType: fact.billingPlanType, commitment: SubscriptionStatus.Commitment(transaction: fact, renewal: renewal))
+                billingPlanType: fact.billingPlanType, commitment: SubscriptionStatus.Commitment(transaction: fact, renewal: renewal),
+                renewal: renewal.map(SubscriptionStatus.shown))
         }
     }
 

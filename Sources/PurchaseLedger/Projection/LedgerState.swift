@@ -16,8 +16,18 @@ public struct LedgerState: Sendable, Equatable {
     /// Entries of every account, and those not finished: kept on every change, for statistics.
     var entryCount = 0
     var unfinishedCount = 0
+    /// The newest catalog the state was built with (the one the last event was applied with, or
+    /// a snapshot read with): what a consumable credits, for the balances of a view scoped to
+    /// some environments. Catalogs only grow, so it describes every product the state holds.
+    /// Not part of equality: the state is the log's facts.
+    var catalog: Catalog?
 
     public init() {}
+
+    public static func == (lhs: LedgerState, rhs: LedgerState) -> Bool {
+        lhs.position == rhs.position && lhs.accounts == rhs.accounts && lhs.revocations == rhs.revocations
+            && lhs.holders == rhs.holders && lhs.entryCount == rhs.entryCount && lhs.unfinishedCount == rhs.unfinishedCount
+    }
 
     /// The accounts with at least one appended event, in UTF-8 byte order.
     public var accountIDs: [String] {
@@ -44,7 +54,9 @@ public struct LedgerState: Sendable, Equatable {
         of account: UTF8Key, asOf time: Timestamp, excluding environments: Set<StoreEnvironment> = [], entitlements: [Catalog.Entitlement] = []
     ) -> AccountProjection? {
         guard let state = accounts[account] else { return nil }
-        return AccountProjection(account: account.string, state: state, asOf: time, excluding: environments, entitlements: entitlements) {
+        return AccountProjection(
+            account: account.string, state: state, asOf: time, excluding: environments, entitlements: entitlements, catalog: catalog
+        ) {
             revocations[$0] != nil
         }
     }
@@ -52,6 +64,7 @@ public struct LedgerState: Sendable, Equatable {
     /// Applies the event appended at `position`, which must be the next one.
     mutating func apply(_ event: Event, at position: UInt64, catalog: Catalog) throws(ProjectionInconsistency) {
         precondition(position == self.position + 1, "events must be applied in log order")
+        self.catalog = catalog
         do {
             try Projector.apply(event, at: position, catalog: catalog, to: &self)
         } catch let inconsistency as ProjectionInconsistency {

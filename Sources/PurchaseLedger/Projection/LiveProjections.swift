@@ -203,11 +203,12 @@ final class LiveProjections: Sendable {
     func projection(
         of account: UTF8Key, asOf time: Timestamp, excluding environments: Set<StoreEnvironment> = [], timeline: Bool = false
     ) throws -> (projection: AccountProjection?, position: UInt64) {
-        try view(of: account) { state, position, reader in
+        let catalog = self.catalog
+        return try view(of: account) { state, position, reader in
             guard let state else { return (nil, position) }
             let projection = try AccountProjection(
                 account: account.string, state: state, asOf: time, excluding: environments, timeline: timeline,
-                entitlements: catalog.entitlements
+                entitlements: catalog.entitlements, catalog: catalog
             ) {
                 try Self.isRevoked($0, by: position, reader: reader)
             }

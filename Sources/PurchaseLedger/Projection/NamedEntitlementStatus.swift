@@ -4,9 +4,10 @@
 public struct NamedEntitlementStatus: Sendable, Hashable {
     /// The catalog's entitlement id.
     public var name: String
-    /// The product that grants it: of its products granted at the as-of time, the one whose
-    /// grant ends last (one that never ends first), the catalog's first listed on a tie. Nil
-    /// when none is granted: the entitlement is not active.
+    /// The product that grants it: of every grant of its products at the as-of time (a product
+    /// may be granted more than once), the one that ends last (one that never ends first), the
+    /// catalog's first listed product on a tie. Nil when none is granted: the entitlement is not
+    /// active.
     public var product: String?
     /// The store transaction that grants it (an entry's, for the device's queue), when known.
     public var transaction: String?
@@ -22,18 +23,26 @@ public struct NamedEntitlementStatus: Sendable, Hashable {
 }
 
 extension AccountView {
-    /// Each of `definitions` at `time`, in their order.
+    /// Each of `definitions` at `time`, in their order: of every grant of its products at
+    /// `time` (`allGrants(at:)`, not one per product), the one that ends last.
     func namedEntitlements(_ definitions: [Catalog.Entitlement], at time: Timestamp) -> [NamedEntitlementStatus] {
         guard !definitions.isEmpty else { return [] }
-        let grants = grants(at: time)
+        var grants: [UTF8Key: [Grant]] = [:]
+        for (product, grant) in allGrants(at: time) { grants[product, default: []].append(grant) }
         return definitions.map { definition in
             var best: (product: String, grant: Grant, end: Timestamp?)?
             for product in definition.products {
-                guard let grant = grants[UTF8Key(product)] else { continue }
-                let end = Self.end(of: grant)
-                // Strictly longer only: the catalog's first listed keeps a tie.
-                if let current = best, !Self.lastsLonger(end, than: current.end) { continue }
-                best = (product, grant, end)
+                for grant in grants[UTF8Key(product)] ?? [] {
+                    let end = Self.end(of: grant)
+                    if let current = best {
+                        // Strictly longer, or as long and of the same product and answering for it
+                        // first: the catalog's first listed keeps a tie.
+                        let longer = Self.lastsLonger(end, than: current.end)
+                        let preferred = end == current.end && sameBytes(product, current.product) && grant.precedes(current.grant)
+                        if !longer, !preferred { continue }
+                    }
+                    best = (product, grant, end)
+                }
             }
             guard let (product, grant, end) = best else { return NamedEntitlementStatus(name: definition.id) }
             let renews = grant.record.flatMap { $0.productType == .autoRenewable ? renewal(of: $0)?.willRenew : nil }

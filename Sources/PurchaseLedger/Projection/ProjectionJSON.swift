@@ -210,8 +210,8 @@ extension SubscriptionStatus {
     /// `{"group": …, "originalTransaction": …, "transaction": …, "product": …, "status": 1,
     /// "statusName": "active", "expiresAt": …, "gracePeriodEndsAt": …, "willRenew": …,
     /// "renewsTo": …, "environment": …, "billingPlanType": …, "commitment": {"period",
-    /// "periods", "expiresAt", "price", "renewsTo", "willRenew"}}`, the optional members only
-    /// when known.
+    /// "periods", "expiresAt", "price", "renewsTo", "willRenew"}, "renewal": {…the renewal
+    /// info's fields as in the event…}}`, the optional members only when known.
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.member("group", group)
@@ -235,6 +235,14 @@ extension SubscriptionStatus {
             writer.member("price", ifPresent: commitment.price)
             writer.member("renewsTo", ifPresent: commitment.renewsTo)
             writer.member("willRenew", ifPresent: commitment.willRenew)
+            writer.endObject()
+        }
+        if let renewal {
+            // Nested, not beside the status's members: the renewal's `billingPlanType`,
+            // `offerType`, … are the next period's, not the transaction in force's.
+            writer.key("renewal")
+            writer.beginObject()
+            renewal.writeMembers(to: &writer)
             writer.endObject()
         }
         writer.endObject()

@@ -28,6 +28,22 @@ public struct SubscriptionStatus: Sendable, Hashable {
     public var billingPlanType: String? = nil
     /// The commitment the transaction in force pays a period of, when Apple says it is one.
     public var commitment: Commitment? = nil
+    /// The renewal info in force for the subscription (`shown(_:)`): the next renewal's price,
+    /// date and offer, the customer's answer to a price increase, the win-back offers it may
+    /// take, why it expired. Nil when the store sent none.
+    public var renewal: RenewalInfo? = nil
+
+    /// A renewal info as an account's answer shows it: without `source` and `signed` (the
+    /// proof stays in the log), and without `appTransaction` and `appAccountToken`, which
+    /// identify the customer rather than the subscription.
+    static func shown(_ info: RenewalInfo) -> RenewalInfo {
+        var shown = info
+        shown.source = nil
+        shown.signed = nil
+        shown.appTransaction = nil
+        shown.appAccountToken = nil
+        return shown
+    }
 
     /// A plan that commits the customer to several billing periods (a monthly plan with a
     /// 12-month commitment), from the transaction in force and the renewal info in force.

@@ -75,6 +75,7 @@ enum SnapshotStates {
             if position <= factsThrough { state.revocations[UTF8Key(transaction)] = position }
         }
         state.position = snapshot ?? 0
+        state.catalog = catalog
         return state
     }
 

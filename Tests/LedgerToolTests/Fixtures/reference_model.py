@@ -23,7 +23,9 @@ In short:
   half-open; subscription status 1 active, 2 expired, 3 billingRetry, 4 gracePeriod, 5 revoked;
 - a consumable's credit follows the report in force (every environment) by position: a report
   with `revokedAt` takes it back once, a later one without gives it again; a `revoked` event
-  stays final;
+  stays final; a view of some environments leaves out the credit (while it stands) of each
+  consumable transaction the store reported only in other environments ("Environments");
+- each subscription carries `renewal`, the renewal info in force (its fields as in the event);
 - an entry whose transaction the account's reports name is judged by the report, not by itself;
 - every account with an appended event (of any type) is listed.
 
@@ -813,6 +815,22 @@ class Ledger(object):
         self._append(e)
 
     # ---- projections
+    def _balances(self, name, acc, envs):
+        """The account's balances; in a view of some environments, less the credit of each
+        consumable transaction the store reported only in others (reported, and no report in
+        force among the view's), unless a refund took it back already. `consumed` names no
+        environment: it counts in every view."""
+        balances = dict(acc.balances)
+        if envs is None:
+            return balances
+        for tx, ent in self.credited_by.items():
+            if ent.account != name or ent.debited:
+                continue
+            if tx in acc.reports and in_force(acc.reports[tx], envs) is None:
+                for item, g in self.products[ent.product][1].items():
+                    balances[item] = balances.get(item, 0) - ent.quantity * g
+        return balances
+
     def _revoked_by_event(self, r):
         return r["transaction"] in self.revoked or (
             r["originalTransaction"] is not None and r["originalTransaction"] in self.revoked)
@@ -894,6 +912,12 @@ class Ledger(object):
                 m["environment"] = x["environment"]
             elif info is not None and info["environment"] is not None:
                 m["environment"] = info["environment"]
+            if info is not None:
+                # the renewal info in force, its fields as in the event, without `source`,
+                # `signed`, `appTransaction` and `appAccountToken`
+                m["renewal"] = {k: (format_timestamp(v) if k in TIME_FIELDS else v)
+                                for k, v in info["fields"]
+                                if k not in ("appTransaction", "appAccountToken")}
             members.append(m)
         return members, grants
 
@@ -958,7 +982,7 @@ class Ledger(object):
             subscriptions, granted = self._subscriptions(reports, renewals, t)
             ents |= granted
             a = {"entitlements": sorted(ents, key=_bytes),
-                 "balances": dict(acc.balances),
+                 "balances": self._balances(name, acc, envs),
                  "unfinished": unfinished}
             if subscriptions:
                 a["subscriptions"] = subscriptions
