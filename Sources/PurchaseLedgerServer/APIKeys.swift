@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 /// The configured API keys. A presented key is compared with every configured key by their
 /// SHA-256 digests, in constant time, and all keys are always compared: timing tells nothing
@@ -48,6 +49,13 @@ public protocol LedgerRequestContextProtocol: RequestContext {
     /// The request presented a key that is not configured (routes that need a key answer 401;
     /// the open ones ignore it).
     var presentedUnknownKey: Bool { get set }
+    /// Whether the client is gone (its connection closed): an expensive read then stops.
+    var clientLeft: @Sendable () -> Bool { get }
+}
+
+extension LedgerRequestContextProtocol {
+    /// A context that cannot tell: the read runs to its end.
+    public var clientLeft: @Sendable () -> Bool { { false } }
 }
 
 /// The request context `ledger-server` uses; mount `LedgerRoutes` with your own context type
@@ -56,9 +64,18 @@ public struct LedgerRequestContext: LedgerRequestContextProtocol {
     public var coreContext: CoreRequestContextStorage
     public var identity: APIKeys.Identity?
     public var presentedUnknownKey = false
+    /// The request's connection: an expensive read stops once it is closed (the client left).
+    let channel: (any Channel)?
 
     public init(source: Source) {
         coreContext = .init(source: source)
+        channel = source.channel
+    }
+
+    public var clientLeft: @Sendable () -> Bool {
+        // A connection never active (a test's embedded channel) cannot tell.
+        guard let channel, channel.isActive else { return { false } }
+        return { !channel.isActive }
     }
 }
 

@@ -9,7 +9,7 @@ import PurchaseLedgerAppStore
 ///
 /// `error` is one of the interchange format's codes (`invalidEvent` for a body that is not
 /// events) or, for what the format does not cover, one of `unauthorized`, `forbidden`,
-/// `payloadTooLarge`, `badRequest`, `notFound`, `unavailable`, `internal`, or an App Store
+/// `payloadTooLarge`, `badRequest`, `notFound`, `unavailable`, `busy`, `internal`, or an App Store
 /// verification code (`INVALID_JWT_FORMAT`, `INVALID_CERTIFICATE`, `VERIFICATION_FAILURE`,
 /// `INVALID_APP_IDENTIFIER`, `INVALID_ENVIRONMENT`, Apple's own names).
 public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Sendable {
@@ -23,12 +23,16 @@ public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Senda
         self.message = message
     }
 
+    /// Seconds after which a retry may succeed (`Retry-After`), for `busy`.
+    public var retryAfterSeconds: Int?
+
     public var description: String { "\(status.code) \(code): \(message)" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
         var writer = "{\"error\": "
         writer += JSONString.quoted(code)
         writer += ", \"message\": "
@@ -60,6 +64,14 @@ public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Senda
 
     static func unavailable(_ message: String) -> LedgerHTTPError {
         LedgerHTTPError(status: .serviceUnavailable, code: "unavailable", message: message)
+    }
+
+    /// Every slot of the expensive reads is taken (`ExpensiveReads`): 503, retry in a second.
+    static func busy(_ what: String) -> LedgerHTTPError {
+        var error = LedgerHTTPError(status: .serviceUnavailable, code: "busy",
+            message: "\(what) is an expensive read, and the server runs as many as it takes (limits.expensiveReads); retry after a second")
+        error.retryAfterSeconds = 1
+        return error
     }
 
     static func `internal`(_ message: String) -> LedgerHTTPError {

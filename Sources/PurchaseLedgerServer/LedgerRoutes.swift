@@ -38,6 +38,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let metricsRegistry: PrometheusCollectorRegistry?
     /// The change feed's readers are served from it; without one the routes are not mounted.
     public let changeFeed: ChangeFeedHub?
+    /// The slots of the expensive reads (a timeline here; the hubs' catch-ups), shared with the hub.
+    let reads: ExpensiveReads
     private let requestMetrics: RequestMetrics
     /// Refused notifications are logged at a bounded rate: anyone can send them.
     private let refusals = RefusalLog()
@@ -59,6 +61,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         metricsFactory: (any MetricsFactory)? = nil
     ) {
         self.changeFeed = changeFeed
+        reads = changeFeed?.reads ?? ExpensiveReads(limit: limits.expensiveReads)
         self.ledger = ledger
         self.keys = keys
         self.limits = limits
@@ -162,8 +165,22 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         case "true": timeline = true
         case let other?: throw LedgerHTTPError.badRequest("timeline must be true or false, not \"\(other)\"")
         }
-        let (projection, position) = try readLedger(context) {
-            try ledger.projectionAndPosition(of: account, asOf: asOf, excluding: excluded, timeline: timeline)
+        let (projection, position): (AccountProjection?, UInt64)
+        if timeline {
+            // An expensive read: in a slot, on the idle class's threads, stopped if the client leaves.
+            guard let slot = reads.tryAcquire() else { throw LedgerHTTPError.busy("an account's timeline") }
+            let (ledger, time) = (self.ledger, asOf)
+            do {
+                (projection, position) = try await ExpensiveReads.run(in: slot, until: context.clientLeft) {
+                    try ledger.projectionAndPosition(of: account, asOf: time, excluding: excluded, timeline: true)
+                }
+            } catch {
+                throw Self.httpError(storage: error, logger: context.logger)
+            }
+        } else {
+            (projection, position) = try readLedger(context) {
+                try ledger.projectionAndPosition(of: account, asOf: asOf, excluding: excluded, timeline: false)
+            }
         }
         var answer = projection ?? .empty(account: account)
         if timeline, answer.timeline == nil { answer.timeline = [] }
@@ -243,9 +260,11 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             repeat {
                 // A forget between the read and the answer: read again (the page may name an old name).
                 let generation = ledger.forgetGeneration
-                (changes, next) = try await hub.changes(after: after, limit: limit, wait: .seconds(Int64(wait)))
+                (changes, next) = try await hub.changes(after: after, limit: limit, wait: .seconds(Int64(wait)), clientLeft: context.clientLeft)
                 if ledger.forgetGeneration == generation { break }
             } while true
+        } catch is ChangeFeedHub.Busy {
+            throw LedgerHTTPError.busy("reading the feed from behind what the server keeps in memory")
         } catch {
             throw Self.httpError(storage: error, logger: context.logger)
         }
@@ -269,13 +288,24 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
+        let clientLeft = context.clientLeft
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             var cursor = start
             var quiet = 0
             try await writer.write(ByteBuffer(string: ": ledger change feed\n\n"))
             while !Task.isCancelled, !Task.isShuttingDownGracefully {
                 let generation = ledger.forgetGeneration
-                let (changes, next) = try await hub.changes(after: cursor, limit: 100, wait: .seconds(1))
+                let changes: [LedgerChange]
+                let next: FeedCursor
+                do {
+                    (changes, next) = try await hub.changes(after: cursor, limit: 100, wait: .seconds(1), clientLeft: clientLeft)
+                } catch is ChangeFeedHub.Busy {
+                    // Behind what is kept, and every expensive read's slot taken: a stream waits
+                    // its turn (a comment now and then finds out whether its client is still there).
+                    try await writer.write(ByteBuffer(string: ": waiting for a slot\n\n"))
+                    try await Task.sleep(for: .seconds(1))
+                    continue
+                }
                 // A forget since the page was read: it may name an old name; read it again.
                 guard ledger.forgetGeneration == generation else { continue }
                 if changes.isEmpty {

@@ -56,7 +56,11 @@ public enum LedgerServer {
         let ledger = try LedgerLocation(configuration.ledger).openLedger(catalog: catalog, configuration: ledgerConfiguration)
 
         var notifications: AppStoreNotificationHandler?
-        let changeFeed = ChangeFeedHub(ledger: ledger, priority: configuration.feedPriority ?? .background, logger: logger)
+        // One count of expensive reads for the whole server: every hub's catch-ups and the routes' timelines.
+        let reads = ExpensiveReads(limit: configuration.limits.expensiveReads)
+        let changeFeed = ChangeFeedHub(
+            ledger: ledger, excluding: [], priority: configuration.feedPriority ?? .background, reads: reads,
+            catchUpEvents: configuration.limits.feedCatchUpEvents, logger: logger)
         var services: [any Service] = [LedgerService(ledger: ledger), changeFeed]
         do {
             if let webhooks = try WebhookService.configured(

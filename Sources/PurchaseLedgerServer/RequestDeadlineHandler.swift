@@ -1,7 +1,8 @@
 import NIOCore
 import NIOHTTPTypes
 
-/// Closes a connection whose request is not read whole (head to end) within `timeout`.
+/// Closes a connection whose request is not read whole (head to end) within `timeout`, and one
+/// whose client closed its side while its answer is due.
 ///
 /// The idle timeout cuts a client that sends nothing; this cuts one that starts a request and
 /// then trickles or stops, which would otherwise hold its connection and a body buffer of up
@@ -54,6 +55,17 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
             }
         }
         context.write(data, promise: promise)
+    }
+
+    /// A client that closes its side while an answer is due has left (an HTTP/1.1 client does
+    /// not half-close while it awaits one): the connection is closed, so that work for it (an
+    /// expensive read, `ExpensiveReads`) sees it gone and stops.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event, unanswered > 0 {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

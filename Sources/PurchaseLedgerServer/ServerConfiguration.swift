@@ -77,16 +77,27 @@ public struct ServerConfiguration: Codable, Sendable {
         /// A request not read whole (head to end) this long after its head arrived closes its
         /// connection: a client cannot hold a connection by trickling or stalling a request.
         public var requestTimeoutSeconds: Double
+        /// Most expensive reads at once (a feed reader behind what the server keeps in memory, an
+        /// account's timeline), each on the idle class's threads; another is answered 503 `busy`
+        /// (a stream waits for its turn).
+        public var expensiveReads: Int
+        /// Most of the log's events one request of a feed reader behind what the server keeps
+        /// derives: past it, the page holds what was found, and its `next` where the derivation
+        /// got to (the next request goes on from there).
+        public var feedCatchUpEvents: Int
 
         public init(
             bodyBytes: Int = 1 << 20, eventsPerRequest: Int = 1000,
-            maxConnections: Int = 512, idleTimeoutSeconds: Double = 30, requestTimeoutSeconds: Double = 15
+            maxConnections: Int = 512, idleTimeoutSeconds: Double = 30, requestTimeoutSeconds: Double = 15,
+            expensiveReads: Int = 2, feedCatchUpEvents: Int = 100_000
         ) {
             self.bodyBytes = bodyBytes
             self.eventsPerRequest = eventsPerRequest
             self.maxConnections = maxConnections
             self.idleTimeoutSeconds = idleTimeoutSeconds
             self.requestTimeoutSeconds = requestTimeoutSeconds
+            self.expensiveReads = expensiveReads
+            self.feedCatchUpEvents = feedCatchUpEvents
         }
 
         public init(from decoder: any Decoder) throws {
@@ -97,6 +108,8 @@ public struct ServerConfiguration: Codable, Sendable {
             maxConnections = try container.decodeIfPresent(Int.self, forKey: .maxConnections) ?? defaults.maxConnections
             idleTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .idleTimeoutSeconds) ?? defaults.idleTimeoutSeconds
             requestTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .requestTimeoutSeconds) ?? defaults.requestTimeoutSeconds
+            expensiveReads = try container.decodeIfPresent(Int.self, forKey: .expensiveReads) ?? defaults.expensiveReads
+            feedCatchUpEvents = try container.decodeIfPresent(Int.self, forKey: .feedCatchUpEvents) ?? defaults.feedCatchUpEvents
         }
 
         /// The longest `wait` of `GET /v1/changes`: under the idle timeout's default.
@@ -336,8 +349,9 @@ public struct ServerConfiguration: Codable, Sendable {
             }
         }
         guard (0...65_535).contains(bind.port) else { throw ServerConfigurationError("\"bind.port\" must be from 0 to 65535") }
-        guard limits.bodyBytes > 0, limits.eventsPerRequest > 0, limits.maxConnections > 0 else {
-            throw ServerConfigurationError("\"limits\" must be positive")
+        guard limits.bodyBytes > 0, limits.eventsPerRequest > 0, limits.maxConnections > 0, (1...64).contains(limits.expensiveReads),
+              (1_000...100_000_000).contains(limits.feedCatchUpEvents) else {
+            throw ServerConfigurationError("\"limits\" must be positive (expensiveReads 1 to 64, feedCatchUpEvents 1,000 to 100,000,000)")
         }
         for (name, seconds) in [("idleTimeoutSeconds", limits.idleTimeoutSeconds), ("requestTimeoutSeconds", limits.requestTimeoutSeconds)] {
             guard seconds.isFinite, seconds >= 0.001, seconds <= Limits.maximumTimeoutSeconds else {

@@ -3,6 +3,7 @@ import PurchaseLedger
 import PurchaseLedgerLMDB
 @testable import PurchaseLedgerServer
 import LedgerTestSupport
+import Synchronization
 import Testing
 
 /// The server's one derivation of the feed per scope (`ChangeFeedHub`): a reader following it
@@ -33,13 +34,15 @@ struct ChangeFeedHubTests {
     /// to 10 changes, so that most of the history is out of its window: `body` runs once the hub
     /// has derived the last change, with the feed derived from storage.
     static func withFollowingHub(
-        at priority: FeedPriority = .background, _ body: (Ledger, ChangeFeedHub, [LedgerChange]) async throws -> Void
+        at priority: FeedPriority = .background, expensiveReads: Int = 2, catchUpEvents: Int = 100_000,
+        _ body: (Ledger, ChangeFeedHub, [LedgerChange]) async throws -> Void
     ) async throws {
         try await withTemporaryDirectory { directory in
             let ledger = try Ledger.open(at: directory + "/ledger", catalog: serverTestCatalog)
             var logger = Logger(label: "test")
             logger.logLevel = .error
-            let hub = ChangeFeedHub(ledger: ledger, priority: priority, capacity: 5, logger: logger)
+            let hub = ChangeFeedHub(
+                ledger: ledger, priority: priority, capacity: 5, expensiveReads: expensiveReads, catchUpEvents: catchUpEvents, logger: logger)
             let following = Task { try await hub.follow() }
             for batch in 0..<6 {
                 _ = try await ledger.append(contentsOf: Self.purchases(batch * 5..<(batch + 1) * 5))
@@ -100,6 +103,63 @@ struct ChangeFeedHubTests {
             #expect(pages.map(\.json) == derived.prefix(56).map(\.json))
             #expect(await hub.catchUpsStarted == 1)
         }
+    }
+}
+
+extension ChangeFeedHubTests {
+    /// A reader behind what the hub keeps derives at most a bounded part of the log per request
+    /// (issue 41, point 6): a page then holds what was found, and `next` where the derivation
+    /// got to; asking from there continues the one derivation. The pages are the feed derived
+    /// from storage, whole.
+    @Test func aCatchUpDerivesABoundedPartOfTheLogPerRequestAndContinues() async throws {
+        // Each commit holds ten events; a request derives at most fifteen more.
+        try await Self.withFollowingHub(catchUpEvents: 15) { _, hub, derived in
+            var cursor = FeedCursor.start
+            var pages: [LedgerChange] = []
+            var requests = 0
+            while pages.count < derived.count - 10, requests < 100 {
+                let (page, next) = try await hub.changes(after: cursor, limit: 1000, wait: .zero)
+                #expect(next >= cursor)
+                pages += page
+                cursor = next
+                requests += 1
+            }
+            #expect(pages.map(\.json) == derived.prefix(pages.count).map(\.json))
+            #expect(pages.count >= derived.count - 10)
+            // A request reads a few commits' readings at a time (four): more than the budget here.
+            #expect(requests >= 2, "60 events at 15 a request take more than one")
+            #expect(await hub.catchUpsStarted == 1)
+            #expect(hub.reads.count == 0)
+        }
+    }
+
+    /// At most `expensiveReads` derivations at once: a reader behind what is kept while every
+    /// slot is taken is told the server is busy, and reads once one is free.
+    @Test func aCatchUpWithEverySlotTakenIsRefusedBusy() async throws {
+        try await Self.withFollowingHub(expensiveReads: 1) { _, hub, derived in
+            let taken = try #require(hub.reads.tryAcquire())
+            await #expect(throws: ChangeFeedHub.Busy.self) { _ = try await hub.changes(after: .start, limit: 10, wait: .zero) }
+            taken.release()
+            let (page, _) = try await hub.changes(after: .start, limit: 10, wait: .zero)
+            #expect(page.map(\.json) == derived.prefix(10).map(\.json))
+        }
+    }
+
+    /// An expensive read whose client left stops: its work is cancelled within a poll of the
+    /// client, and its slot is free again.
+    @Test func anExpensiveReadStopsWhenItsClientLeaves() async throws {
+        let reads = ExpensiveReads(limit: 1)
+        let polls = Mutex(0)
+        let slot = try #require(reads.tryAcquire())
+        await #expect(throws: CancellationError.self) {
+            try await ExpensiveReads.run(in: slot, until: { polls.withLock { $0 += 1; return $0 > 3 } }) {
+                // Work that would go on for a minute: it ends when cancelled.
+                try await Task.sleep(for: .seconds(60))
+                return 0
+            }
+        }
+        #expect(polls.withLock { $0 } > 3)
+        #expect(reads.count == 0)
     }
 }
 

@@ -35,6 +35,8 @@ public struct LedgerChanges: AsyncSequence, Sendable {
         /// The changes derived and not yet handed out, the next one last: each is moved out,
         /// not copied.
         private var buffer: [LedgerChange] = []
+        /// How many of the log's events this derivation applied so far: its cost.
+        public private(set) var eventsDerived = 0
 
         init(feed: LedgerChanges) {
             self.feed = feed
@@ -45,6 +47,32 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 guard try await fill() else { return nil }
             }
             return buffer.popLast()
+        }
+
+        /// What one step of a bounded read found: a change, or, once the derivation applied
+        /// `budget` events more without finding one, how far it got.
+        public enum Step: Sendable {
+            case change(LedgerChange)
+            /// No change after the feed's cursor up to here: the cursor to read on from. Every
+            /// change at or before it was derived (and was not after the cursor asked for).
+            case reached(FeedCursor)
+            /// The end of the feed (not following).
+            case end
+        }
+
+        /// The next change, unless finding it takes more than `budget` more of the log's events
+        /// (at least one reading's worth is always derived): then where the derivation got to,
+        /// from which reading on continues it. For a reader whose work is bounded
+        /// (`ChangeFeedHub`'s catch-ups).
+        public mutating func next(within budget: Int) async throws -> Step {
+            let limit = eventsDerived + budget
+            while buffer.isEmpty {
+                if eventsDerived >= limit, let reading = deriver?.lastReading {
+                    return .reached(Swift.max(feed.after, FeedCursor(position: reading.position)))
+                }
+                guard try await fill() else { return .end }
+            }
+            return buffer.popLast().map(Step.change) ?? .end
         }
 
         /// Derives the next readings' changes into the buffer; false at the end when not following.
@@ -73,9 +101,11 @@ public struct LedgerChanges: AsyncSequence, Sendable {
             let after = feed.after
             var changes: [LedgerChange] = []
             for reading in readings {
+                let from = deriver!.lastReading?.position ?? 0
                 try deriver!.advance(to: reading, log: log) { change in
                     if change.cursor > after { changes.append(change) }
                 }
+                eventsDerived += Int(truncatingIfNeeded: reading.position &- from)
             }
             buffer = changes.reversed()
             return true

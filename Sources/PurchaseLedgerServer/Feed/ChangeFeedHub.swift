@@ -33,16 +33,43 @@ public actor ChangeFeedHub: Service {
     /// renamed when the forget is told, `forget(_:)`.)
     private var recentForgets: [(position: UInt64, names: [UTF8Key: String])] = []
 
+    /// The expensive reads' slots (`ExpensiveReads`), shared with the server's other hubs and
+    /// routes: a reader behind what is kept derives in one, or is told the server is busy.
+    nonisolated let reads: ExpensiveReads
+    /// Most of the log's events one catch-up request derives (`Limits.feedCatchUpEvents`).
+    let catchUpEvents: Int
+    /// A parked derivation not continued for this long is dropped (it holds a replay's state).
+    static let parkedLifetime = Duration.seconds(60)
+
     public init(
         ledger: Ledger, excluding excluded: Set<StoreEnvironment> = [], priority: FeedPriority = .background, capacity: Int = 10_000,
-        logger: Logger
+        expensiveReads: Int = ServerConfiguration.Limits().expensiveReads,
+        catchUpEvents: Int = ServerConfiguration.Limits().feedCatchUpEvents, logger: Logger
     ) {
         self.ledger = ledger
         self.excluded = excluded
         self.priority = priority
         self.capacity = max(1, capacity)
+        self.reads = ExpensiveReads(limit: expensiveReads)
+        self.catchUpEvents = max(1, catchUpEvents)
         self.logger = logger
     }
+
+    init(
+        ledger: Ledger, excluding excluded: Set<StoreEnvironment>, priority: FeedPriority, reads: ExpensiveReads, catchUpEvents: Int,
+        logger: Logger
+    ) {
+        self.ledger = ledger
+        self.excluded = excluded
+        self.priority = priority
+        self.capacity = 10_000
+        self.reads = reads
+        self.catchUpEvents = max(1, catchUpEvents)
+        self.logger = logger
+    }
+
+    /// A reader behind what is kept found no free slot for its derivation (`ExpensiveReads`).
+    public struct Busy: Error {}
 
     /// Follows the feed until graceful shutdown, renaming what it keeps at each forget.
     public nonisolated func run() async throws {
@@ -131,30 +158,56 @@ public actor ChangeFeedHub: Service {
     /// The changes after `cursor`, at most `limit`; when there is none yet, waits up to `wait`
     /// for one. `next` is where to read from next time.
     /// A forget told while the page was read (it may name an old name) reads it again.
-    public func changes(after asked: FeedCursor, limit: Int, wait: Duration) async throws -> (changes: [LedgerChange], next: FeedCursor) {
+    ///
+    /// A reader behind what is kept is answered from a derivation of its own, an expensive read
+    /// (`ExpensiveReads`): in a slot (else `Busy`), on the idle class's threads, stopped when
+    /// `clientLeft` turns true, and at most `catchUpEvents` of the log's events a request (a
+    /// page then holds what was found, and `next` where the derivation got to: the reader's
+    /// next request continues it).
+    public func changes(
+        after asked: FeedCursor, limit: Int, wait: Duration, clientLeft: @escaping @Sendable () -> Bool = { false }
+    ) async throws -> (changes: [LedgerChange], next: FeedCursor) {
         while true {
             let generation = ledger.forgetGeneration
-            let page = try await changes(from: current(asked), limit: limit, wait: wait)
+            let page = try await changes(from: current(asked), limit: limit, wait: wait, clientLeft: clientLeft)
             if ledger.forgetGeneration == generation { return page }
         }
     }
 
-    private func changes(from cursor: FeedCursor, limit: Int, wait: Duration) async throws -> (changes: [LedgerChange], next: FeedCursor) {
+    private func changes(
+        from cursor: FeedCursor, limit: Int, wait: Duration, clientLeft: @escaping @Sendable () -> Bool
+    ) async throws -> (changes: [LedgerChange], next: FeedCursor) {
         guard let found = await kept(after: cursor, limit: limit, wait: wait) else {
-            var catchUp: LedgerChanges.Iterator
-            if let parked = parkedCatchUps.removeValue(forKey: cursor) {
-                catchUp = parked.changes
-            } else {
-                catchUpsStarted += 1
-                catchUp = ledger.changes(after: cursor, follow: false, excluding: excluded).makeAsyncIterator()
+            dropStaleCatchUps()
+            guard let slot = reads.tryAcquire() else { throw Busy() }
+            let parked = parkedCatchUps.removeValue(forKey: cursor)?.changes
+            if parked == nil { catchUpsStarted += 1 }
+            let (ledger, excluded, budget) = (self.ledger, self.excluded, catchUpEvents)
+            let (changes, catchUp, next) = try await ExpensiveReads.run(in: slot, until: clientLeft) {
+                var catchUp = parked ?? ledger.changes(after: cursor, follow: false, excluding: excluded).makeAsyncIterator()
+                let start = catchUp.eventsDerived
+                var changes: [LedgerChange] = []
+                var next = cursor
+                reading: while changes.count < limit {
+                    // Past the budget, the changes already derived wait in the derivation for the next request.
+                    let spent = catchUp.eventsDerived - start
+                    if spent >= budget, !changes.isEmpty { break reading }
+                    switch try await catchUp.next(within: max(1, budget - spent)) {
+                    case .change(let change):
+                        changes.append(change)
+                        next = change.cursor
+                    case .reached(let reached):
+                        next = max(next, reached)
+                        break reading
+                    case .end:
+                        return (changes, nil as LedgerChanges.Iterator?, next)
+                    }
+                }
+                return (changes, catchUp, next)
             }
-            var changes: [LedgerChange] = []
-            while changes.count < limit, let change = try await catchUp.next() {
-                changes.append(change)
-            }
-            // A full page: the reader will ask from its last change next.
-            if changes.count == limit, let last = changes.last { park(catchUp, at: last.cursor) }
-            return (changes, changes.last?.cursor ?? cursor)
+            // More to read: the reader asks from `next`, where this derivation waits for it.
+            if let catchUp { park(catchUp, at: next) }
+            return (changes, next)
         }
         return (found, found.last?.cursor ?? cursor)
     }
@@ -165,6 +218,12 @@ public actor ChangeFeedHub: Service {
             parkedCatchUps[oldest] = nil
         }
         parkedCatchUps[cursor] = (catchUp, .now)
+    }
+
+    /// Drops the parked derivations nobody continued within `parkedLifetime`.
+    private func dropStaleCatchUps() {
+        let now = ContinuousClock.now
+        parkedCatchUps = parkedCatchUps.filter { now - $0.value.parkedAt < Self.parkedLifetime }
     }
 
     /// The kept changes after `cursor`, at most `limit`, waiting up to `wait` when there is none

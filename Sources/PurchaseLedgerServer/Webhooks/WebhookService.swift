@@ -41,7 +41,9 @@ public struct WebhookService: Service {
             var ownHubs: [ChangeFeedHub] = []
             let dispatchers = try endpoints.map { endpoint in
                 let hub = hubs[endpoint.excluded] ?? {
-                    let hub = ChangeFeedHub(ledger: ledger, excluding: endpoint.excluded, priority: priority, logger: logger)
+                    let hub = ChangeFeedHub(
+                        ledger: ledger, excluding: endpoint.excluded, priority: priority, reads: changeFeed?.reads ?? ExpensiveReads(limit: 2),
+                        catchUpEvents: configuration.limits.feedCatchUpEvents, logger: logger)
                     hubs[endpoint.excluded] = hub
                     ownHubs.append(hub)
                     return hub
