@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import PurchaseLedgerAppStore
 import PurchaseLedgerLocation
 
 extension LedgerCommand {
@@ -16,6 +17,10 @@ extension LedgerCommand {
                 the server stopped and no other process reading the ledger. On PostgreSQL it runs at any time; \
                 docs/POSTGRES.md says what VACUUM, the WAL and backups keep, and for how long.
 
+                The server's audit file of notifications it could not attribute loses every line that names the \
+                customer (her id, token or app transaction id, in its fields or inside Apple's signed payloads): \
+                the ledger directory's own, or the file --unattributed-notifications names.
+
                 Exits 1 when the ledger has no event of the account, 2 when it could not run.
 
                 Example:
@@ -31,10 +36,14 @@ extension LedgerCommand {
             "Who asked (an operator, a ticket): recorded in the event; nothing about the person.", valueName: "who"))
         var requestedBy: String
 
+        @Option(name: .customLong("unattributed-notifications"), help: ArgumentHelp(
+            "The server's audit file of unattributed notifications (default: the ledger directory's).", valueName: "file"))
+        var unattributedNotifications: String?
+
         @OptionGroup var format: OutputFormat
 
         func run() async throws {
-            let outcome = try await runOrFail { () -> Result<(AppendOutcome, String), LedgerError> in
+            let outcome = try await runOrFail { () -> Result<(AppendOutcome, String, [String]), LedgerError> in
                 var configuration = Ledger.Configuration()
                 configuration.logger.logLevel = .warning
                 let opened = try ledger.openLedger(configuration: configuration)
@@ -52,13 +61,26 @@ extension LedgerCommand {
                     await opened.close()
                     throw error
                 }
+                let position = switch forgotten.outcome {
+                case .appended(let position), .duplicate(let position): position
+                }
+                let names: [String]
+                do {
+                    names = try opened.renames(ofForgetAt: position).map(\.old)
+                } catch {
+                    await opened.close()
+                    throw error
+                }
                 await opened.close()
-                return .success((forgotten.outcome, forgotten.pseudonym))
+                return .success((forgotten.outcome, forgotten.pseudonym, names))
             }
             let (appended, pseudonym): (AppendOutcome, String)
             switch outcome {
             case .success(let forgotten):
-                (appended, pseudonym) = forgotten
+                (appended, pseudonym) = (forgotten.0, forgotten.1)
+                if let audit = unattributedNotifications ?? ledger.location.directory.map({ $0 + "/unattributed-notifications.jsonl" }) {
+                    _ = try await runOrFail { try UnattributedNotificationLog(path: audit).forget(forgotten.2) }
+                }
             case .failure(let error):
                 if format.json {
                     try Console.output(AppendResult.reportArray([.failure(error)]) + "\n")
