@@ -134,7 +134,7 @@ struct AccountState: Sendable, Hashable {
 
     /// Entries and unfinished entries, for the ledger-wide counts.
     var counts: AccountCounts {
-        AccountCounts(entries: entries.count, unfinished: entries.values.count { !$0.isFinished })
+        AccountCounts(entries: entries.count, unfinished: entries.unfinishedCount)
     }
 }
 

@@ -9,12 +9,56 @@
 /// index keeps an account with thousands of entries at one lookup per event; its slots
 /// (`HashSlots`, as `CompactTable`'s) hold an offset and a hash, since each key is its entry's
 /// payment.
+///
+/// Beside them, the offsets of the two kinds of entries an answer reads, each in the order
+/// opened, kept as entries change: those not finished (the `unfinished` set) and those that
+/// may grant (a product that grants entitlements, `purchased` or `restored`). An account's
+/// answer then reads those, not every entry it ever had: an account of ten thousand consumable
+/// purchases, all finished, is answered as fast as one of ten (the change feed builds an answer
+/// after every event).
 struct QueueEntries: Sendable {
     /// The entries, in the order their payments first came.
     private(set) var values: [QueueEntry] = []
     /// Empty below `indexedFrom` entries; then the offsets into `values` by the payment's hash
     /// (seeded, as a dictionary's: payments come from outside), at most half full.
     private var index = HashSlots()
+    /// Offsets of the entries not finished, by `openedAt`.
+    private var unfinishedOffsets: [Int32] = []
+    /// Offsets of the entries that may grant (`QueueEntry.mayGrant`), by `openedAt`: an entry
+    /// becomes one once, and stays one.
+    private var grantingOffsets: [Int32] = []
+
+    /// The entries not finished, in the order opened.
+    var unfinished: some Collection<QueueEntry> { unfinishedOffsets.lazy.map { values[Int($0)] } }
+
+    /// The entries that may grant, in the order opened.
+    var granting: some Collection<QueueEntry> { grantingOffsets.lazy.map { values[Int($0)] } }
+
+    /// How many entries are not finished.
+    var unfinishedCount: Int { unfinishedOffsets.count }
+
+    /// Keeps the two lists as the entry at `offset` goes from what it was (open or finished, may
+    /// grant or not; a new entry was neither) to what it is.
+    private mutating func track(_ offset: Int, wasOpen: Bool, wasGranting: Bool) {
+        let entry = values[offset]
+        if wasOpen != !entry.isFinished {
+            if wasOpen {
+                if let found = unfinishedOffsets.firstIndex(of: Int32(truncatingIfNeeded: offset)) { unfinishedOffsets.remove(at: found) }
+            } else {
+                insert(offset, into: &unfinishedOffsets)
+            }
+        }
+        if entry.mayGrant, !wasGranting { insert(offset, into: &grantingOffsets) }
+    }
+
+    /// Inserts `offset` into `offsets`, kept in the order the entries were opened (almost always
+    /// at the end: entries come in that order, unless read back from a snapshot).
+    private func insert(_ offset: Int, into offsets: inout [Int32]) {
+        let opened = values[offset].openedAt
+        var at = offsets.count
+        while at > 0, values[Int(offsets[at - 1])].openedAt > opened { at -= 1 }
+        offsets.insert(Int32(truncatingIfNeeded: offset), at: at)
+    }
 
     /// Below this many entries a lookup compares payments one by one: cheaper than hashing.
     static let indexedFrom = 16
@@ -45,10 +89,12 @@ struct QueueEntries: Sendable {
             // Swapped, not copied out and assigned: an entry holds up to five references.
             var previous = entry
             swap(&previous, &values[offset])
+            track(offset, wasOpen: !previous.isFinished, wasGranting: previous.mayGrant)
             return previous
         }
         if values.count == values.capacity { values.reserveCapacity(values.count + values.count / 4 + 1) }
         values.append(entry)
+        track(values.count - 1, wasOpen: false, wasGranting: false)
         if values.count >= Self.indexedFrom {
             if index.isEmpty {
                 // The first time: the entries so far, each hashed once.
@@ -67,7 +113,11 @@ struct QueueEntries: Sendable {
     /// entry for another payment's: the index finds it by its payment.
     mutating func update<Answer>(_ payment: UTF8Key, _ body: (inout QueueEntry) -> Answer) -> Answer? {
         guard let offset = offset(of: payment) else { return nil }
+        let (wasOpen, wasGranting) = (!values[offset].isFinished, values[offset].mayGrant)
         let answer = body(&values[offset])
+        if wasOpen == values[offset].isFinished || wasGranting != values[offset].mayGrant {
+            track(offset, wasOpen: wasOpen, wasGranting: wasGranting)
+        }
         assert(values[offset].paymentID.matches(payment.string), "an entry changed in place keeps its payment")
         return answer
     }

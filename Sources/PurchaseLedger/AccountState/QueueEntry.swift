@@ -107,9 +107,16 @@ struct QueueEntry: Sendable, Hashable {
         downloads.firstIndex { sameBytes($0.id, id) }
     }
 
+    /// Whether the entry may grant its product: a product that grants entitlements, purchased or
+    /// restored (terminal states: an entry never stops being one). Whether it does at an instant
+    /// is `entitles(at:isRevoked:)`'s.
+    var mayGrant: Bool {
+        productType.grantsEntitlement && (state == .purchased || state == .restored)
+    }
+
     /// Whether the entry counts for entitlements at `time`, given which transactions are revoked.
     func entitles(at time: Timestamp, isRevoked: (UTF8Key) throws -> Bool) rethrows -> Bool {
-        guard productType.grantsEntitlement, state == .purchased || state == .restored else { return false }
+        guard mayGrant else { return false }
         if let expiresAt, expiresAt <= time { return false }
         if let transaction, try isRevoked(UTF8Key(transaction)) { return false }
         if let originalTransaction, try isRevoked(UTF8Key(originalTransaction)) { return false }

@@ -34,10 +34,32 @@ struct ChangeDeriver {
     /// deriving again gives the same bytes however the catalog grew since. Read at the first
     /// reading, and again when an event names a product the catalog read lacks.
     private var entitlementHistory: [(effectiveFrom: UInt64, entitlements: [Catalog.Entitlement])]?
+    /// The last position applied: a catalog that changes the named entitlements taking effect
+    /// after it empties `projections` (each "before" is then judged with the definitions in
+    /// force, as a derivation started anywhere judges it).
+    private var appliedThrough: UInt64 = 0
 
     init(catalog: Catalog, excluding excluded: Set<StoreEnvironment> = []) {
         self.catalog = catalog
         self.excluded = excluded
+    }
+
+    /// A derivation that starts where one from the log's start would be once it followed
+    /// `reading`: `state` is the log's through `reading.position` (a snapshot's, read whole),
+    /// the feed's clock is the reading's time, and each account's next instant is its first
+    /// after that time. What it derives after `reading` is what one from the start derives after
+    /// it, change for change and byte for byte: the projections it remembered are only a cache
+    /// (the one thing they could tell apart, the named entitlements in force, is cleared at
+    /// every catalog that changes them: `apply`).
+    init(seed state: LedgerState, after reading: ClockReading, catalog: Catalog, excluding excluded: Set<StoreEnvironment> = []) {
+        precondition(state.position == reading.position, "a seed is the log's state at its reading")
+        self.catalog = catalog
+        self.excluded = excluded
+        self.state = state
+        clock = reading.time
+        lastReading = reading
+        appliedThrough = reading.position
+        for account in state.accounts.keys { schedule(account, view: view(of: account, at: reading.position), after: reading.time) }
     }
 
     /// Follows one reading: reads its events from `log` (those after the last reading, up to
@@ -86,6 +108,8 @@ struct ChangeDeriver {
             if key != accounts[0] { accounts.append(key) }
         }
         accounts.sort()
+        if definitionsChange(after: appliedThrough, through: record.position) { projections.removeAll(keepingCapacity: true) }
+        appliedThrough = record.position
         let named = entitlements(at: record.position)
         let before = accounts.map { projections[$0] ?? state.projection(of: $0, asOf: time, excluding: excluded, entitlements: named) }
         do {
@@ -157,6 +181,15 @@ struct ChangeDeriver {
     private func entitlements(at position: UInt64) -> [Catalog.Entitlement] {
         guard let history = entitlementHistory, let first = history.first else { return catalog.entitlements }
         return history.last { $0.effectiveFrom <= position }?.entitlements ?? first.entitlements
+    }
+
+    /// Whether the named entitlements in force differ somewhere in (`start`, `end`].
+    private func definitionsChange(after start: UInt64, through end: UInt64) -> Bool {
+        guard let history = entitlementHistory, history.count > 1 else { return false }
+        for index in history.indices.dropFirst() where history[index].effectiveFrom > start && history[index].effectiveFrom <= end {
+            if history[index].entitlements != history[index - 1].entitlements { return true }
+        }
+        return false
     }
 
     private mutating func readEntitlements(from log: LogReader) throws {

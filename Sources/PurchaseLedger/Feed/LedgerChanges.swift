@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// The change feed as an `AsyncSequence`: the changes after a cursor, derived from storage
@@ -85,7 +86,8 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                     try await wait()
                     return true
                 }
-                deriver = ChangeDeriver(catalog: catalog, excluding: feed.excluding)
+                deriver = try Self.seeded(before: feed.after, log: log, catalog: catalog, excluding: feed.excluding)
+                    ?? ChangeDeriver(catalog: catalog, excluding: feed.excluding)
             }
             let last = deriver!.lastReading
             let readings = try feed.storage.read { try $0.clockReadings(after: last, limit: 4) }
@@ -109,6 +111,32 @@ public struct LedgerChanges: AsyncSequence, Sendable {
             }
             buffer = changes.reversed()
             return true
+        }
+
+        /// A derivation that starts at the newest snapshot before `cursor` instead of the log's
+        /// start (`ChangeDeriver.init(seed:after:)`): the snapshot's state at the clock reading of
+        /// its position (the commit it was taken after). Nil when there is none (no snapshot far
+        /// enough back, a ledger older than its clock, a snapshot another schema wrote): the
+        /// derivation then starts from the log's start.
+        static func seeded(
+            before cursor: FeedCursor, log: LogReader, catalog: Catalog, excluding: Set<StoreEnvironment>
+        ) throws -> ChangeDeriver? {
+            guard cursor.position > 0 else { return nil }
+            let storage = log.storage
+            let candidates = try storage.read { reader in
+                try SnapshotStates.headers(reader).compactMap { try? $0.header.get() }.map(\.position)
+            }
+            // Changes at or before the snapshot's position (after every account's there) are not derived.
+            for position in candidates.sorted(by: >) where FeedCursor(position: position) <= cursor && position > 0 {
+                let reading = try storage.read { reader in
+                    try reader.clockReadings(after: ClockReading(position: position - 1, time: .latest), limit: 1).first
+                }
+                guard let reading, reading.position == position else { continue }
+                let state = try log.state(at: position, catalog: catalog, useSnapshots: true, logger: Logger(label: "PurchaseLedger"))
+                guard state.position == position else { continue }
+                return ChangeDeriver(seed: state, after: reading, catalog: catalog, excluding: excluding)
+            }
+            return nil
         }
 
         private func wait() async throws {

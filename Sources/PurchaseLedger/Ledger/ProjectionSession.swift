@@ -110,7 +110,7 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
             let stored = try live.loadFromSnapshot(account, reader: reader)
             resolved = TouchedAccount(owned: true, state: stored ?? AccountState(), isNew: stored == nil)
             resolved.storedEntries = stored?.entries.count ?? 0
-            resolved.storedUnfinished = stored?.entries.values.count { !$0.isFinished } ?? 0
+            resolved.storedUnfinished = stored?.entries.unfinishedCount ?? 0
         }
         touched.insert(resolved, for: account)
         return resolved

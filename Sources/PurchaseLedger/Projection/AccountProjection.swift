@@ -92,9 +92,8 @@ extension AccountProjection {
         entitlements = view.grantedProducts(at: time).map(\.string)
         // Balance items are catalog grant items, which the catalog keeps distinct as strings too.
         balances = Dictionary(view.balances.map { ($0.key.string, $0.value) }, uniquingKeysWith: { first, _ in first })
-        unfinished = state.entries.inOrderOpened.compactMap { entry in
-            guard !entry.isFinished else { return nil }
-            return UnfinishedTransaction(
+        unfinished = state.entries.unfinished.map { entry in
+            UnfinishedTransaction(
                 payment: entry.payment, product: entry.product, state: entry.state, transaction: entry.transaction,
                 downloads: entry.downloads.isEmpty ? [] : entry.downloads.map { DownloadStatus(id: $0.id, state: $0.state, progress: $0.progress) },
                 environment: view.environment(of: entry))

@@ -87,7 +87,8 @@ struct AccountView {
             let key = UTF8Key(transaction)
             if try isRevoked(key) { revoked.insert(key) }
         }
-        for entry in state.entries.values {
+        // Only entries that may grant ask (`QueueEntry.entitles`).
+        for entry in state.entries.granting {
             try check(entry.transaction)
             try check(entry.originalTransaction)
         }
@@ -139,7 +140,7 @@ struct AccountView {
         return balances
     }
 
-    private func isTransferredAway(_ entry: QueueEntry) -> Bool {
+    func isTransferredAway(_ entry: QueueEntry) -> Bool {
         guard !transferredAway.isEmpty, let chain = entry.chain else { return false }
         return transferredAway.contains(UTF8Key(chain))
     }
@@ -188,7 +189,7 @@ struct AccountView {
 
     private func forEachGrant(at time: Timestamp, _ body: (UTF8Key, Grant) -> Void) {
         let reportedOn = unscoped.storeTransactions
-        for entry in unscoped.entries.values {
+        for entry in unscoped.entries.granting {
             // Where the store reported on the entry's transaction (in any environment), its
             // report decides, in the view of its environment.
             if !reportedOn.isEmpty, let transaction = entry.transaction, reportedOn[UTF8Key(transaction)] != nil { continue }
@@ -223,7 +224,7 @@ struct AccountView {
             if !products.contains(key) { products.append(key) }
         }
         let reportedOn = unscoped.storeTransactions
-        for entry in unscoped.entries.values {
+        for entry in unscoped.entries.granting {
             if !reportedOn.isEmpty, let transaction = entry.transaction, reportedOn[UTF8Key(transaction)] != nil { continue }
             if !isTransferredAway(entry), entry.entitles(at: time, isRevoked: isRevokedByEvent) { grant(entry.product) }
         }
@@ -299,7 +300,8 @@ struct AccountView {
     }
 
     private func forEachInstant(_ body: (Timestamp) -> Void) {
-        for entry in unscoped.entries.values {
+        // An entry's expiry changes an answer only when it may grant.
+        for entry in unscoped.entries.granting {
             if let expiresAt = entry.expiresAt { body(expiresAt) }
         }
         for record in state.storeTransactions.values {

@@ -29,14 +29,25 @@ struct SubscriptionGroup {
     init(name: String, records: [StoreTransactionRecord]) {
         self.name = name
         self.records = records
-        upgradedAt = records.indices.map { index in
-            let record = records[index]
+        // The starts in order, for the replacement of each upgraded transaction (a log of
+        // renewals has many transactions: one pass, not one per transaction).
+        let starts = records.map(\.startsAt).sorted()
+        func firstIndex(where after: (Timestamp) -> Bool) -> Int {
+            var (low, high) = (0, starts.count)
+            while low < high {
+                let middle = (low + high) / 2
+                if after(starts[middle]) { high = middle } else { low = middle + 1 }
+            }
+            return low
+        }
+        upgradedAt = records.map { record in
             guard record.fact.upgraded == true else { return nil }
-            // The transaction that replaced it starts no earlier than it; without one known
-            // yet, the upgrade took effect by the time Apple signed the report saying so.
-            let replacement = records.indices.lazy
-                .filter { $0 != index && records[$0].startsAt >= record.startsAt }
-                .map { records[$0].startsAt }.min()
+            // The transaction that replaced it starts no earlier than it: another that starts
+            // at the same instant, else the next start after it. Without one known yet, the
+            // upgrade took effect by the time Apple signed the report saying so.
+            let from = firstIndex { $0 >= record.startsAt }
+            let after = firstIndex { $0 > record.startsAt }
+            let replacement = after - from >= 2 ? record.startsAt : (after < starts.count ? starts[after] : nil)
             return replacement ?? max(record.signedAt, record.startsAt)
         }
     }
@@ -61,6 +72,11 @@ struct SubscriptionGroup {
     private func isLater(_ index: Int, than other: Int, at time: Timestamp) -> Bool {
         let (upgraded, otherUpgraded) = (isUpgraded(index, by: time), isUpgraded(other, by: time))
         if upgraded != otherUpgraded { return otherUpgraded }
+        return isLater(index, than: other, ignoringUpgrades: true)
+    }
+
+    /// The same order without the upgrades: by start, expiry and transaction id bytes.
+    func isLater(_ index: Int, than other: Int, ignoringUpgrades: Bool) -> Bool {
         let (record, otherRecord) = (records[index], records[other])
         if record.startsAt != otherRecord.startsAt { return record.startsAt > otherRecord.startsAt }
         let (expires, otherExpires) = (record.fact.expiresAt ?? .earliest, otherRecord.fact.expiresAt ?? .earliest)

@@ -98,10 +98,10 @@ extension LedgerState {
     mutating func replaceAccount(_ account: UTF8Key, with state: AccountState) {
         if let previous = accounts[account] {
             entryCount -= previous.entries.count
-            unfinishedCount -= previous.entries.values.count { !$0.isFinished }
+            unfinishedCount -= previous.entries.unfinishedCount
         }
         accounts[account] = state
         entryCount += state.entries.count
-        unfinishedCount += state.entries.values.count { !$0.isFinished }
+        unfinishedCount += state.entries.unfinishedCount
     }
 }

@@ -68,31 +68,6 @@ extension LedgerStorage {
     }
 }
 
-/// What a batch's rules will look up: its event ids (duplicates), the store transactions its
-/// events name (holders, revocations), and the states of its accounts that are not in memory,
-/// as of the snapshot the ledger reads from.
-package struct Lookups: Sendable {
-    package var eventIDs: [String] = []
-    package var transactions: [String] = []
-    /// Accounts to read from the snapshot at `snapshot` (`accountState(_:atOrBefore:)`).
-    package var accounts: [String] = []
-    package var snapshot: UInt64?
-    /// Accounts the batch's records name whose handles this process has not seen
-    /// (`accountHandle(of:)`); a storage that fetches them ahead also fetches the last handle.
-    package var accountHandles: [String] = []
-
-    package init(
-        eventIDs: [String] = [], transactions: [String] = [], accounts: [String] = [], snapshot: UInt64? = nil,
-        accountHandles: [String] = []
-    ) {
-        self.eventIDs = eventIDs
-        self.transactions = transactions
-        self.accounts = accounts
-        self.snapshot = snapshot
-        self.accountHandles = accountHandles
-    }
-}
-
 /// Tells recorded catalogs apart cheaply: the first position the newest governs, and its
 /// size. A catalog grown before any event is recorded at the same position as the one it
 /// replaces; it is larger, since catalogs only grow and their JSON is canonical.
@@ -152,62 +127,6 @@ package struct ClockReading: Sendable, Hashable, Comparable {
     }
 }
 
-/// A queue entry, named by its account and payment id (compared byte for byte).
-package struct EntryReference: Sendable, Hashable {
-    package var account: String
-    /// The payment's bytes, held as its entry holds them (a replay keeps one holder per purchase).
-    let paymentID: CompactID
-
-    package var payment: String { paymentID.string }
-
-    package init(account: String, payment: String) {
-        self.init(account: account, paymentID: CompactID(payment))
-    }
-
-    init(account: String, paymentID: CompactID) {
-        self.account = account
-        self.paymentID = paymentID
-    }
-
-    package static func == (lhs: EntryReference, rhs: EntryReference) -> Bool {
-        sameBytes(lhs.account, rhs.account) && lhs.paymentID == rhs.paymentID
-    }
-
-    package func hash(into hasher: inout Hasher) {
-        hasher.combine(UTF8Key(account))
-        hasher.combine(paymentID)
-    }
-}
-
-/// The entry that holds a store transaction, since which position, and whether the transaction
-/// credited a consumable (a purchase of one, as opposed to a restore or another product type).
-package struct TransactionHolder: Sendable, Hashable {
-    package var entry: EntryReference
-    /// The position, with `creditsConsumable` in its top bit: 48 bytes a holder, not 56 (a
-    /// replay keeps one per purchase). Log positions stay below 2^63; backends read a larger
-    /// one as damage.
-    private var packed: UInt64
-
-    private static let creditsFlag: UInt64 = 1 << 63
-
-    /// The largest position a holder records.
-    package static let maximumPosition = creditsFlag - 1
-
-    package var position: UInt64 {
-        get { packed & Self.maximumPosition }
-        set { packed = newValue & Self.maximumPosition | packed & Self.creditsFlag }
-    }
-
-    package var creditsConsumable: Bool {
-        get { packed & Self.creditsFlag != 0 }
-        set { packed = newValue ? packed | Self.creditsFlag : packed & Self.maximumPosition }
-    }
-
-    package init(entry: EntryReference, position: UInt64, creditsConsumable: Bool) {
-        self.entry = entry
-        packed = position & Self.maximumPosition | (creditsConsumable ? Self.creditsFlag : 0)
-    }
-}
 
 package protocol LedgerStorageReader {
     /// The position of the last record; 0 when the log is empty.

@@ -124,6 +124,9 @@ public actor ChangeFeedHub: Service {
     /// and the feed resumed after the last change kept, a second later: the server serves on.
     /// Off the actor, so that readers are answered while it derives.
     nonisolated func follow() async throws {
+        // The window starts at the newest snapshot, where a derivation starts from the snapshot's
+        // state rather than the log's start: a server opens its feed in the time of the log's tail.
+        await startAtTheNewestSnapshot()
         try await withTaskExecutorPreference(priority.executor) {
             while !Task.isCancelled {
                 do {
@@ -142,6 +145,13 @@ public actor ChangeFeedHub: Service {
     }
 
     private var lastKept: FeedCursor { recent.last?.cursor ?? retainedAfter }
+
+    /// Before anything is kept: keeps what comes after the newest snapshot (readers from before it
+    /// derive for themselves, from a snapshot too).
+    private func startAtTheNewestSnapshot() {
+        guard recent.isEmpty, retainedAfter == .start, let snapshot = ledger.statistics().snapshotPosition else { return }
+        retainedAfter = FeedCursor(position: snapshot)
+    }
 
     private func keep(_ change: LedgerChange) {
         recent.append(recentForgets.isEmpty ? change : renamedByForgets(change))
