@@ -6,8 +6,10 @@ import Logging
 
 /// What only the LMDB backend has to be told (PurchaseLedgerPostgres has `PostgresOptions`).
 public struct LMDBOptions: Sendable {
-    /// The map size to start with; the map grows by itself.
-    public var initialMapSize = 16 << 20
+    /// The map size to start with; the map grows by itself beyond it. The map is address
+    /// space, not disk (the data file grows by the pages written), and a growth waits for
+    /// every read under way: a generous start keeps growths rare.
+    public var initialMapSize = 1 << 30
     /// The largest the data file may grow to; appends beyond throw `StorageError.storageFull`.
     public var maximumSize: Int? = nil
 

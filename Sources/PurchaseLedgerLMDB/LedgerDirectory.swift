@@ -54,7 +54,7 @@ enum LedgerDirectory {
 
     static func openStorage(_ directory: String, configuration: Ledger.Configuration, options: LMDBOptions) throws -> LMDBLedgerStorage {
         var environment = Environment.Configuration()
-        environment.initialMapSize = options.initialMapSize
+        environment.initialMapSize = min(options.initialMapSize, options.maximumSize ?? .max)
         environment.maximumMapSize = options.maximumSize
         environment.readOnly = configuration.readOnly
         environment.durability = switch configuration.durability {

@@ -114,10 +114,11 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
                 throw LedgerHTTPError.forbidden("\(names) events need the scope \(scope.rawValue); nothing of this request was appended")
             }
         }
-        // The ids the server and the tools make are theirs (`OwnEventIDs`): a client's event may
-        // not take one, whatever its key's scopes.
+        // The ids the server and the tools make are theirs (`OwnEventIDs`), and so are the App
+        // Store's entries and the pseudonyms: a client's event may take none, whatever its
+        // key's scopes.
         let admitted = decoded.map { line -> Result<Event, LedgerError> in
-            guard case .success(let event) = line, let refusal = OwnEventIDs.clientRefusal(event.id) else { return line }
+            guard case .success(let event) = line, let refusal = OwnEventIDs.clientRefusal(of: event) else { return line }
             return .failure(refusal)
         }
         let restores = RestoresAcrossAccounts(
@@ -401,6 +402,9 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         }
         if let account = decoded.account, !(1...128).contains(account.utf8.count) {
             throw LedgerHTTPError.invalidEvent("`account` must be 1 to 128 bytes of UTF-8")
+        }
+        if let account = decoded.account, account.utf8.starts(with: Forgotten.pseudonymPrefix.utf8) {
+            throw LedgerHTTPError.invalidEvent("accounts that start with `\(Forgotten.pseudonymPrefix)` are forgotten customers' pseudonyms; a client never names one")
         }
         do {
             let handled = try await handler.handle(signedTransaction: decoded.signedTransaction, account: decoded.account)

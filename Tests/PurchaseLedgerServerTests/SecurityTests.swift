@@ -168,6 +168,52 @@ struct SecurityTests {
         }
     }
 
+    /// The entry of an App Store purchase (`appstore:<transactionId>`) is opened by Apple's
+    /// report of it: a client that opened it first (a payment of another product, ten units,
+    /// failed and finished) would bend what the genuine purchase credits. Nor may a client name
+    /// a forgotten customer's pseudonym.
+    @Test func aClientCannotTakeTheStoresEntriesOrAPseudonym() async throws {
+        let signer = try TestAppStoreSigner()
+        try await AppStoreNotificationTests.run(signer: signer) { harness, client in
+            let transaction = try AppStoreNotificationTests.transaction()
+            let id = try #require(transaction["transactionId"] as? String)
+            let account = AppStoreNotificationTests.account
+            let at = Timestamp(seconds: 1_767_225_600)
+            let entry = "appstore:\(id)"
+            let squats = [
+                Event.paymentAdded(id: "s1", account: account, at: at, payment: entry, product: "com.example.tenhints", quantity: 10),
+                Event.transactionUpdated(id: "s2", account: account, at: at, TransactionUpdated(
+                    payment: entry, state: .purchased, transaction: id, product: "com.example.tenhints", quantity: 10)),
+                Event.transactionUpdated(id: "s3", account: account, at: at, TransactionUpdated(payment: entry, state: .failed, error: "x")),
+                Event.transactionFinished(id: "s4", account: account, at: at, payment: entry),
+                Event.paymentAdded(id: "s5", account: "forgotten/1", at: at, payment: "p", product: "com.example.tenhints"),
+                Event.paymentAdded(id: "s6", account: "forgotten/99", at: at, payment: "p", product: "com.example.tenhints"),
+            ].map(\.jsonLine)
+            for key in [TestKeys.writer, TestKeys.backOffice] {
+                let outcomes = try await client.post(events: squats, key: key)
+                #expect(outcomes.map { $0["error"] as? String } == Array(repeating: "invalidEvent", count: squats.count))
+            }
+            #expect(harness.ledger.position == 0)
+            // An import cannot either: a store entry is opened only by its own purchase.
+            for event in [
+                Event.paymentAdded(id: "i1", account: account, at: at, payment: entry, product: "com.example.tenhints"),
+                Event.transactionUpdated(id: "i2", account: account, at: at, TransactionUpdated(
+                    payment: entry, state: .purchased, transaction: "\(id)0", product: "com.example.tenhints")),
+            ] {
+                #expect(throws: LedgerError.self) { try event.validate() }
+            }
+            // Nor the StoreKit 2 route, with a pseudonym for its account (a transaction without a token).
+            let untokened = try signer.sign(try AppStoreNotificationTests.transaction(["appAccountToken": NSNull()]))
+            let pseudonymous = try await SignedTransactionRouteTests.post(["signedTransaction": untokened, "account": "forgotten/1"], client)
+            #expect(pseudonymous.status == .badRequest)
+            #expect(harness.ledger.position == 0)
+            // The genuine purchase is recorded whole, on its own entry.
+            let signed = try signer.sign(transaction)
+            let recorded = try await SignedTransactionRouteTests.post(["signedTransaction": signed], client).object
+            #expect((recorded["outcomes"] as? [[String: Any]])?.map { $0["outcome"] as? String } == ["appended", "appended", "appended"])
+        }
+    }
+
     @Test func keysAreIdentifiedOnlyByTheirExactBytes() {
         let keys = APIKeys(TestKeys.configured)
         #expect(keys.identify(TestKeys.writer)?.name == "writer")

@@ -6,8 +6,8 @@ import LedgerTestSupport
 /// The timeline found in one pass over an account's instants (`GrantSweep`) is the timeline
 /// found by judging the account again at every instant, as it was before (the reference below,
 /// kept here), for every account of generated streams (renewals, upgrades, refunds, grace
-/// periods, entries that expire, transfers), in every view of environments; and it grows
-/// linearly with a long history (issue 42).
+/// periods, entries that expire, transfers), in every view of environments (issue 42). A
+/// timeline read for a client that left stops.
 struct TimelineSweepTests {
     @Test(arguments: [1, 7, 42, 1234, 99_999])
     func theSweepIsTheTimelineJudgedAtEveryInstant(seed: Int) async throws {
@@ -33,6 +33,35 @@ struct TimelineSweepTests {
                 }
             }
             #expect(compared > 10, "the histories grant products at some instants")
+        }
+    }
+
+    /// A long subscription's timeline is read whole; read in a task that was cancelled (its
+    /// client left), it stops with `CancellationError` instead of holding its slot to the end.
+    @Test func aCancelledTimelineStops() async throws {
+        try await withLedger(on: .lmdb) { ledger, _ in
+            let product = OrderIndependenceTests.subscription
+            let start: Int64 = 1_767_225_600
+            let renewals = 1_500
+            var events: [Event] = []
+            for index in 0..<renewals {
+                let bought = Timestamp(seconds: start + Int64(index) * 3_600)
+                events.append(.storeTransaction(id: "r\(index)", account: "long", signedAt: bought, StoreTransaction(
+                    transaction: "\(10_000 + index)", originalTransaction: "10000", product: product, purchasedAt: bought,
+                    expiresAt: Timestamp(seconds: bought.seconds + 3_000), environment: .sandbox)))
+            }
+            for chunk in stride(from: 0, to: events.count, by: 500) {
+                for result in try await ledger.append(contentsOf: Array(events[chunk..<min(chunk + 500, events.count)])) { _ = try result.get() }
+            }
+            let whole = try #require(try ledger.projectionAndPosition(of: "long", timeline: true).projection?.timeline)
+            #expect(whole.first?.intervals.count == renewals, "each renewal is an interval: an hour's gap after each")
+
+            let reading = Task { () throws -> [ProductTimeline]? in
+                while !Task.isCancelled { await Task.yield() }
+                return try ledger.projectionAndPosition(of: "long", timeline: true).projection?.timeline
+            }
+            reading.cancel()
+            await #expect(throws: CancellationError.self) { try await reading.value }
         }
     }
 

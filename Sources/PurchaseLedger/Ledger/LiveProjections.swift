@@ -199,21 +199,33 @@ final class LiveProjections: Sendable {
     }
 
     /// What `account` owns as of `time` (nil when the ledger has no event of it), and the
-    /// position the answer reflects, read in one view.
+    /// position the answer reflects, read in one view. Only the account's state and its
+    /// revocations are read in the read transaction; the judging (a timeline's sweep over
+    /// every instant of a long account) runs after it ended, so that no long read keeps the
+    /// writer from reusing freed pages or the map from growing. A timeline stops, throwing
+    /// `CancellationError`, when its task is cancelled.
     func projection(
         of account: UTF8Key, asOf time: Timestamp, excluding environments: Set<StoreEnvironment> = [], timeline: Bool = false
     ) throws -> (projection: AccountProjection?, position: UInt64) {
         let catalog = self.catalog
-        return try view(of: account) { state, position, reader in
-            guard let state else { return (nil, position) }
-            let projection = try AccountProjection(
-                account: account.string, state: state, asOf: time, excluding: environments, timeline: timeline,
-                entitlements: catalog.entitlements, catalog: catalog
-            ) {
-                try Self.isRevoked($0, by: position, reader: reader)
+        let (view, position) = try self.view(of: account) { state, position, reader in
+            let view = try state.map { state in
+                try AccountView(
+                    account: account.string, state: state, excluding: environments, entitlements: catalog.entitlements, catalog: catalog
+                ) {
+                    try Self.isRevoked($0, by: position, reader: reader)
+                }
             }
-            return (projection, position)
+            return (view, position)
         }
+        guard let view else { return (nil, position) }
+        var projection = AccountProjection(view: view, asOf: time)
+        if timeline {
+            projection.timeline = try view.timeline { () throws(CancellationError) in
+                if Task.isCancelled { throw CancellationError() }
+            }
+        }
+        return (projection, position)
     }
 
     /// Runs `body` on one consistent view of the account: its state as of the published

@@ -51,6 +51,9 @@ extension Event {
             try Self.checkKey(added.payment, "payment")
             try Self.checkName(added.product, "product")
             try Self.checkQuantity(added.quantity)
+            if OwnEventIDs.isStorePayment(added.payment) {
+                throw .invalid("payments that start with `\(OwnEventIDs.storePaymentPrefix)` are opened by the App Store's purchase they name, never added")
+            }
         case .transactionUpdated(let update):
             try Self.checkKey(update.payment, "payment")
             try Self.checkName(update.transaction, "transaction")
@@ -69,6 +72,13 @@ extension Event {
                 try Self.require(update.error, "error", for: update.state)
             case .purchasing, .deferred:
                 break
+            }
+            // The entry of an App Store purchase is that purchase's, and only its.
+            if OwnEventIDs.isStorePayment(update.payment) {
+                let named = update.payment.utf8.dropFirst(OwnEventIDs.storePaymentPrefix.utf8.count)
+                guard update.state == .purchased, let transaction = update.transaction, transaction.utf8.elementsEqual(named) else {
+                    throw .invalid("the entry `\(update.payment)` takes only the App Store's purchase of transaction \(String(decoding: named, as: UTF8.self))")
+                }
             }
         case .downloadUpdated(let download):
             try Self.checkKey(download.payment, "payment")

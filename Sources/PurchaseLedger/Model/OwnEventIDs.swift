@@ -73,6 +73,34 @@ public enum OwnEventIDs {
         return .invalid("ids that start with `\(namespace.prefix)` are made by \(namespace.maker), never sent by a client; choose another id")
     }
 
+    /// The refusal of a client's event (`POST /v1/events`): its id is in a namespace, it names
+    /// an entry of the App Store's purchases (`appstore:<transactionId>`), or its account is a
+    /// pseudonym (`forgotten/…`). The recorder opens and finishes the store's entries itself;
+    /// a forgotten customer's books take only what the store reports of her purchases.
+    public static func clientRefusal(of event: Event) -> LedgerError? {
+        if let refusal = clientRefusal(event.id) { return refusal }
+        if let payment = event.payment, isStorePayment(payment) {
+            return .invalid("payments that start with `\(storePaymentPrefix)` are the App Store's purchases, which the server records from Apple's signed reports; never sent by a client")
+        }
+        var accounts = [event.account]
+        if case .transferred(let transfer) = event.payload { accounts += [transfer.from, transfer.to] }
+        if case .shared(let transfer) = event.payload { accounts += [transfer.from, transfer.to] }
+        if accounts.contains(where: { $0.utf8.starts(with: Forgotten.pseudonymPrefix.utf8) }) {
+            return .invalid("accounts that start with `\(Forgotten.pseudonymPrefix)` are forgotten customers' pseudonyms; a client never names one")
+        }
+        return nil
+    }
+
+    /// What the entries of the App Store's purchases start with: `appstore:<transactionId>`,
+    /// opened by the App Store's report of the purchase (a notification, a StoreKit 2
+    /// transaction, reconciliation), never by `paymentAdded`.
+    public static let storePaymentPrefix = "appstore:"
+
+    /// Whether `payment` is the entry of an App Store purchase.
+    public static func isStorePayment(_ payment: String) -> Bool {
+        payment.utf8.starts(with: storePaymentPrefix.utf8)
+    }
+
     /// The forget ids `Ledger.forget` may give the forget of the account with `handle`, in the
     /// order it tries them: `forget/<handle>`, then `forget/<handle>/2`, `/3`, …
     static func forgetID(handle: UInt64, attempt: Int) -> String {

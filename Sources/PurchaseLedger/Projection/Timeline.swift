@@ -41,6 +41,12 @@ extension AccountView {
     /// grants just before the first and at each of them are the whole story: found in one pass
     /// over the instants (`GrantSweep`), not judged again for each.
     func timeline() -> [ProductTimeline] {
+        timeline(checkingEvery: {})
+    }
+
+    /// The same, calling `check` every thousand instants: what it throws stops the sweep (a
+    /// cancelled task's read, whose client left, frees its slot).
+    func timeline<Failure: Error>(checkingEvery check: () throws(Failure) -> Void) throws(Failure) -> [ProductTimeline] {
         let instants = self.instants
         var sweep = GrantSweep(view: self)
         let groupsByName = Dictionary(groups.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
@@ -70,7 +76,8 @@ extension AccountView {
         }
         let first = sweep.grants(at: instants.first?.justBefore ?? .earliest)
         sample(nil, first.grants, inForce: first.inForce)
-        for instant in instants {
+        for (index, instant) in instants.enumerated() {
+            if index & 1023 == 1023 { try check() }
             let at = sweep.grants(at: instant)
             sample(instant, at.grants, inForce: at.inForce)
         }

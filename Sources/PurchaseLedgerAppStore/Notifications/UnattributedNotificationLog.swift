@@ -94,9 +94,11 @@ public final class UnattributedNotificationLog: Sendable {
 
     /// Forgetting a customer (`ForgetNotice`): removes every line that names one of `names` (the
     /// forgotten account, its tokens, its app transaction ids) in whatever form the line holds
-    /// it: its own fields, or inside Apple's signed payload (the notification's JWS, and the
-    /// transaction's and renewal info's JWS inside it, base64url JSON each), compared without
-    /// regard to case (Apple's tokens are UUIDs). Both the file and a moved-aside one being
+    /// it: a customer field inside Apple's signed payload (the notification's JWS, and the
+    /// transaction's and renewal info's JWS inside it, base64url JSON each), or quoted in its
+    /// reason, compared without regard to case (Apple's tokens are UUIDs). A name inside another
+    /// value (`a` in "for", `2026` in a date), or equal to a field that names no customer (a
+    /// transaction id), is not the line naming her: other lines stay. Both the file and a moved-aside one being
     /// attributed are rewritten, each as a copy put in its place, under the file lock. Returns
     /// how many lines went.
     @discardableResult
@@ -145,29 +147,43 @@ public final class UnattributedNotificationLog: Sendable {
         return lines.count - kept.count
     }
 
-    /// Whether a line names one of `wanted` (lowercased) in a string of its JSON, or of the JSON
-    /// inside the JWS it carries, and in theirs, a few levels down.
+    /// Whether a line names one of `wanted` (lowercased): as the value of a field that names a
+    /// customer (`appAccountToken`, `appTransactionId`), in the line or in the JSON inside the
+    /// JWS it carries (and in theirs, a few levels down), or quoted in its reason (a refusal's
+    /// message quotes the ids it names). Never a mere substring, nor another field's value:
+    /// forgetting `a`, `2026` or an account named like a transaction id must not take other
+    /// customers' notifications with it (Apple does not send them again).
     static func names(_ wanted: Set<String>, in line: String) -> Bool {
-        if wanted.contains(where: { line.lowercased().contains($0) }) { return true }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) else { return false }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) else {
+            // Not a line this log wrote: removed only when it quotes a name.
+            return quotes(wanted, in: line)
+        }
         return mentions(wanted, in: object, depth: 0)
+    }
+
+    /// The fields of Apple's payloads that name a customer (docs/FORMAT.md, personal fields).
+    private static let customerFields: Set<String> = ["appAccountToken", "appTransactionId"]
+
+    private static func quotes(_ wanted: Set<String>, in text: String) -> Bool {
+        let text = text.lowercased()
+        return wanted.contains { text.contains("\"\($0)\"") }
     }
 
     private static func mentions(_ wanted: Set<String>, in value: Any, depth: Int) -> Bool {
         guard depth < 8 else { return false }
         switch value {
         case let text as String:
-            if wanted.contains(text.lowercased()) { return true }
             // A compact JWS: its payload, base64url JSON, may name them.
             let parts = text.split(separator: ".", omittingEmptySubsequences: false)
             guard parts.count == 3, let payload = Base64URL.decode(String(parts[1])),
                   let object = try? JSONSerialization.jsonObject(with: Data(payload)) else { return false }
-            if let decoded = String(bytes: payload, encoding: .utf8), wanted.contains(where: { decoded.lowercased().contains($0) }) {
-                return true
-            }
             return mentions(wanted, in: object, depth: depth + 1)
         case let object as [String: Any]:
-            return object.values.contains { mentions(wanted, in: $0, depth: depth + 1) }
+            return object.contains { key, value in
+                if customerFields.contains(key), let text = value as? String, wanted.contains(text.lowercased()) { return true }
+                if key == "reason", let text = value as? String, depth == 0 { return quotes(wanted, in: text) }
+                return mentions(wanted, in: value, depth: depth + 1)
+            }
         case let array as [Any]:
             return array.contains { mentions(wanted, in: $0, depth: depth + 1) }
         default:

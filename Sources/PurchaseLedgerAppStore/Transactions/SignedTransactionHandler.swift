@@ -87,7 +87,8 @@ public struct SignedTransactionHandler: Sendable {
             guard arrival == nil, let holder = try ledger.owner(ofTransaction: transactionId, chain: chain), holder != account,
                   !(try ledger.account(account, sharesChain: chain, from: holder))
             else { return nil }
-            let refusal = LedgerError(.transactionAlreadyCredited, "transaction \(transactionId) is held by another account")
+            let held = chain == transactionId ? "transaction \(transactionId)" : "the purchase of transaction \(transactionId) (original transaction \(chain))"
+            let refusal = LedgerError(.transactionAlreadyCredited, "\(held) is held by another account")
             return Handled(account: account, transaction: transactionId, outcomes: [.failure(refusal)])
         }
         if let refused = try alreadyCredited() { return refused }
