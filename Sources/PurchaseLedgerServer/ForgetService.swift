@@ -12,7 +12,7 @@ struct ForgetService: Service {
     let logger: Logger
 
     func run() async throws {
-        try? await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             for await notice in ledger.forgets() {
                 do {
                     try unattributed.forget(notice.renames.map(\.old))

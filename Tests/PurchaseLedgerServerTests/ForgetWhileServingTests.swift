@@ -198,12 +198,9 @@ struct CapturedLogs: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?, source: String, file: String, function: String,
-        line: UInt
-    ) {
-        let all = metadata.merging(extra ?? [:]) { $1 }
-        let text = "\(level) \(message) " + all.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
+    func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        let text = "\(event.level) \(event.message) " + all.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
         record.lines.withLock { $0.append(text) }
     }
 }

@@ -46,4 +46,37 @@ struct FeedSeedTests {
             await ledger.close()
         }
     }
+
+    /// A bounded read stops within a commit of many events (an import's), not at its end: a
+    /// catch-up to the log's last event, over commits of hundreds of events each, with a budget
+    /// of 100 events a step, derives at most 100 a step (so it stops within each commit), and
+    /// its steps end with the feed's last changes.
+    @Test func aBoundedReadStopsWithinALargeCommit() async throws {
+        try await withLedger(on: .lmdb) { ledger, _ in
+            var generator = EventStreamGenerator(seed: 5)
+            for _ in 0..<3 { _ = try await ledger.append(contentsOf: generator.events(1_500)) }
+            let readings = try ledger.storage.read { try $0.clockReadings(after: nil, limit: 100) }
+            let commits = zip([0] + readings.map(\.position), readings.map(\.position)).map { $1 - $0 }
+            #expect(commits.max() ?? 0 > 200, "commits of hundreds of events: \(commits)")
+            let whole = try await ChangeFeedTests.collect(ledger.changes(after: .start, follow: false)) { _ in false }
+            // Past every change but the last event's: the steps derive without a change to hand.
+            let after = FeedCursor(position: ledger.position - 1)
+            var iterator = ledger.changes(after: after, follow: false).makeAsyncIterator()
+            var stepped: [LedgerChange] = []
+            var steps: [Int] = []
+            reading: while true {
+                let before = iterator.eventsDerived
+                switch try await iterator.next(within: 100) {
+                case .change(let change): stepped.append(change)
+                case .reached(let cursor):
+                    #expect(cursor >= after, "a step's cursor is never before the one asked after")
+                    steps.append(iterator.eventsDerived - before)
+                case .end: break reading
+                }
+            }
+            #expect(stepped.map(\.json) == whole.filter { $0.cursor > after }.map(\.json))
+            #expect(steps.allSatisfy { $0 <= 100 }, "events derived a step: \(steps)")
+            #expect(steps.count >= Int(ledger.position) / 100 - 1, "events derived a step: \(steps)")
+        }
+    }
 }

@@ -18,6 +18,8 @@ struct ChangeDeriver {
     /// The feed's clock: the latest reading's time so far.
     private(set) var clock = Timestamp.earliest
     private(set) var lastReading: ClockReading?
+    /// The reading whose events `advance` stopped within, and the time they are judged at.
+    private var following: (reading: ClockReading, time: Timestamp)?
     private var due = DueInstants()
     /// The environments whose reports the projections leave out (a feed scoped to some).
     private let excluded: Set<StoreEnvironment>
@@ -63,23 +65,43 @@ struct ChangeDeriver {
     }
 
     /// Follows one reading: reads its events from `log` (those after the last reading, up to
-    /// its position, in order) and hands each change to `emit`.
-    mutating func advance(to reading: ClockReading, log: LogReader, emit: (LedgerChange) throws -> Void) throws {
+    /// its position, in order) and hands each change to `emit`; at most `maximumEvents` of them
+    /// a call. Returns true once the reading is followed whole; false when it stopped within it
+    /// (a commit of many events, an import's), where the next call, with the same reading,
+    /// goes on: so that a bounded read stops within a commit, and a cancelled one soon.
+    @discardableResult
+    mutating func advance(
+        to reading: ClockReading, log: LogReader, maximumEvents: Int = .max, emit: (LedgerChange) throws -> Void
+    ) throws -> Bool {
         if entitlementHistory == nil { try readEntitlements(from: log) }
-        let time = max(clock, reading.time)
-        let position = state.position
-        while let (instant, account) = due.first(notAfter: time) {
-            due.remove(account)
-            if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
-            schedule(account, view: view(of: account, at: position), after: instant)
+        let time: Timestamp
+        if let following, following.reading == reading {
+            time = following.time
+        } else {
+            precondition(following == nil, "a reading is followed whole before the next")
+            time = max(clock, reading.time)
+            let position = state.position
+            while let (instant, account) = due.first(notAfter: time) {
+                due.remove(account)
+                if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
+                schedule(account, view: view(of: account, at: position), after: instant)
+            }
         }
-        if reading.position > position {
-            try log.forEachRecord(from: position + 1, through: reading.position) { record in
+        let start = state.position
+        let end = min(reading.position, start &+ UInt64(clamping: max(1, maximumEvents)))
+        if end > start {
+            try log.forEachRecord(from: start + 1, through: end) { record in
                 try apply(record, asOf: time, log: log, emit: emit)
             }
         }
+        guard state.position >= reading.position else {
+            following = (reading, time)
+            return false
+        }
+        following = nil
         clock = time
         lastReading = reading
+        return true
     }
 
     /// The next instant where an account's projection changes by time alone, if any.

@@ -4,8 +4,8 @@ import Synchronization
 /// The change feed as an `AsyncSequence`: the changes after a cursor, derived from storage
 /// (`ChangeDeriver`), catching up from the log and then, when following, the commits as they
 /// come (on PostgreSQL, other processes' too). Memory stays bounded whatever the backlog: it
-/// derives a few clock readings at a time (each at most a commit's events, or 4,096 of a
-/// ledger older than the clock), besides the accounts' state a replay keeps. A slow consumer
+/// derives at most 4,096 of the log's events at a time (`eventsAFill`, even within one commit),
+/// besides the accounts' state a replay keeps. A slow consumer
 /// never holds the writer up: the feed reads committed storage, it is never told.
 ///
 /// Following a `Ledger` open for writing, it also ticks the ledger's clock when the next
@@ -38,6 +38,8 @@ public struct LedgerChanges: AsyncSequence, Sendable {
         private var buffer: [LedgerChange] = []
         /// How many of the log's events this derivation applied so far: its cost.
         public private(set) var eventsDerived = 0
+        /// The clock readings read and not yet followed whole, the next first.
+        private var readings: [ClockReading] = []
 
         init(feed: LedgerChanges) {
             self.feed = feed
@@ -62,22 +64,25 @@ public struct LedgerChanges: AsyncSequence, Sendable {
         }
 
         /// The next change, unless finding it takes more than `budget` more of the log's events
-        /// (at least one reading's worth is always derived): then where the derivation got to,
+        /// (it never applies more, even within one commit): then where the derivation got to,
         /// from which reading on continues it. For a reader whose work is bounded
         /// (`ChangeFeedHub`'s catch-ups).
         public mutating func next(within budget: Int) async throws -> Step {
             let limit = eventsDerived + budget
             while buffer.isEmpty {
-                if eventsDerived >= limit, let reading = deriver?.lastReading {
-                    return .reached(Swift.max(feed.after, FeedCursor(position: reading.position)))
+                // Every event change through the position applied is derived, and no time
+                // change lies at a position within a reading.
+                if eventsDerived >= limit, let deriver {
+                    return .reached(Swift.max(feed.after, FeedCursor(position: deriver.state.position)))
                 }
-                guard try await fill() else { return .end }
+                guard try await fill(maximumEvents: limit - eventsDerived) else { return .end }
             }
             return buffer.popLast().map(Step.change) ?? .end
         }
 
-        /// Derives the next readings' changes into the buffer; false at the end when not following.
-        private mutating func fill() async throws -> Bool {
+        /// Derives the next readings' changes into the buffer, applying at most `maximumEvents`
+        /// of the log's events; false at the end when not following.
+        private mutating func fill(maximumEvents: Int = eventsAFill) async throws -> Bool {
             try Task.checkCancellation()
             let log = LogReader(storage: feed.storage)
             if deriver == nil {
@@ -89,8 +94,9 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 deriver = try Self.seeded(before: feed.after, log: log, catalog: catalog, excluding: feed.excluding)
                     ?? ChangeDeriver(catalog: catalog, excluding: feed.excluding)
             }
-            let last = deriver!.lastReading
-            let readings = try feed.storage.read { try $0.clockReadings(after: last, limit: 4) }
+            if readings.isEmpty {
+                readings = try feed.storage.read { [last = deriver!.lastReading] in try $0.clockReadings(after: last, limit: 4) }
+            }
             guard !readings.isEmpty else {
                 guard feed.follow else { return false }
                 if let tick = feed.tick, let due = deriver!.nextDueInstant(), due <= .now() {
@@ -102,16 +108,29 @@ public struct LedgerChanges: AsyncSequence, Sendable {
             }
             let after = feed.after
             var changes: [LedgerChange] = []
-            for reading in readings {
-                let from = deriver!.lastReading?.position ?? 0
-                try deriver!.advance(to: reading, log: log) { change in
+            // At most `eventsAFill` events, even within one commit: between fills a bounded read
+            // stops and a cancelled one ends.
+            var left = Swift.max(1, Swift.min(maximumEvents, Self.eventsAFill))
+            // And few changes: each holds its account's projection, which for a long subscriber
+            // lists every purchase.
+            while let reading = readings.first, left > 0, changes.count < Self.changesAFill {
+                let from = deriver!.state.position
+                let followed = try deriver!.advance(to: reading, log: log, maximumEvents: Swift.min(left, Self.changesAFill)) { change in
                     if change.cursor > after { changes.append(change) }
                 }
-                eventsDerived += Int(truncatingIfNeeded: reading.position &- from)
+                let applied = Int(truncatingIfNeeded: deriver!.state.position &- from)
+                eventsDerived += applied
+                left -= Swift.max(1, applied)
+                if followed { readings.removeFirst() }
             }
             buffer = changes.reversed()
             return true
         }
+
+        /// The most events one fill applies.
+        static let eventsAFill = 4_096
+        /// A fill stops applying events once it holds this many changes.
+        static let changesAFill = 256
 
         /// A derivation that starts at the newest snapshot before `cursor` instead of the log's
         /// start (`ChangeDeriver.init(seed:after:)`): the snapshot's state at the clock reading of
