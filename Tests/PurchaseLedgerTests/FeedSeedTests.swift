@@ -79,4 +79,36 @@ struct FeedSeedTests {
             #expect(steps.count >= Int(ledger.position) / 100 - 1, "events derived a step: \(steps)")
         }
     }
+
+    /// A reader's cursor spares the derivation the changes before it: after the last of a long
+    /// subscriber's 600 renewals (each change's projection lists every purchase before it, so
+    /// judging them all grows with the square of the history), the feed judges only what comes
+    /// after the cursor, and finds what a derivation of every change finds there.
+    @Test func changesBeforeTheCursorAreNotJudged() async throws {
+        try await withLedger(on: .lmdb) { ledger, _ in
+            let product = OrderIndependenceTests.subscription
+            let start: Int64 = 1_767_225_600
+            var events: [Event] = []
+            for index in 0..<600 {
+                let bought = Timestamp(seconds: start + Int64(index) * 3_600)
+                events.append(.storeTransaction(id: "r\(index)", account: "long", signedAt: bought, StoreTransaction(
+                    transaction: "\(10_000 + index)", originalTransaction: "10000", product: product, purchasedAt: bought,
+                    expiresAt: Timestamp(seconds: bought.seconds + 3_000), environment: .sandbox)))
+            }
+            for chunk in stride(from: 0, to: events.count, by: 300) {
+                for result in try await ledger.append(contentsOf: Array(events[chunk..<min(chunk + 300, events.count)])) { _ = try result.get() }
+            }
+            var everything = ledger.changes(after: .start, follow: false).makeAsyncIterator()
+            var whole: [LedgerChange] = []
+            while let change = try await everything.next() { whole.append(change) }
+            #expect(everything.projectionsBuilt >= 600, "a derivation of every change judges each")
+            let after = FeedCursor(position: ledger.position - 2)
+            var late = ledger.changes(after: after, follow: false).makeAsyncIterator()
+            var tail: [LedgerChange] = []
+            while let change = try await late.next() { tail.append(change) }
+            #expect(tail.map(\.json) == whole.filter { $0.cursor > after }.map(\.json))
+            #expect(!tail.isEmpty)
+            #expect(late.projectionsBuilt <= 2 * tail.count + 4, "judged: \(late.projectionsBuilt) for \(tail.count) changes")
+        }
+    }
 }

@@ -40,6 +40,14 @@ struct ChangeDeriver {
     /// after it empties `projections` (each "before" is then judged with the definitions in
     /// force, as a derivation started anywhere judges it).
     private var appliedThrough: UInt64 = 0
+    /// The changes at or before this cursor are not judged, only their accounts' next instants
+    /// kept: a reader after it never sees them, and judging one builds its account's whole
+    /// projection (every purchase: for a long subscriber, work that grows with its history). A
+    /// change after it is judged as always, its "before" built afresh (`projections` forgets
+    /// an account whose change went unjudged).
+    var silentThrough = FeedCursor.start
+    /// How many projections this derivation built to judge changes: its cost beside the events.
+    private(set) var projectionsBuilt = 0
 
     init(catalog: Catalog, excluding excluded: Set<StoreEnvironment> = []) {
         self.catalog = catalog
@@ -133,7 +141,10 @@ struct ChangeDeriver {
         if definitionsChange(after: appliedThrough, through: record.position) { projections.removeAll(keepingCapacity: true) }
         appliedThrough = record.position
         let named = entitlements(at: record.position)
-        let before = accounts.map { projections[$0] ?? state.projection(of: $0, asOf: time, excluding: excluded, entitlements: named) }
+        let judged = accounts.map { isJudged(position: record.position, instant: nil, account: $0) }
+        let before = zip(accounts, judged).map { account, judged in
+            judged ? projections[account] ?? state.projection(of: account, asOf: time, excluding: excluded, entitlements: named) : nil
+        }
         do {
             try state.apply(event, at: record.position, catalog: catalog)
         } catch {
@@ -147,12 +158,17 @@ struct ChangeDeriver {
         // listed: their projections computed earlier in this reading may no longer hold.
         if case .revoked = event.payload { projections.removeAll(keepingCapacity: true) }
         let cause = LedgerChange.Cause.event(id: event.id, type: event.type)
-        for (account, before) in zip(accounts, before) {
+        for ((account, before), judged) in zip(zip(accounts, before), judged) {
             // One view of the account for both its next instant and its projection.
             let view = self.view(of: account, at: record.position)
             // Rescheduled even when nothing shows yet: a purchase dated later starts later.
             schedule(account, view: view, after: time)
+            guard judged else {
+                projections[account] = nil
+                continue
+            }
             let after = view.map { AccountProjection(view: $0, asOf: time) }
+            projectionsBuilt += 1
             remember(after, of: account)
             guard let after, after != before else { continue }
             try emit(LedgerChange(
@@ -160,6 +176,12 @@ struct ChangeDeriver {
                 position: record.position, cause: cause, asOf: time,
                 differences: ChangeDifference.between(before, after, cause: cause), projection: after))
         }
+    }
+
+    /// Whether the change at this place is after `silentThrough` (a cursor built only at its position).
+    private func isJudged(position: UInt64, instant: Timestamp?, account: UTF8Key) -> Bool {
+        guard position == silentThrough.position else { return position > silentThrough.position }
+        return FeedCursor(position: position, instant: instant, account: account.string) > silentThrough
     }
 
     private mutating func remember(_ projection: AccountProjection?, of account: UTF8Key) {
@@ -170,8 +192,13 @@ struct ChangeDeriver {
     }
 
     private mutating func timeChange(of account: UTF8Key, at instant: Timestamp, position: UInt64) -> LedgerChange? {
+        guard isJudged(position: position, instant: instant, account: account) else {
+            projections[account] = nil
+            return nil
+        }
         let remembered = projections[account]
         let named = entitlements(at: position)
+        projectionsBuilt += 1
         let after = state.projection(of: account, asOf: instant, excluding: excluded, entitlements: named)
         remember(after, of: account)
         guard let after,

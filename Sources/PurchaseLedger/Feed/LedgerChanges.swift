@@ -38,6 +38,8 @@ public struct LedgerChanges: AsyncSequence, Sendable {
         private var buffer: [LedgerChange] = []
         /// How many of the log's events this derivation applied so far: its cost.
         public private(set) var eventsDerived = 0
+        /// How many account projections it built to judge changes.
+        var projectionsBuilt: Int { deriver?.projectionsBuilt ?? 0 }
         /// The clock readings read and not yet followed whole, the next first.
         private var readings: [ClockReading] = []
 
@@ -93,6 +95,8 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 }
                 deriver = try Self.seeded(before: feed.after, log: log, catalog: catalog, excluding: feed.excluding)
                     ?? ChangeDeriver(catalog: catalog, excluding: feed.excluding)
+                // What the reader has is not judged again.
+                deriver!.silentThrough = feed.after
             }
             if readings.isEmpty {
                 readings = try feed.storage.read { [last = deriver!.lastReading] in try $0.clockReadings(after: last, limit: 4) }
