@@ -46,6 +46,11 @@ struct ChangeDeriver {
     /// change after it is judged as always, its "before" built afresh (`projections` forgets
     /// an account whose change went unjudged).
     var silentThrough = FeedCursor.start
+    /// The accounts whose silent changes were not judged and whose next instants are not
+    /// known yet; and whether instants were passed over in silence (their accounts are still due
+    /// at them). Both settled by `scheduleUnscheduled` where the silence ends.
+    private var unscheduled: Set<UTF8Key> = []
+    private var skippedInstants = false
     /// How many projections this derivation built to judge changes: its cost beside the events.
     private(set) var projectionsBuilt = 0
 
@@ -89,7 +94,11 @@ struct ChangeDeriver {
             precondition(following == nil, "a reading is followed whole before the next")
             time = max(clock, reading.time)
             let position = state.position
-            while let (instant, account) = due.first(notAfter: time) {
+            // Before the cursor's position every time change is silent: none is judged, and
+            // the accounts' next instants are found once, where the silence ends.
+            if position < silentThrough.position { skippedInstants = true }
+            if position >= silentThrough.position { scheduleUnscheduled() }
+            while position >= silentThrough.position, let (instant, account) = due.first(notAfter: time) {
                 due.remove(account)
                 if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
                 schedule(account, view: view(of: account, at: position), after: instant)
@@ -113,7 +122,10 @@ struct ChangeDeriver {
     }
 
     /// The next instant where an account's projection changes by time alone, if any.
-    mutating func nextDueInstant() -> Timestamp? { due.earliest }
+    mutating func nextDueInstant() -> Timestamp? {
+        scheduleUnscheduled()
+        return due.earliest
+    }
 
     // MARK: Changes
 
@@ -127,7 +139,10 @@ struct ChangeDeriver {
             if !renames.isEmpty {
                 state.rename(renames)
                 projections.removeAll(keepingCapacity: true)
-                for rename in renames { due.rename(UTF8Key(rename.old), to: UTF8Key(rename.new)) }
+                for rename in renames {
+                    due.rename(UTF8Key(rename.old), to: UTF8Key(rename.new))
+                    if unscheduled.remove(UTF8Key(rename.old)) != nil { unscheduled.insert(UTF8Key(rename.new)) }
+                }
             }
         }
         // The accounts an event can change: its own, and for a revocation the one holding the
@@ -159,14 +174,16 @@ struct ChangeDeriver {
         if case .revoked = event.payload { projections.removeAll(keepingCapacity: true) }
         let cause = LedgerChange.Cause.event(id: event.id, type: event.type)
         for ((account, before), judged) in zip(zip(accounts, before), judged) {
+            guard judged else {
+                // Nor its next instant: building its view grows with its history.
+                projections[account] = nil
+                unscheduled.insert(account)
+                continue
+            }
             // One view of the account for both its next instant and its projection.
             let view = self.view(of: account, at: record.position)
             // Rescheduled even when nothing shows yet: a purchase dated later starts later.
             schedule(account, view: view, after: time)
-            guard judged else {
-                projections[account] = nil
-                continue
-            }
             let after = view.map { AccountProjection(view: $0, asOf: time) }
             projectionsBuilt += 1
             remember(after, of: account)
@@ -176,6 +193,22 @@ struct ChangeDeriver {
                 position: record.position, cause: cause, asOf: time,
                 differences: ChangeDifference.between(before, after, cause: cause), projection: after))
         }
+    }
+
+    /// Each account's next instant after the clock, as a derivation that judged every change
+    /// would hold it at this reading: for the accounts whose changes went unjudged and those
+    /// whose instants passed in silence (still due at or before the clock). Every other
+    /// account's next instant is past the clock and its state unchanged since it was found.
+    private mutating func scheduleUnscheduled() {
+        guard skippedInstants || !unscheduled.isEmpty else { return }
+        var accounts = unscheduled
+        while let (_, account) = due.first(notAfter: clock) {
+            due.remove(account)
+            accounts.insert(account)
+        }
+        for account in accounts.sorted() { schedule(account, view: view(of: account, at: state.position), after: clock) }
+        unscheduled = []
+        skippedInstants = false
     }
 
     /// Whether the change at this place is after `silentThrough` (a cursor built only at its position).
