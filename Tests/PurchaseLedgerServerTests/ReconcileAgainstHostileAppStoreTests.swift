@@ -48,8 +48,9 @@ struct ReconcileAgainstHostileAppStoreTests {
                     let elapsed = ContinuousClock.now - started
                     #expect(run.status == 2, "\(name): \(run.output) \(run.error)")
                     #expect(run.output.contains(#""kind": "failure""#), "\(name): \(run.output)")
-                    // Five attempts of at most two seconds each, and the waits between them.
-                    #expect(elapsed < .seconds(45), "\(name): \(elapsed)")
+                    // Five attempts of at most two seconds each, and the waits between them; with
+                    // room for a machine whose two cores the rest of the suite loads.
+                    #expect(elapsed < .seconds(75), "\(name): \(elapsed)")
                     var usage = rusage()
                     getrusage(RUSAGE_CHILDREN.rawValue, &usage)
                     print("reconcile against \(name): exit \(run.status) in \(elapsed), children's peak RSS so far \(usage.ru_maxrss / 1024) MB")

@@ -327,7 +327,8 @@ final class ServerProcess: Sendable {
     }
 
     func request(_ method: HTTPRequest.Method, _ path: String, key: String? = nil, body: String? = nil) async throws -> (HTTPResponse.Status, String) {
-        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(20)))
+        // Generous: on two cores loaded by the rest of the suite, a server may wait long for a core.
+        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(60)))
         client.connect()
         defer { Task { try? await client.shutdown() } }
         var headers = HTTPFields()

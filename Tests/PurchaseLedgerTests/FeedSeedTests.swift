@@ -117,7 +117,8 @@ struct FeedSeedTests {
     /// Silence keeps time's changes too: a deriver told readings of its own (every three events,
     /// the clock 45 minutes on each time, so that subscriptions expire between them and after
     /// the last event) finds after any cursor, time's or an event's, what a deriver that judged
-    /// every change finds there.
+    /// every change finds there; among generated events (revocations that reach the account
+    /// holding the transaction, sandbox and production reports), in every view of environments.
     @Test func silenceKeepsTheChangesTimeMakesAfterTheCursor() async throws {
         try await withLedger(on: .lmdb) { ledger, _ in
             let product = OrderIndependenceTests.subscription
@@ -128,9 +129,18 @@ struct FeedSeedTests {
                 let account = "s\(index % 7)"
                 events.append(.storeTransaction(id: "r\(index)", account: account, signedAt: bought, StoreTransaction(
                     transaction: "\(20_000 + index)", originalTransaction: "orig-\(account)", product: product, purchasedAt: bought,
-                    expiresAt: Timestamp(seconds: bought.seconds + 3_000 + Int64(index % 5) * 900), environment: .sandbox)))
+                    expiresAt: Timestamp(seconds: bought.seconds + 3_000 + Int64(index % 5) * 900),
+                    environment: index % 3 == 0 ? .production : .sandbox)))
             }
-            for result in try await ledger.append(contentsOf: events) { _ = try result.get() }
+            var generator = EventStreamGenerator(seed: 3)
+            let generated = generator.events(120)
+            // The renewals among the generated events, two of theirs to one renewal.
+            var mixed: [Event] = []
+            for (index, renewal) in events.enumerated() {
+                mixed.append(renewal)
+                mixed += generated[min(index * 2, generated.count)..<min(index * 2 + 2, generated.count)]
+            }
+            _ = try await ledger.append(contentsOf: mixed)
             let log = LogReader(storage: ledger.storage)
             let catalog = try #require(try log.currentCatalog())
             var readings = stride(from: UInt64(3), through: ledger.position, by: 3).enumerated().map { step, position in
@@ -138,8 +148,8 @@ struct FeedSeedTests {
             }
             // Time alone, after the last event: the last subscriptions expire.
             readings.append(ClockReading(position: ledger.position, time: Timestamp(seconds: start + 400_000)))
-            func derive(after cursor: FeedCursor) throws -> (changes: [LedgerChange], built: Int) {
-                var deriver = ChangeDeriver(catalog: catalog)
+            func derive(after cursor: FeedCursor, excluding excluded: Set<StoreEnvironment>) throws -> (changes: [LedgerChange], built: Int) {
+                var deriver = ChangeDeriver(catalog: catalog, excluding: excluded)
                 deriver.silentThrough = cursor
                 var changes: [LedgerChange] = []
                 for reading in readings {
@@ -147,15 +157,20 @@ struct FeedSeedTests {
                 }
                 return (changes, deriver.projectionsBuilt)
             }
-            let (whole, wholeBuilt) = try derive(after: .start)
-            let timeChanges = whole.filter { if case .time = $0.cause { true } else { false } }
-            #expect(timeChanges.count > 10, "subscriptions expire between readings: \(timeChanges.count)")
-            for cursor in whole.map(\.cursor) + [FeedCursor(position: 30), FeedCursor(position: ledger.position)] {
-                let (after, built) = try derive(after: cursor)
-                #expect(after.map(\.json) == whole.filter { $0.cursor > cursor }.map(\.json), "after \(cursor)")
-                // Each change at or before the cursor is one judgement spared.
-                #expect(built <= wholeBuilt - whole.filter { $0.cursor <= cursor }.count, "after \(cursor): \(built) judged")
+            var timeChanges = 0
+            for excluded: Set<StoreEnvironment> in [[], [.sandbox], [.production, .xcode]] {
+                let (whole, wholeBuilt) = try derive(after: .start, excluding: excluded)
+                timeChanges += whole.filter { if case .time = $0.cause { true } else { false } }.count
+                // Every third change's cursor (every kind of cursor is among them), and two positions.
+                let cursors = stride(from: 0, to: whole.count, by: 3).map { whole[$0].cursor }
+                for cursor in cursors + [FeedCursor(position: 30), FeedCursor(position: ledger.position)] {
+                    let (after, built) = try derive(after: cursor, excluding: excluded)
+                    #expect(after.map(\.json) == whole.filter { $0.cursor > cursor }.map(\.json), "after \(cursor) excluding \(excluded)")
+                    // Each change at or before the cursor is one judgement spared.
+                    #expect(built <= wholeBuilt - whole.filter { $0.cursor <= cursor }.count, "after \(cursor): \(built) judged")
+                }
             }
+            #expect(timeChanges > 10, "subscriptions expire between readings: \(timeChanges)")
         }
     }
 }
