@@ -24,6 +24,12 @@ import Darwin
 //   same way.
 // - The library's full replay: this program again (`--open-without-snapshot PATH`), opening the
 //   fixture with `useSnapshots = false`, so that its peak memory is the replay's alone.
+// - The same import, replay, insert and scan with both sides on tmpfs (`BENCH_TMPFS`, or
+//   /dev/shm), so that the disk decides nothing and the CPU's work is compared; and the whole
+//   change feed (`ledger changes`) of the ledger imported there, against its replay.
+// - One account with a long history (`LongAccount`), 10,000 and 40,000 events, on tmpfs: the
+//   feed of its consumables and the timeline of its renewals and of its consumables, which
+//   grow linearly with its history (×4 events should cost about ×4).
 
 /// One run of the binary: wall clock in microseconds and peak resident memory in bytes.
 func timedRun(_ binary: String, _ arguments: [String]) throws -> (micros: Double, peakBytes: Double) {
@@ -90,6 +96,88 @@ func sqlitePeerElements(_ peer: String, events: String) throws -> [[String: Any]
     ]
 }
 
+/// Where the tmpfs rows run: `BENCH_TMPFS`, or /dev/shm when it is a directory; nil (no tmpfs
+/// rows) otherwise.
+func tmpfsRoot() -> String? {
+    if let root = ProcessInfo.processInfo.environment["BENCH_TMPFS"], !root.isEmpty { return root }
+    var isDirectory: ObjCBool = false
+    return FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDirectory) && isDirectory.boolValue ? "/dev/shm" : nil
+}
+
+/// A new empty directory under `root`, removed by the caller.
+func directory(under root: String, _ name: String) -> String {
+    let path = "\(root)/purchase-ledger-bench-\(name)-\(getpid())"
+    Scratch.remove(path)
+    mkdirPath(path)
+    return path
+}
+
+/// Both sides on tmpfs: the ledger's import, replay and whole feed, the C peer's insert and scan.
+func tmpfsElements(ledger binary: String, peer: String?, root: String) throws -> [[String: Any]] {
+    let input = try CommandLineRuns.eventsFile(events: 1_000_000)
+    var elements: [[String: Any]] = []
+    let kept = directory(under: root, "tmpfs-ledger")
+    defer { Scratch.remove(kept) }
+    var imports: [(micros: Double, peakBytes: Double)] = []
+    for run in 0..<3 {
+        let directory = run == 0 ? kept : directory(under: root, "tmpfs-import")
+        defer { if run > 0 { Scratch.remove(directory) } }
+        imports.append(try timedRun(binary, ["import", "--catalog", input.catalog, directory + "/ledger", input.events]))
+    }
+    elements.append(element("Command line on tmpfs: ledger import of 1,000,000 events", imports))
+    let ledger = kept + "/ledger"
+    _ = try timedRun(binary, ["replay", "--json", "--no-snapshot", ledger])
+    var replays: [(micros: Double, peakBytes: Double)] = []
+    for _ in 0..<5 { replays.append(try timedRun(binary, ["replay", "--json", "--no-snapshot", ledger])) }
+    elements.append(element("Command line on tmpfs: ledger replay --json --no-snapshot of 1,000,000 events", replays))
+    var feeds: [(micros: Double, peakBytes: Double)] = []
+    for _ in 0..<3 { feeds.append(try timedRun(binary, ["changes", "--json", ledger])) }
+    elements.append(element("Command line on tmpfs: ledger changes --json of 1,000,000 events", feeds))
+    if let peer {
+        let scanned = directory(under: root, "tmpfs-sqlite")
+        defer { Scratch.remove(scanned) }
+        var inserts: [(micros: Double, peakBytes: Double)] = []
+        for run in 0..<3 {
+            let database = scanned + "/events-\(run).sqlite"
+            inserts.append(try timedRun(peer, ["insert", database, input.events]))
+        }
+        _ = try timedRun(peer, ["scan", scanned + "/events-0.sqlite"])
+        var scans: [(micros: Double, peakBytes: Double)] = []
+        for _ in 0..<5 { scans.append(try timedRun(peer, ["scan", scanned + "/events-0.sqlite"])) }
+        elements.append(element("C SQLite peer on tmpfs: insert of 1,000,000 events, 1,000 per transaction", inserts))
+        elements.append(element("C SQLite peer on tmpfs: ordered scan of 1,000,000 rows", scans))
+    }
+    return elements
+}
+
+/// One account of 10,000 and of 40,000 events, imported on tmpfs: its feed (consumables) and its
+/// timeline (renewals, consumables), three runs each.
+func longAccountElements(ledger binary: String, root: String) throws -> [[String: Any]] {
+    var elements: [[String: Any]] = []
+    for kind in LongAccount.allCases {
+        for events in [10_000, 40_000] {
+            let input = try kind.eventsFile(events: events)
+            let directory = directory(under: root, "long-\(kind.rawValue)-\(events)")
+            defer { Scratch.remove(directory) }
+            let ledger = directory + "/ledger"
+            _ = try timedRun(binary, ["import", "--catalog", input.catalog, ledger, input.events])
+            let count = events.formatted(.number.grouping(.automatic).locale(Locale(identifier: "en_US")))
+            var timelines: [(micros: Double, peakBytes: Double)] = []
+            for _ in 0..<3 {
+                timelines.append(try timedRun(binary, ["replay", "--timeline", "--account", LongAccount.account, ledger]))
+            }
+            elements.append(element("Long account: ledger replay --timeline, \(kind.rawValue), \(count) events", timelines))
+            // A renewal's change lists every purchase before it: the feed of renewals is the
+            // square of the history by what it prints (docs/FEEDS.md), not by its work.
+            guard kind == .consumables else { continue }
+            var feeds: [(micros: Double, peakBytes: Double)] = []
+            for _ in 0..<3 { feeds.append(try timedRun(binary, ["changes", "--json", ledger])) }
+            elements.append(element("Long account: ledger changes --json, \(kind.rawValue), \(count) events", feeds))
+        }
+    }
+    return elements
+}
+
 // A child that builds what the runs read, when missing. Not this process: a child's peak
 // memory (wait4's ru_maxrss) counts its parent's at the spawn, and building a fixture takes
 // hundreds of megabytes.
@@ -139,6 +227,12 @@ if let peer = CommandLineRuns.sqlitePeerBinary {
     elements += try sqlitePeerElements(peer, events: try CommandLineRuns.eventsFile(events: 1_000_000).events)
 } else {
     FileHandle.standardError.write(Data("SQLITE_PEER_BINARY is not set: no C SQLite figures\n".utf8))
+}
+if let binary = CommandLineRuns.binary, let root = tmpfsRoot() {
+    elements += try tmpfsElements(ledger: binary, peer: CommandLineRuns.sqlitePeerBinary, root: root)
+    elements += try longAccountElements(ledger: binary, root: root)
+} else {
+    FileHandle.standardError.write(Data("no LEDGER_BINARY or no tmpfs (BENCH_TMPFS, /dev/shm): no tmpfs or long-account figures\n".utf8))
 }
 
 let fixture = try await LedgerFixtures.ledger(events: 1_000_000, tail: 0)
