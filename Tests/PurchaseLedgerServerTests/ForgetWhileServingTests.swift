@@ -36,6 +36,8 @@ struct ForgetWhileServingTests {
             defer { receiver.stop() }
             var configuration = try LedgerServerTests.configuration(in: directory)
             configuration.deliverWebhooks(toPort: receiver.port, maxAttempts: 1000)
+            // An attempt that hangs waits a minute for its answer (below: her last one before the forget).
+            configuration.webhookTimeoutSeconds = 60
             let root = directory + "/root.der"
             try Data(try #require(Data(base64Encoded: try TestAppStoreSigner.der(signer.root)))).write(to: URL(fileURLWithPath: root))
             configuration.appStore = .init(bundleId: "com.example", appAppleId: 41234, environments: [.sandbox], trustedRoots: [root])
@@ -91,6 +93,15 @@ struct ForgetWhileServingTests {
                 #expect(!Leaks.find([Self.alice], in: try Self.bytes(receiver.record)).isEmpty)
                 #expect(!Leaks.find([Self.alice], in: Array(logs.text.utf8)).isEmpty, "the failed deliveries were logged with her change's id")
                 let oldCursor = FeedCursor(position: 2, account: Self.alice).description
+                // Her next attempt is recorded and then never answered: at the forget, the one
+                // delivery of hers in flight began before it, and no retry of hers can begin before
+                // the forget commits, however long that takes on a loaded machine (a retry landing
+                // between this point and the commit is no leak, yet the search would count it).
+                let hang = try JSONSerialization.data(withJSONObject: ["failPositions": [1, 2, 3, 4], "hangAccounts": [Self.alice: 1000]])
+                try receiver.setRules(String(decoding: hang, as: UTF8.self))
+                try await Self.waitFor("her attempt hanging") {
+                    WebhookTests.deliveries(receiver.record).contains { $0.account == Self.alice && $0.status == 0 }
+                }
 
                 let (logged, delivered, streamedBefore) = (logs.count, try Self.bytes(receiver.record).count, try Self.bytes(streamed).count)
                 let encoded = Self.alice.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!

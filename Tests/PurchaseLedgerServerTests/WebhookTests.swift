@@ -211,9 +211,12 @@ struct WebhookTests {
                     #expect(statuses.first == 0 && statuses.count >= 2 && statuses.dropFirst().allSatisfy { $0 == 204 }, "\(position): \(statuses)")
                 }
                 // t's first change was acknowledged by the head of an answer whose body takes
-                // 200 s: sent once, and its next change came after the attempt's timeout (4 s; a
-                // loaded machine's idle class may take seconds more), long before the body could end.
-                #expect(delivered.filter { $0.position == 2 }.map(\.status) == [200])
+                // 200 s, and its next change came after the attempt's timeout (4 s; a loaded
+                // machine's idle class may take seconds more), long before the body could end. (On
+                // a machine so loaded that the head came after the attempt's timeout, the change
+                // is sent once more, acknowledged then: at least once, as for h. Seen once in CI.)
+                let trickledStatuses = delivered.filter { $0.position == 2 }.map(\.status)
+                #expect(trickledStatuses.first == 200 && trickledStatuses.dropFirst().allSatisfy { $0 == 204 }, "\(trickledStatuses)")
                 let trickled = try #require(delivered.first { $0.position == 2 }?.at)
                 let next = try #require(delivered.first { $0.position == 4 }?.at)
                 #expect(next - trickled < 60, "t's next change waited \(next - trickled) s for a trickled body")

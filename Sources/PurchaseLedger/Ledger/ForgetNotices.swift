@@ -20,13 +20,51 @@ public struct ForgetNotice: Sendable, Hashable {
     }
 }
 
-/// Hands each forget to every subscriber, and counts them: a component that only needs to know
-/// whether a forget happened since it last looked compares `generation`.
+/// The forgets from the moment it was made, kept until taken. Each is in the mailbox before
+/// `Ledger.forgetGeneration` moves: a component that takes its mail whenever it is asked for
+/// something never answers with a name that a forget, as far as its asker can know, renamed.
+/// (A stream of notices cannot promise that: its reader may not have run yet.)
+public final class ForgetMailbox: Sendable {
+    private let pending = Mutex<[ForgetNotice]>([])
+    /// Wakes a component that renames what it holds without waiting to be asked; at most one
+    /// wake-up is kept, however many forgets came.
+    public let arrivals: AsyncStream<Void>
+    private let arrived: AsyncStream<Void>.Continuation
+
+    init() {
+        (arrivals, arrived) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    deinit {
+        arrived.finish()
+    }
+
+    fileprivate func deliver(_ notice: ForgetNotice) {
+        pending.withLock { $0.append(notice) }
+        arrived.yield()
+    }
+
+    /// The forgets not taken yet, oldest first; the mailbox is empty afterwards.
+    public func take() -> [ForgetNotice] {
+        pending.withLock { pending in
+            defer { pending.removeAll() }
+            return pending
+        }
+    }
+}
+
+/// Hands each forget to every subscriber and mailbox, and counts them: a component that only
+/// needs to know whether a forget happened since it last looked compares `generation`.
 final class ForgetNotices: Sendable {
+    private struct WeakMailbox {
+        weak var mailbox: ForgetMailbox?
+    }
+
     private struct State {
         var generation: UInt64 = 0
         var subscribers: [UInt64: AsyncStream<ForgetNotice>.Continuation] = [:]
         var nextSubscriber: UInt64 = 0
+        var mailboxes: [WeakMailbox] = []
     }
 
     private let state = Mutex(State())
@@ -37,10 +75,20 @@ final class ForgetNotices: Sendable {
     func publish(position: UInt64, renames: [Forgetting.Rename]) {
         let notice = ForgetNotice(position: position, renames: renames.map { ForgetNotice.Rename(old: $0.old, new: $0.new) })
         let subscribers = state.withLock { state in
+            // The mail first: whoever sees the generation move finds the notice in every mailbox.
+            state.mailboxes.removeAll { $0.mailbox == nil }
+            for box in state.mailboxes { box.mailbox?.deliver(notice) }
             state.generation += 1
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers { subscriber.yield(notice) }
+    }
+
+    /// A mailbox for the forgets from now on, until it is dropped.
+    func mailbox() -> ForgetMailbox {
+        let mailbox = ForgetMailbox()
+        state.withLock { $0.mailboxes.append(WeakMailbox(mailbox: mailbox)) }
+        return mailbox
     }
 
     /// The forgets from now on, until the stream is dropped.
@@ -64,6 +112,13 @@ extension Ledger {
     /// names of its own (a feed's window, a queue of deliveries, an audit file).
     public func forgets() -> AsyncStream<ForgetNotice> {
         live.forgets.stream()
+    }
+
+    /// A mailbox for the forgets this process learns of from now on: each is in it before
+    /// `forgetGeneration` moves (`ForgetMailbox`). For a component that must never answer with
+    /// a name a forget renamed once its asker could know of the forget (the feed's window).
+    public func forgetMailbox() -> ForgetMailbox {
+        live.forgets.mailbox()
     }
 
     /// How many forgets this process learned of: compared before writing out what was read

@@ -30,8 +30,12 @@ public actor ChangeFeedHub: Service {
     private(set) var catchUpsStarted = 0
     /// The forgets whose `forgotten` record the hub's own derivation may not have passed yet,
     /// by position: a change it keeps from before one is renamed as it is kept. (The window is
-    /// renamed when the forget is told, `forget(_:)`.)
+    /// renamed when the forget is taken from `forgets`, `forget(_:)`.)
     private var recentForgets: [(position: UInt64, names: [UTF8Key: String])] = []
+    /// The forgets not applied yet: taken at every reader's request and every change kept, so
+    /// that a reader who knows of a forget (`Ledger.forgetGeneration` moved) is never answered
+    /// from a window that still names the old names.
+    private nonisolated let forgets: ForgetMailbox
 
     /// The expensive reads' slots (`ExpensiveReads`), shared with the server's other hubs and
     /// routes: a reader behind what is kept derives in one, or is told the server is busy.
@@ -53,6 +57,7 @@ public actor ChangeFeedHub: Service {
         self.reads = ExpensiveReads(limit: expensiveReads)
         self.catchUpEvents = max(1, catchUpEvents)
         self.logger = logger
+        self.forgets = ledger.forgetMailbox()
     }
 
     init(
@@ -66,6 +71,7 @@ public actor ChangeFeedHub: Service {
         self.reads = reads
         self.catchUpEvents = max(1, catchUpEvents)
         self.logger = logger
+        self.forgets = ledger.forgetMailbox()
     }
 
     /// A reader behind what is kept found no free slot for its derivation (`ExpensiveReads`).
@@ -77,7 +83,8 @@ public actor ChangeFeedHub: Service {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await self.follow() }
                 group.addTask {
-                    for await notice in self.ledger.forgets() { await self.forget(notice) }
+                    // Renamed at once, not only at the next request: the window holds no old name longer.
+                    for await _ in self.forgets.arrivals { await self.takeForgets() }
                 }
                 try await group.next()
                 group.cancelAll()
@@ -85,11 +92,16 @@ public actor ChangeFeedHub: Service {
         }
     }
 
+    /// Applies the forgets not applied yet, oldest first.
+    private func takeForgets() {
+        for notice in forgets.take() { forget(notice) }
+    }
+
     /// A forget: the kept changes that name a renamed name are renamed (their cursors too,
     /// which may move them among the others: kept in cursor order again), and the parked
     /// derivations dropped (what they read ahead named the old names). Readers' cursors that
     /// name a renamed account are lowered when they ask (`changes(after:…)`).
-    func forget(_ notice: ForgetNotice) {
+    private func forget(_ notice: ForgetNotice) {
         let names = notice.newNames
         guard !names.isEmpty else { return }
         recentForgets.append((notice.position, names))
@@ -154,6 +166,7 @@ public actor ChangeFeedHub: Service {
     }
 
     private func keep(_ change: LedgerChange) {
+        takeForgets()
         recent.append(recentForgets.isEmpty ? change : renamedByForgets(change))
         if recent.count > capacity * 2 {
             // Dropped in halves, so that keeping one change costs O(1) on average.
@@ -188,6 +201,7 @@ public actor ChangeFeedHub: Service {
         from cursor: FeedCursor, limit: Int, wait: Duration, clientLeft: @escaping @Sendable () -> Bool
     ) async throws -> (changes: [LedgerChange], next: FeedCursor) {
         guard let found = await kept(after: cursor, limit: limit, wait: wait) else {
+            takeForgets()
             dropStaleCatchUps()
             guard let slot = reads.tryAcquire() else { throw Busy() }
             let parked = parkedCatchUps.removeValue(forKey: cursor)?.changes
@@ -239,11 +253,13 @@ public actor ChangeFeedHub: Service {
     /// The kept changes after `cursor`, at most `limit`, waiting up to `wait` when there is none
     /// yet; nil when some change after `cursor` is no longer kept.
     func kept(after cursor: FeedCursor, limit: Int, wait: Duration) async -> [LedgerChange]? {
+        takeForgets()
         guard cursor >= retainedAfter else { return nil }
         var found = available(after: cursor, limit: limit)
         if found.isEmpty, wait > .zero {
             await waitForChange(timeout: wait)
             // A burst during the wait may have pushed the cursor out of what is kept.
+            takeForgets()
             guard cursor >= retainedAfter else { return nil }
             found = available(after: cursor, limit: limit)
         }

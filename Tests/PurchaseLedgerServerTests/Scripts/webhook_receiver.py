@@ -4,7 +4,8 @@ request, in RECORD. RULES (JSON, read at each request) says which deliveries to 
 {"failPositions": [5]} answers 500 to every attempt at the changes of those positions, and
 {"flakyAccounts": {"fl": 2}} to the first two attempts at each change of account fl.
 Misbehaving on purpose, for the first N attempts at each change of an account:
-{"hangAccounts": {"h": N}} reads the request and never answers (for a minute);
+{"hangAccounts": {"h": N}} reads the request and never answers (for a minute), before any
+other rule;
 {"trickleAccounts": {"t": N}} answers 200 with a body of 1,000 bytes sent a byte every
 200 ms; {"slowAccounts": {"s": SECONDS}} answers 204 after SECONDS (every attempt).
 A request whose body ends before its Content-Length (its sender gone) is recorded as cut, not as
@@ -60,7 +61,8 @@ class Handler(BaseHTTPRequestHandler):
                   or attempt <= rules.get("flakyAccounts", {}).get(account, 0))
         hang = attempt <= rules.get("hangAccounts", {}).get(account, 0)
         trickle = attempt <= rules.get("trickleAccounts", {}).get(account, 0)
-        status = 500 if refuse else 0 if hang else 200 if trickle else 204
+        # A hanging attempt is recorded as one (status 0) whatever else the rules say of it.
+        status = 0 if hang else 500 if refuse else 200 if trickle else 204
         record({"id": payload["id"], "webhookId": headers["webhook-id"], "account": account,
                 "position": payload["position"], "attempt": attempt, "status": status,
                 "body": body.decode("utf-8"), "at": time.time()})
