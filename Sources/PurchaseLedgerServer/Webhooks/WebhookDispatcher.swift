@@ -228,6 +228,8 @@ actor WebhookDispatcher {
     /// Reads the endpoint's feed from its checkpoint and hands each change to its account's
     /// worker, at most `window` ahead of the oldest not yet done.
     private func deliver() async throws {
+        // Before anything is read: a forget after this reading ends the session, whatever it read.
+        generation = ledger.forgetGeneration
         let key = WebhookState.progressKey(endpoint.name)
         let progress = try WebhookState.decode(WebhookState.Progress.self, try ledger.feedState(key), key: key) ?? .start
         guard let start = FeedCursor(progress.checkpoint) else {
@@ -239,7 +241,6 @@ actor WebhookDispatcher {
         outstanding = []
         queues = [:]
         progressMoved = false
-        generation = ledger.forgetGeneration
         let parkedPrefix = WebhookState.parkedPrefix(endpoint.name)
         let parked = Set(try ledger.feedStates(prefix: parkedPrefix).map(\.key))
         // A child's failure (the storage, say) cancels the session, which starts again from
