@@ -55,6 +55,9 @@ public struct AppStoreNotificationHandler: Sendable {
     /// recorded), and storage errors (Apple retries: the event ids make the retry safe).
     /// `auditing` false (attribution) writes nothing to the audit file: the caller keeps the line.
     package func handle(signedPayload: String, logger: Logger, auditing: Bool = true) async throws -> Handled {
+        // The forgets from now on: a line for the audit file that names a customer forgotten
+        // while this notification was handled is not written (the forget may have cleared the file).
+        let forgets = ledger.forgetMailbox()
         let notification = try await verifier.verifyNotification(signedPayload)
         // What a notification carries is of its environment: never a sandbox transaction in a
         // production notification.
@@ -95,13 +98,13 @@ public struct AppStoreNotificationHandler: Sendable {
                 }
             }
             if let first = refused.first, auditing {
-                try unattributed.record(notification, transaction: transaction, reason: first.message, signedPayload: signedPayload)
+                try unattributed.record(notification, transaction: transaction, reason: first.message, signedPayload: signedPayload, forgetsSince: forgets)
                 logger.warning("a store report the ledger refused recorded for audit", metadata: ["file": "\(unattributed.path)"])
             }
             return Handled(notification: notification, action: recording.action, outcomes: outcomes)
         case .unattributed(let reason):
             guard auditing else { return Handled(notification: notification, action: .unattributed, outcomes: []) }
-            try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
+            try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload, forgetsSince: forgets)
             logger.warning("notification recorded without an account", metadata: ["reason": LogSafe.metadata(reason), "file": "\(unattributed.path)"])
             return Handled(notification: notification, action: .unattributed, outcomes: [])
         case .ignored(let reason):
@@ -110,7 +113,7 @@ public struct AppStoreNotificationHandler: Sendable {
         case .refused(let reason):
             // Verified, yet undatable: kept for audit like a report the ledger refused.
             if auditing {
-                try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload)
+                try unattributed.record(notification, transaction: transaction, reason: reason, signedPayload: signedPayload, forgetsSince: forgets)
             }
             logger.warning("notification refused", metadata: ["reason": LogSafe.metadata(reason)])
             return Handled(notification: notification, action: .refused, outcomes: [])

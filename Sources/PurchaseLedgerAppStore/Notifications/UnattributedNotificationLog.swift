@@ -25,7 +25,14 @@ public final class UnattributedNotificationLog: Sendable {
         self.path = path
     }
 
-    func record(_ notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?, reason: String, signedPayload: String) throws {
+    /// Appends the notification's line, unless a forget in `forgetsSince` (taken when the
+    /// notification came in) names a name the line holds: that forget may have cleared the file
+    /// already, and nothing written after it may name its customer. Whether it was written.
+    @discardableResult
+    func record(
+        _ notification: AppStoreNotificationPayload, transaction: AppStoreTransactionPayload?, reason: String, signedPayload: String,
+        forgetsSince: ForgetMailbox? = nil
+    ) throws -> Bool {
         var line = "{\"receivedAt\": \(JSONString.quoted(ISO8601DateFormatter().string(from: Date())))"
         line += ", \"notificationUUID\": \(JSONString.quoted(notification.notificationUUID))"
         line += ", \"notificationType\": \(JSONString.quoted(notification.notificationType))"
@@ -35,7 +42,15 @@ public final class UnattributedNotificationLog: Sendable {
         if let product = transaction?.productId { line += ", \"productId\": \(JSONString.quoted(product))" }
         line += ", \"reason\": \(JSONString.quoted(reason))"
         line += ", \"signedPayload\": \(JSONString.quoted(signedPayload))}\n"
-        try lock.withLock { _ in try withFileLock { try append(Array(line.utf8)) } }
+        return try lock.withLock { _ in
+            try withFileLock {
+                // Under the lock a forget's clearing takes too: it is either done, and in the mail, or waits for this line.
+                let forgotten = Set((forgetsSince?.take() ?? []).flatMap(\.renames).map { $0.old.lowercased() }.filter { !$0.isEmpty })
+                if !forgotten.isEmpty, Self.names(forgotten, in: line) { return false }
+                try append(Array(line.utf8))
+                return true
+            }
+        }
     }
 
     /// Where the processes sharing the file take turns.

@@ -104,8 +104,8 @@ public actor ChangeFeedHub: Service {
     private func forget(_ notice: ForgetNotice) {
         let names = notice.newNames
         guard !names.isEmpty else { return }
+        // Kept until the derivation passes the forget (`keep`), however many come meanwhile.
         recentForgets.append((notice.position, names))
-        if recentForgets.count > 64 { recentForgets.removeFirst(recentForgets.count - 64) }
         var renamed = false
         for index in recent.indices {
             if let change = recent[index].renaming(names) {
@@ -168,6 +168,8 @@ public actor ChangeFeedHub: Service {
     private func keep(_ change: LedgerChange) {
         takeForgets()
         recent.append(recentForgets.isEmpty ? change : renamedByForgets(change))
+        // A change at or after a forget's record comes from a state that applied it: its renames are done with.
+        if !recentForgets.isEmpty { recentForgets.removeAll { $0.position <= change.position } }
         if recent.count > capacity * 2 {
             // Dropped in halves, so that keeping one change costs O(1) on average.
             let dropped = recent.count - capacity
@@ -207,6 +209,7 @@ public actor ChangeFeedHub: Service {
             let parked = parkedCatchUps.removeValue(forKey: cursor)?.changes
             if parked == nil { catchUpsStarted += 1 }
             let (ledger, excluded, budget) = (self.ledger, self.excluded, catchUpEvents)
+            let generation = ledger.forgetGeneration
             let (changes, catchUp, next) = try await ExpensiveReads.run(in: slot, until: clientLeft) {
                 var catchUp = parked ?? ledger.changes(after: cursor, follow: false, excluding: excluded).makeAsyncIterator()
                 let start = catchUp.eventsDerived
@@ -229,8 +232,9 @@ public actor ChangeFeedHub: Service {
                 }
                 return (changes, catchUp, next)
             }
-            // More to read: the reader asks from `next`, where this derivation waits for it.
-            if let catchUp { park(catchUp, at: next) }
+            // More to read: the reader asks from `next`, where this derivation waits for it;
+            // unless a forget came meanwhile (its state names the old names).
+            if let catchUp, ledger.forgetGeneration == generation { park(catchUp, at: next) }
             return (changes, next)
         }
         return (found, found.last?.cursor ?? cursor)

@@ -228,7 +228,9 @@ actor WebhookDispatcher {
     /// Reads the endpoint's feed from its checkpoint and hands each change to its account's
     /// worker, at most `window` ahead of the oldest not yet done.
     private func deliver() async throws {
-        // Before anything is read: a forget after this reading ends the session, whatever it read.
+        // Before anything is read: a forget after this reading ends the session, whatever it
+        // read (the stream first, so that no forget falls between the two).
+        let forgets = ledger.forgets()
         generation = ledger.forgetGeneration
         let key = WebhookState.progressKey(endpoint.name)
         let progress = try WebhookState.decode(WebhookState.Progress.self, try ledger.feedState(key), key: key) ?? .start
@@ -262,7 +264,7 @@ actor WebhookDispatcher {
                 }
             }
             group.addTask {
-                for await _ in self.ledger.forgets() { throw ForgetRestart() }
+                for await _ in forgets { throw ForgetRestart() }
             }
             group.addTask {
                 defer { starting.finish() }
@@ -441,12 +443,16 @@ actor WebhookDispatcher {
         }
     }
 
-    /// A write of this endpoint's state, made only while this server holds the lease (checked
-    /// in the same transaction): a server that lost it never overwrites the new holder's.
+    /// A write of this endpoint's state, made only while this server holds the lease and no
+    /// forget happened since the session began (both checked in the same transaction): a server
+    /// that lost the lease never overwrites the new holder's, and a session never stores back a
+    /// name a forget renamed in the stored state. (A forget of this process moves the generation
+    /// on the writer, between transactions; another process's is read at the start of this one.)
     private func fencedUpdate(_ body: @escaping @Sendable (FeedStateTransaction) throws -> Void) async throws {
         let key = WebhookState.leaseKey(endpoint.name)
-        let holder = self.holder
+        let (holder, generation, ledger) = (self.holder, self.generation, self.ledger)
         try await ledger.updateFeedState { state in
+            guard ledger.forgetGeneration == generation else { throw ForgetRestart() }
             guard try WebhookState.decode(WebhookState.Lease.self, try state.value(key), key: key)?.holder == holder else {
                 throw LeaseEnd.takenByAnother
             }
