@@ -1,4 +1,7 @@
 import Foundation
+import LedgerTestSupport
+import PurchaseLedger
+import PurchaseLedgerLMDB
 @testable import PurchaseLedgerAppStore
 import Testing
 
@@ -50,5 +53,31 @@ struct UnattributedForgetTests {
         #expect(removed == hers.count)
         let left = try String(contentsOfFile: log.path, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(left == others)
+    }
+
+    /// A notification handled while its customer is forgotten: the forget may have cleared the
+    /// audit file before the notification's line is written, so the line is not written when it
+    /// names a name a forget since the notification came in renamed (a review found the line
+    /// written after the clearing). Others' lines are written as before.
+    @Test func aLineNamingACustomerForgottenMeanwhileIsNotWritten() async throws {
+        try await withTemporaryDirectory { directory in
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: serverTestCatalog)
+            _ = try await ledger.append(contentsOf: [
+                .paymentAdded(id: "a1", account: "acct-42", at: .now(), payment: "p1", product: "com.example.tenhints"),
+            ])
+            let log = UnattributedNotificationLog(path: directory + "/unattributed-notifications.jsonl")
+            let notification = try JSONDecoder().decode(AppStoreNotificationPayload.self, from: Data(
+                #"{"notificationType": "ONE_TIME_CHARGE", "notificationUUID": "5b3f0c2a-0000-4000-8000-000000000042"}"#.utf8))
+            let forgetsSince = ledger.forgetMailbox()
+            #expect(try await ledger.forget("acct-42", requestedBy: "test") != nil)
+            let hers = try log.record(
+                notification, transaction: nil, reason: "transaction 9 is held by account \"acct-42\"", signedPayload: "x.y.z", forgetsSince: forgetsSince)
+            let others = try log.record(
+                notification, transaction: nil, reason: "transaction 8 is held by account \"acct-7\"", signedPayload: "x.y.z", forgetsSince: forgetsSince)
+            #expect(!hers && others)
+            let written = try String(contentsOfFile: log.path, encoding: .utf8)
+            #expect(!written.contains("acct-42") && written.contains("acct-7"))
+            await ledger.close()
+        }
     }
 }
