@@ -298,26 +298,27 @@ struct ChangeDeriver {
 /// rescheduled: a stale one is dropped when it reaches the top.
 struct DueInstants {
     private var byAccount: [UTF8Key: Timestamp] = [:]
-    private var heap: [(instant: Timestamp, account: UTF8Key)] = []
+    private var heap = Heap<(instant: Timestamp, account: UTF8Key)> { a, b in
+        a.instant != b.instant ? a.instant < b.instant : a.account < b.account
+    }
 
     var earliest: Timestamp? {
         mutating get {
             dropStale()
-            return heap.first?.instant
+            return heap.top?.instant
         }
     }
 
     mutating func first(notAfter time: Timestamp) -> (Timestamp, UTF8Key)? {
         dropStale()
-        guard let top = heap.first, top.instant <= time else { return nil }
+        guard let top = heap.top, top.instant <= time else { return nil }
         return (top.instant, top.account)
     }
 
     mutating func schedule(_ account: UTF8Key, at instant: Timestamp) {
         guard byAccount[account] != instant else { return }
         byAccount[account] = instant
-        heap.append((instant, account))
-        siftUp(heap.count - 1)
+        heap.push((instant, account))
     }
 
     mutating func remove(_ account: UTF8Key) {
@@ -332,37 +333,8 @@ struct DueInstants {
     }
 
     private mutating func dropStale() {
-        while let top = heap.first, byAccount[top.account] != top.instant {
-            popTop()
-        }
-    }
-
-    private static func precedes(_ a: (instant: Timestamp, account: UTF8Key), _ b: (instant: Timestamp, account: UTF8Key)) -> Bool {
-        a.instant != b.instant ? a.instant < b.instant : a.account < b.account
-    }
-
-    private mutating func popTop() {
-        heap.swapAt(0, heap.count - 1)
-        heap.removeLast()
-        var index = 0
-        while true {
-            let (left, right) = (2 * index + 1, 2 * index + 2)
-            var smallest = index
-            if left < heap.count, Self.precedes(heap[left], heap[smallest]) { smallest = left }
-            if right < heap.count, Self.precedes(heap[right], heap[smallest]) { smallest = right }
-            guard smallest != index else { return }
-            heap.swapAt(index, smallest)
-            index = smallest
-        }
-    }
-
-    private mutating func siftUp(_ start: Int) {
-        var index = start
-        while index > 0 {
-            let parent = (index - 1) / 2
-            guard Self.precedes(heap[index], heap[parent]) else { return }
-            heap.swapAt(index, parent)
-            index = parent
+        while let top = heap.top, byAccount[top.account] != top.instant {
+            heap.pop()
         }
     }
 }

@@ -95,7 +95,7 @@ struct GrantSweep {
         /// Indexes of `records` by start.
         let byStart: [Int]
         var next = 0
-        var started: Heap
+        var started: Heap<Int>
 
         init(records: [StoreTransactionRecord]) {
             self.records = records
@@ -127,8 +127,8 @@ struct GrantSweep {
         var nextUpgrade = 0
         var upgraded: [Bool]
         var started: [Bool]
-        var current: Heap
-        var upgradedAway: Heap
+        var current: Heap<Int>
+        var upgradedAway: Heap<Int>
 
         init(group: SubscriptionGroup) {
             self.group = group
@@ -137,7 +137,7 @@ struct GrantSweep {
             byUpgrade = records.indices.filter { group.upgradedAt[$0] != nil }.sorted { group.upgradedAt[$0]! < group.upgradedAt[$1]! }
             upgraded = Array(repeating: false, count: records.count)
             started = Array(repeating: false, count: records.count)
-            let later: (Int, Int) -> Bool = { group.isLater($0, than: $1, ignoringUpgrades: true) }
+            let later: @Sendable (Int, Int) -> Bool = { group.isLater($0, than: $1, ignoringUpgrades: true) }
             current = Heap(precedes: later)
             upgradedAway = Heap(precedes: later)
         }
@@ -157,45 +157,6 @@ struct GrantSweep {
             }
             while let top = current.top, upgraded[top] { current.pop() }
             return current.top ?? upgradedAway.top
-        }
-    }
-}
-
-/// A binary max-heap of indexes, ordered by `precedes` (the greatest first).
-struct Heap {
-    private var items: [Int] = []
-    private let precedes: (Int, Int) -> Bool
-
-    init(precedes: @escaping (Int, Int) -> Bool) {
-        self.precedes = precedes
-    }
-
-    var top: Int? { items.first }
-
-    mutating func push(_ item: Int) {
-        items.append(item)
-        var index = items.count - 1
-        while index > 0 {
-            let parent = (index - 1) / 2
-            guard precedes(items[index], items[parent]) else { return }
-            items.swapAt(index, parent)
-            index = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var index = 0
-        while true {
-            let (left, right) = (2 * index + 1, 2 * index + 2)
-            var best = index
-            if left < items.count, precedes(items[left], items[best]) { best = left }
-            if right < items.count, precedes(items[right], items[best]) { best = right }
-            guard best != index else { return }
-            items.swapAt(index, best)
-            index = best
         }
     }
 }
