@@ -1,6 +1,8 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import PurchaseLedger
+import PurchaseLedgerLocation
 import LedgerTestSupport
 
 /// Named entitlements: "does this customer have *pro*?" answered from the catalog's names, each
@@ -193,6 +195,36 @@ struct NamedEntitlementTests {
             #expect(ended.projection.namedEntitlements.allSatisfy { !$0.isActive })
             let again = try await ChangeFeedTests.collect(ledger.changes(follow: false)) { _ in false }
             #expect(again.map(\.json) == changes.map(\.json))
+        }
+    }
+
+    /// A follower of the feed (the server's hub) derives what a derivation started later
+    /// derives when, while it follows, another process on the shared storage records a catalog
+    /// that names one entitlement more: the changes after it are judged with it (the follower
+    /// read the catalogs again only when an event named a product it lacked).
+    @Test(.enabled(if: Backend.postgresURL != nil, "shared storage: PostgreSQL (tools/test starts a cluster)"))
+    func aFollowerJudgesWithTheCatalogAnotherProcessRecorded() async throws {
+        try await withLedger(on: .postgres, catalog: Self.catalog) { first, location in
+            _ = try await first.append(contentsOf: [Self.report("r1", "t1", "pro.lifetime", from: 1, until: nil, signed: 1)])
+            let followed = Mutex<[LedgerChange]>([])
+            let follower = Task {
+                for try await change in first.changes(follow: true) {
+                    if followed.withLock({ $0.append(change); return $0.count }) == 2 { return }
+                }
+            }
+            defer { follower.cancel() }
+            try await withTimeout(.seconds(60)) { while followed.withLock({ $0.count }) < 1 { try await Task.sleep(for: .milliseconds(10)) } }
+            let grown = try Catalog(
+                products: Self.catalog.products, entitlements: Self.catalog.entitlements + [.init(id: "forever", products: ["pro.lifetime"])])
+            let second = try Ledger.open(location: location, catalog: grown, configuration: .testing)
+            _ = try await second.append(contentsOf: [Self.report("r2", "t2", "pro.monthly", from: 2, until: 400, signed: 2)])
+            try await withTimeout(.seconds(60)) { while followed.withLock({ $0.count }) < 2 { try await Task.sleep(for: .milliseconds(10)) } }
+            let (before, after) = followed.withLock { ($0.first, $0.last) }
+            let derived = try await ChangeFeedTests.collect(second.changes(follow: false)) { _ in false }
+            await second.close()
+            #expect(derived.count == 2)
+            #expect([before?.json, after?.json] == derived.map(\.json))
+            #expect(after?.projection.namedEntitlements.map(\.name) == ["pro", "lifetime", "forever"])
         }
     }
 }

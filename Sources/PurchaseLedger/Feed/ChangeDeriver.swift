@@ -36,6 +36,9 @@ struct ChangeDeriver {
     /// deriving again gives the same bytes however the catalog grew since. Read at the first
     /// reading, and again when an event names a product the catalog read lacks.
     private var entitlementHistory: [(effectiveFrom: UInt64, entitlements: [Catalog.Entitlement])]?
+    /// The catalogs as recorded when `entitlementHistory` was read: another recorded since
+    /// (by another process on shared storage) is read when `refreshCatalogs` is shown it.
+    private var recordedCatalogs: [(effectiveFrom: UInt64, json: [UInt8])] = []
     /// The last position applied: a catalog that changes the named entitlements taking effect
     /// after it empties `projections` (each "before" is then judged with the definitions in
     /// force, as a derivation started anywhere judges it).
@@ -81,7 +84,9 @@ struct ChangeDeriver {
     /// its position, in order) and hands each change to `emit`; at most `maximumEvents` of them
     /// a call. Returns true once the reading is followed whole; false when it stopped within it
     /// (a commit of many events, an import's), where the next call, with the same reading,
-    /// goes on: so that a bounded read stops within a commit, and a cancelled one soon.
+    /// goes on: so that a bounded read stops within a commit, and a cancelled one soon. After a
+    /// throw the deriver is spent (a reading may be half applied): `LedgerChanges` never calls
+    /// it again.
     @discardableResult
     mutating func advance(
         to reading: ClockReading, log: LogReader, maximumEvents: Int = .max, emit: (LedgerChange) throws -> Void
@@ -274,7 +279,20 @@ struct ChangeDeriver {
         return false
     }
 
+    /// Reads the catalogs again when one was recorded since they were read: another process
+    /// on shared storage, opened with a catalog that names more, records it while this one
+    /// follows, and the changes after it are judged with it, as a derivation started later
+    /// judges them. (Without this a follower read them again only when an event named a
+    /// product it lacked.)
+    mutating func refreshCatalogs(recorded: [(effectiveFrom: UInt64, json: [UInt8])], log: LogReader) throws {
+        guard entitlementHistory != nil else { return }
+        guard !recorded.elementsEqual(recordedCatalogs, by: { $0.effectiveFrom == $1.effectiveFrom && $0.json == $1.json }) else { return }
+        if let newest = try log.currentCatalog() { catalog = newest }
+        try readEntitlements(from: log)
+    }
+
     private mutating func readEntitlements(from log: LogReader) throws {
+        recordedCatalogs = try log.storage.read { try $0.catalogs() }
         let history = try log.catalogHistory().map { ($0.effectiveFrom, $0.catalog.entitlements) }
         // Projections judged with other definitions are not a "before" any more.
         if let known = entitlementHistory, !known.elementsEqual(history, by: { $0.0 == $1.0 && $0.1 == $1.1 }) {
@@ -329,7 +347,8 @@ struct DueInstants {
     mutating func rename(_ account: UTF8Key, to new: UTF8Key) {
         guard let instant = byAccount[account] else { return }
         remove(account)
-        schedule(new, at: instant)
+        // A new name is new to the ledger; were it due already, the earlier instant would hold.
+        schedule(new, at: byAccount[new].map { min($0, instant) } ?? instant)
     }
 
     private mutating func dropStale() {

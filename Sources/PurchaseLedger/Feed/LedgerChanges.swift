@@ -42,6 +42,9 @@ public struct LedgerChanges: AsyncSequence, Sendable {
         var projectionsBuilt: Int { deriver?.projectionsBuilt ?? 0 }
         /// The clock readings read and not yet followed whole, the next first.
         private var readings: [ClockReading] = []
+        /// What ended the derivation: a fill that throws may leave a reading half applied and
+        /// its changes so far dropped, so the iterator throws it again rather than go on.
+        private var failure: (any Error)?
 
         init(feed: LedgerChanges) {
             self.feed = feed
@@ -85,6 +88,16 @@ public struct LedgerChanges: AsyncSequence, Sendable {
         /// Derives the next readings' changes into the buffer, applying at most `maximumEvents`
         /// of the log's events; false at the end when not following.
         private mutating func fill(maximumEvents: Int = eventsAFill) async throws -> Bool {
+            if let failure { throw failure }
+            do {
+                return try await fillOnce(maximumEvents: maximumEvents)
+            } catch {
+                failure = error
+                throw error
+            }
+        }
+
+        private mutating func fillOnce(maximumEvents: Int) async throws -> Bool {
             try Task.checkCancellation()
             let log = LogReader(storage: feed.storage)
             if deriver == nil {
@@ -99,7 +112,14 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 deriver!.silentThrough = feed.after
             }
             if readings.isEmpty {
-                readings = try feed.storage.read { [last = deriver!.lastReading] in try $0.clockReadings(after: last, limit: 4) }
+                // And the catalogs, in the same reading of the storage: one recorded meanwhile (by
+                // another process) governs some of them, and it is recorded before the events it governs.
+                let catalogs: [(effectiveFrom: UInt64, json: [UInt8])]?
+                (readings, catalogs) = try feed.storage.read { [last = deriver!.lastReading] reader in
+                    let readings = try reader.clockReadings(after: last, limit: 4)
+                    return (readings, readings.isEmpty ? nil : try reader.catalogs())
+                }
+                if let catalogs { try deriver!.refreshCatalogs(recorded: catalogs, log: log) }
             }
             guard !readings.isEmpty else {
                 guard feed.follow else { return false }
