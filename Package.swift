@@ -70,6 +70,8 @@ let package = Package(
             name: "PurchaseLedger",
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
+                // SHA-256 and Ed25519 for the log's Merkle tree and its signed checkpoints.
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),
