@@ -64,6 +64,11 @@ public enum MerkleTree {
     public struct Subtree: Hashable, Sendable {
         public let level: Int
         public let index: UInt64
+
+        public init(level: Int, index: UInt64) {
+            self.level = level
+            self.index = index
+        }
     }
 
     /// The subtrees the leaf at `leafIndex` completes, its own first, each with its hash:
