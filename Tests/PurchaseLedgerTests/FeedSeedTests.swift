@@ -88,18 +88,7 @@ struct FeedSeedTests {
     /// after the cursor, and finds what a derivation of every change finds there.
     @Test func changesBeforeTheCursorAreNotJudged() async throws {
         try await withLedger(on: .lmdb) { ledger, _ in
-            let product = OrderIndependenceTests.subscription
-            let start: Int64 = 1_767_225_600
-            var events: [Event] = []
-            for index in 0..<600 {
-                let bought = Timestamp(seconds: start + Int64(index) * 3_600)
-                events.append(.storeTransaction(id: "r\(index)", account: "long", signedAt: bought, StoreTransaction(
-                    transaction: "\(10_000 + index)", originalTransaction: "10000", product: product, purchasedAt: bought,
-                    expiresAt: Timestamp(seconds: bought.seconds + 3_000), environment: .sandbox)))
-            }
-            for chunk in stride(from: 0, to: events.count, by: 300) {
-                for result in try await ledger.append(contentsOf: Array(events[chunk..<min(chunk + 300, events.count)])) { _ = try result.get() }
-            }
+            try await LongSubscriber.append(LongSubscriber.renewals(600), to: ledger, chunk: 300)
             var everything = ledger.changes(after: .start, follow: false).makeAsyncIterator()
             var whole: [LedgerChange] = []
             while let change = try await everything.next() { whole.append(change) }

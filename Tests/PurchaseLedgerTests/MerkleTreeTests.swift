@@ -131,4 +131,15 @@ struct MerkleTreeTests {
             }
         }
     }
+
+    /// Sizes and indices out of range are refused with an error, never a trap: a client names them.
+    @Test func aProofOutOfRangeIsRefused() throws {
+        let store = Store()
+        for index in 0..<5 { try store.append([UInt8(index)]) }
+        #expect(throws: MerkleTree.OutOfRange.self) { try MerkleTree.inclusionProof(index: 5, size: 5, reading: store) }
+        #expect(throws: MerkleTree.OutOfRange.self) { try MerkleTree.inclusionProof(index: 0, size: 0, reading: store) }
+        #expect(throws: MerkleTree.OutOfRange.self) { try MerkleTree.consistencyProof(from: 0, to: 5, reading: store) }
+        #expect(throws: MerkleTree.OutOfRange.self) { try MerkleTree.consistencyProof(from: 5, to: 4, reading: store) }
+        #expect(try MerkleTree.consistencyProof(from: 5, to: 5, reading: store).isEmpty)
+    }
 }

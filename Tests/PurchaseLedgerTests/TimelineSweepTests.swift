@@ -40,19 +40,8 @@ struct TimelineSweepTests {
     /// client left), it stops with `CancellationError` instead of holding its slot to the end.
     @Test func aCancelledTimelineStops() async throws {
         try await withLedger(on: .lmdb) { ledger, _ in
-            let product = OrderIndependenceTests.subscription
-            let start: Int64 = 1_767_225_600
             let renewals = 1_500
-            var events: [Event] = []
-            for index in 0..<renewals {
-                let bought = Timestamp(seconds: start + Int64(index) * 3_600)
-                events.append(.storeTransaction(id: "r\(index)", account: "long", signedAt: bought, StoreTransaction(
-                    transaction: "\(10_000 + index)", originalTransaction: "10000", product: product, purchasedAt: bought,
-                    expiresAt: Timestamp(seconds: bought.seconds + 3_000), environment: .sandbox)))
-            }
-            for chunk in stride(from: 0, to: events.count, by: 500) {
-                for result in try await ledger.append(contentsOf: Array(events[chunk..<min(chunk + 500, events.count)])) { _ = try result.get() }
-            }
+            try await LongSubscriber.append(LongSubscriber.renewals(renewals), to: ledger, chunk: 500)
             let whole = try #require(try ledger.projectionAndPosition(of: "long", timeline: true).projection?.timeline)
             #expect(whole.first?.intervals.count == renewals, "each renewal is an interval: an hour's gap after each")
 

@@ -60,6 +60,11 @@ public protocol MerkleHashReader {
 /// The RFC 9162 tree over a log of `size` leaves, read from its stored subtrees: roots and
 /// proofs for any size up to it, each from O(log² n) stored hashes.
 public enum MerkleTree {
+    /// Sizes or an index a proof cannot be made for (asked by a client: refused, never trapped).
+    public struct OutOfRange: Error, Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+    }
+
     /// A subtree of `2^level` leaves from leaf `index · 2^level`.
     public struct Subtree: Hashable, Sendable {
         public let level: Int
@@ -99,7 +104,8 @@ public enum MerkleTree {
     /// `end - start` (every range RFC 9162's recursions name is): the complete subtrees that
     /// tile it, largest first, folded from the right, as MTH splits at the largest power of two.
     static func rangeHash(_ start: UInt64, _ end: UInt64, _ stored: some MerkleHashReader) throws -> MerkleHash {
-        precondition(start < end)
+        // Callers pass non-empty ranges only (checked where a client's sizes come in).
+        assert(start < end)
         var tiles: [MerkleHash] = []
         var at = start
         while at < end {
@@ -120,7 +126,7 @@ public enum MerkleTree {
     /// The inclusion proof of leaf `index` in the tree of `size` leaves (RFC 9162 §2.1.3.1's
     /// PATH), leaf to root.
     public static func inclusionProof(index: UInt64, size: UInt64, reading stored: some MerkleHashReader) throws -> [MerkleHash] {
-        precondition(index < size, "a leaf of the tree")
+        guard index < size else { throw OutOfRange(description: "leaf \(index) is not in a tree of \(size) leaves") }
         var path: [MerkleHash] = []
         // PATH(m, D[start:end]), iteratively from the root; the siblings gathered root first.
         var (start, end, m) = (UInt64(0), size, index)
@@ -141,7 +147,9 @@ public enum MerkleTree {
     /// The consistency proof from the tree of `oldSize` leaves to the tree of `size` (RFC 9162
     /// §2.1.4.1's PROOF), 0 < oldSize ≤ size; none when they are equal.
     public static func consistencyProof(from oldSize: UInt64, to size: UInt64, reading stored: some MerkleHashReader) throws -> [MerkleHash] {
-        precondition(0 < oldSize && oldSize <= size, "a consistency proof is between two non-empty trees, the older no larger")
+        guard 0 < oldSize, oldSize <= size else {
+            throw OutOfRange(description: "a consistency proof is from 1 to \(size) leaves to \(size); \(oldSize) is not")
+        }
         var proof: [MerkleHash] = []
         // SUBPROOF(m, D[start:end], b), iteratively; the hashes gathered root first.
         var (start, end, m, whole) = (UInt64(0), size, oldSize, true)
