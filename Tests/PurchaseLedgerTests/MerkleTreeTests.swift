@@ -141,5 +141,48 @@ struct MerkleTreeTests {
         #expect(throws: MerkleTree.OutOfRange.self) { try MerkleTree.consistencyProof(from: 0, to: 5, reading: store) }
         #expect(throws: MerkleTree.OutOfRange.self) { try MerkleTree.consistencyProof(from: 5, to: 4, reading: store) }
         #expect(try MerkleTree.consistencyProof(from: 5, to: 5, reading: store).isEmpty)
+        #expect(throws: MerkleTree.OutOfRange.self) { try MerkleTree.completedSubtrees(appending: .empty, at: .max, reading: store) }
+        // A proof with a hash too many, or none where one is due, does not verify.
+        let root = try MerkleTree.root(size: 5, reading: store)
+        let path = try MerkleTree.inclusionProof(index: 2, size: 5, reading: store)
+        #expect(MerkleProofVerification.inclusion(leaf: store.leaves[2], index: 2, size: 5, path: path, root: root))
+        #expect(!MerkleProofVerification.inclusion(leaf: store.leaves[2], index: 2, size: 5, path: path + [root], root: root))
+        let old = try MerkleTree.root(size: 3, reading: store)
+        #expect(!MerkleProofVerification.consistency(oldSize: 3, oldRoot: old, size: 5, root: root, proof: []))
+        #expect(!MerkleProofVerification.consistency(oldSize: 5, oldRoot: root, size: 5, root: root, proof: [root]))
+    }
+
+    /// Sizes near 2^63 and 2^64: the proofs read only subtrees inside the tree, and verify.
+    /// Every leaf is the same, so every subtree of a level has one hash, which a store can give
+    /// for any of them without holding them.
+    @Test func proofsOfHugeTreesReadOnlyTheirSubtreesAndVerify() throws {
+        struct AllAlike: MerkleHashReader {
+            let size: UInt64
+            let levels: [MerkleHash]
+            init(size: UInt64) {
+                self.size = size
+                var levels = [MerkleHash.leaf([7])]
+                for _ in 1..<64 { levels.append(.node(levels.last!, levels.last!)) }
+                self.levels = levels
+            }
+            func hash(level: Int, index: UInt64) throws -> MerkleHash {
+                // Inside the tree: the subtree's last leaf is below its size.
+                guard level < 64, index < (size >> UInt64(level)) else { throw TestFailure("subtree \(level)/\(index) is outside a tree of \(size)") }
+                return levels[level]
+            }
+        }
+        for size in [(UInt64(1) << 63) - 1, 1 << 63, (1 << 63) + 1, .max - 1, .max] {
+            let store = AllAlike(size: size)
+            let root = try MerkleTree.root(size: size, reading: store)
+            for index in [0, size / 3, size - 2, size - 1] {
+                let proof = try MerkleTree.inclusionProof(index: index, size: size, reading: store)
+                #expect(MerkleProofVerification.inclusion(leaf: store.levels[0], index: index, size: size, path: proof, root: root), "\(index) of \(size)")
+            }
+            for old in [1, size / 2 + 1, size - 1] {
+                let proof = try MerkleTree.consistencyProof(from: old, to: size, reading: store)
+                let oldRoot = try MerkleTree.root(size: old, reading: store)
+                #expect(MerkleProofVerification.consistency(oldSize: old, oldRoot: oldRoot, size: size, root: root, proof: proof), "\(old) to \(size)")
+            }
+        }
     }
 }

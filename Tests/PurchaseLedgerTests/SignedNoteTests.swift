@@ -45,7 +45,39 @@ struct SignedNoteTests {
             Self.text + "\n" + Self.peterSignature + "Unexpected line.\n",
             Self.text + "\n" + String(repeating: Self.peterSignature, count: 101),
         ] {
-            #expect(throws: NoteError.self, "\(malformed)") { try SignedNote.open(String(malformed), verifier: peter) }
+            #expect("\(malformed)") { try SignedNote.open(String(malformed), verifier: peter) } throws: { ($0 as? NoteError)?.code == .malformedNote }
+        }
+    }
+
+    /// Where Go's `note.Open` accepts, this does, and where it refuses, this does (a review of
+    /// this code against note.go found each of these).
+    @Test func whatGoOpensOpensAndWhatItRefusesIsRefused() throws {
+        let peter = try NoteVerifier(text: Self.verifierKey)
+        // A repeat of a signer's line is skipped, even a bogus one after the good one.
+        let bogus = "\u{2014} PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAQ=\n"
+        #expect(try SignedNote.open(Self.text + "\n" + Self.peterSignature + bogus, verifier: peter) == Self.text)
+        #expect(try SignedNote.open(Self.text + "\n" + String(repeating: Self.peterSignature, count: 100), verifier: peter) == Self.text)
+        // The unused bits of base64's last character are ignored, as Go's decoder ignores them.
+        let sameBytes = Self.peterSignature.replacingFirst("JnAM=", with: "JnAN=")
+        #expect(sameBytes != Self.peterSignature)
+        #expect(try SignedNote.open(Self.text + "\n" + sameBytes, verifier: peter) == Self.text)
+        // A name is its bytes: "e" and a combining accent is not "é".
+        let accented = try NoteSigner.generate(name: "caf\u{E9}")
+        let note = try SignedNote.sign(Self.text, with: accented)
+        let decomposed = note.replacingFirst("caf\u{E9} ", with: "cafe\u{301} ")
+        #expect(Array(decomposed.utf8) != Array(note.utf8))
+        #expect { try SignedNote.open(decomposed, verifier: try NoteVerifier(text: accented.verifierKey)) } throws: {
+            ($0 as? NoteError)?.code == .unknownKey
+        }
+        // Only characters below U+0020 but the newline are refused in a text; DEL and C1 are not.
+        let unusual = "DEL \u{7F} and NEL \u{85}\n"
+        #expect(try SignedNote.open(try SignedNote.sign(unusual, with: accented), verifier: try NoteVerifier(text: accented.verifierKey)) == unusual)
+        #expect { try SignedNote.sign("tab\there\n", with: accented) } throws: { ($0 as? NoteError)?.code == .malformedNote }
+        // A key's hash in capitals is read, as Go reads it.
+        #expect(try NoteVerifier(text: "PeterNeumann+C74F20A3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW").keyHash == 0xc74f20a3)
+        // Bytes that are not UTF-8 are no note.
+        #expect { try SignedNote.open(bytes: Array((Self.text + "\n" + Self.peterSignature).utf8) + [0xFF], verifier: peter) } throws: {
+            ($0 as? NoteError)?.code == .malformedNote
         }
     }
 
@@ -55,7 +87,7 @@ struct SignedNoteTests {
 
     @Test func keysAreReadOnlyWhole() throws {
         for key in [Self.verifierKey, Self.otherVerifierKey] { _ = try NoteVerifier(text: key) }
-        // Every shorter piece and every one-character change of a key is refused, as Go refuses them.
+        // Every shorter piece and every one-character change of a key is refused.
         for key in [Self.verifierKey, Self.signerKey] {
             let characters = Array(key)
             for start in 0..<characters.count {
@@ -87,8 +119,9 @@ struct SignedNoteTests {
         for malformed in [
             "origin\n01\n\(root.base64)\n", "origin\n-1\n\(root.base64)\n", "origin\n1\n\(root.base64)", "\n1\n\(root.base64)\n",
             "origin\n1\n\(root.base64.dropLast())\n", "origin\n1\n\(MerkleHash.empty.base64.replacingFirst("=", with: ""))\n",
+            "origin\n1\n\(root.base64)\n\nan extension after an empty line\n",
         ] {
-            #expect(throws: NoteError.self, "\(malformed)") { try Checkpoint(text: malformed) }
+            #expect("\(malformed)") { try Checkpoint(text: malformed) } throws: { ($0 as? NoteError)?.code == .malformedCheckpoint }
         }
     }
 
@@ -100,7 +133,10 @@ struct SignedNoteTests {
             #expect(Base64.decode(text) == bytes)
         }
         #expect(Base64.encode(Array("foobar".utf8)) == "Zm9vYmFy" && Base64.encode(Array("fo".utf8)) == "Zm8=")
-        for bad in ["Zm8", "Zm9=", "Zm8==", "Zg=", "Z===", "Zm-v", "Zm_v", "Zm8=Zm8="] { #expect(Base64.decode(bad) == nil, "\(bad)") }
+        for bad in ["Zm8", "Zm8==", "Zg=", "Z===", "Zm-v", "Zm_v", "Zm8=Zm8="] { #expect(Base64.decode(bad) == nil, "\(bad)") }
+        // "Zm9=" is "fo" with an unused bit set: read as Go reads it, refused where canonical.
+        #expect(Base64.decode("Zm9=") == Array("fo".utf8))
+        #expect(Base64.decode("Zm9=", canonical: true) == nil)
     }
 }
 

@@ -81,6 +81,7 @@ public enum MerkleTree {
     public static func completedSubtrees(
         appending leaf: MerkleHash, at leafIndex: UInt64, reading stored: some MerkleHashReader
     ) throws -> [(subtree: Subtree, hash: MerkleHash)] {
+        guard leafIndex < .max else { throw OutOfRange(description: "a tree holds fewer than 2^64 leaves") }
         var result = [(Subtree(level: 0, index: leafIndex), leaf)]
         var (level, index, hash) = (0, leafIndex, leaf)
         // A right child (odd index) completes its parent, whose left child is stored already.
@@ -105,7 +106,7 @@ public enum MerkleTree {
     /// tile it, largest first, folded from the right, as MTH splits at the largest power of two.
     static func rangeHash(_ start: UInt64, _ end: UInt64, _ stored: some MerkleHashReader) throws -> MerkleHash {
         // Callers pass non-empty ranges only (checked where a client's sizes come in).
-        assert(start < end)
+        guard start < end else { throw OutOfRange(description: "an empty range of leaves has no subtree") }
         var tiles: [MerkleHash] = []
         var at = start
         while at < end {

@@ -76,9 +76,9 @@ enum NoteKeyName {
     /// The algorithm byte of an Ed25519 key.
     static let ed25519: UInt8 = 0x01
 
-    /// Non-empty, without Unicode whitespace and without "+".
+    /// Non-empty, without Unicode whitespace and without "+" (C2SP; Go's `isValidName`).
     static func isValid(_ name: some StringProtocol) -> Bool {
-        !name.isEmpty && !name.unicodeScalars.contains { $0.properties.isWhitespace || $0 == "+" || $0.properties.generalCategory == .control }
+        !name.isEmpty && !name.unicodeScalars.contains { $0.properties.isWhitespace || $0 == "+" }
     }
 
     static func hash(name: String, publicKey: [UInt8]) -> UInt32 {
@@ -87,9 +87,10 @@ enum NoteKeyName {
         return Array(hasher.finalize()).prefix(4).reduce(0) { $0 << 8 | UInt32($1) }
     }
 
-    /// Eight lowercase hexadecimal digits.
+    /// Eight hexadecimal digits (written lowercase; read in either case, as Go reads them).
     static func parseHash(_ text: some StringProtocol) -> UInt32? {
-        guard text.utf8.count == 8, text.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
+        guard text.utf8.count == 8, text.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || (0x41...0x46).contains($0) })
+        else { return nil }
         return UInt32(text, radix: 16)
     }
 

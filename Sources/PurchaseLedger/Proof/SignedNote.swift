@@ -14,9 +14,16 @@ public enum SignedNote {
         return text + "\n" + dash + signer.name + " " + Base64.encode(hash + signature) + "\n"
     }
 
-    /// The text of `note` once a signature by `verifier`'s key (its name and hash) verifies.
+    /// The text of `note` once a signature by `verifier`'s key (its name and hash, byte for
+    /// byte) verifies. Other signers' lines are read and left; a repeat of a signer's line is
+    /// skipped, as Go's `note.Open` skips it.
     public static func open(_ note: String, verifier: NoteVerifier) throws -> String {
-        let bytes = Array(note.utf8)
+        try open(bytes: Array(note.utf8), verifier: verifier)
+    }
+
+    /// The same, from bytes as they came: not UTF-8 is no note.
+    public static func open(bytes: [UInt8], verifier: NoteVerifier) throws -> String {
+        guard String(validating: bytes, as: UTF8.self) != nil else { throw NoteError(.malformedNote, "a note is UTF-8") }
         // The signatures follow the last blank line.
         guard bytes.count >= 2, let split = (0..<(bytes.count - 1)).last(where: { bytes[$0] == 0x0A && bytes[$0 + 1] == 0x0A }) else {
             throw NoteError(.malformedNote, "no blank line before the signatures")
@@ -24,17 +31,22 @@ public enum SignedNote {
         let text = String(decoding: bytes[...split], as: UTF8.self)
         let block = bytes[(split + 2)...]
         guard isValidText(text), !block.isEmpty, block.last == 0x0A else { throw NoteError(.malformedNote, "not a signed note") }
-        let lines = String(decoding: block.dropLast(), as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        let lines = block.dropLast().split(separator: 0x0A, omittingEmptySubsequences: false)
         guard lines.count <= maximumSignatures else { throw NoteError(.malformedNote, "more than \(maximumSignatures) signatures") }
+        let dash = Array(Self.dash.utf8)
+        var seen = Set<[UInt8]>()
         var found = false
         for line in lines {
-            guard line.hasPrefix(dash) else { throw NoteError(.malformedNote, "a signature line starts with \"\(dash)\"") }
-            let fields = line.dropFirst(dash.count).split(separator: " ", omittingEmptySubsequences: false)
-            guard fields.count == 2, NoteKeyName.isValid(fields[0]), let signed = Base64.decode(fields[1]), signed.count > 4 else {
-                throw NoteError(.malformedNote, "a signature line is \"\(dash)<name> <base64>\"")
+            // Bytes, not characters: a name may begin with a combining mark.
+            guard line.starts(with: dash) else { throw NoteError(.malformedNote, "a signature line starts with \"\(Self.dash)\"") }
+            let fields = line.dropFirst(dash.count).split(separator: 0x20, omittingEmptySubsequences: false)
+            let name = String(decoding: fields[0], as: UTF8.self)
+            guard fields.count == 2, NoteKeyName.isValid(name), let signed = Base64.decode(String(decoding: fields[1], as: UTF8.self)), signed.count > 4 else {
+                throw NoteError(.malformedNote, "a signature line is \"\(Self.dash)<name> <base64>\"")
             }
+            guard seen.insert(Array(fields[0]) + signed.prefix(4)).inserted else { continue }
             let hash = signed.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            guard fields[0] == verifier.name, hash == verifier.keyHash else { continue }
+            guard fields[0].elementsEqual(verifier.name.utf8), hash == verifier.keyHash else { continue }
             guard verifier.isValidSignature(Array(signed.dropFirst(4)), for: Array(text.utf8)) else {
                 throw NoteError(.invalidSignature, "the signature by \(verifier.name)+\(NoteKeyName.hex(hash)) does not verify")
             }
@@ -44,9 +56,9 @@ public enum SignedNote {
         return text
     }
 
-    /// Non-empty UTF-8 ending in a newline, with no control character but the newline.
+    /// Non-empty UTF-8 ending in a newline, with no character below U+0020 but the newline.
     static func isValidText(_ text: String) -> Bool {
-        text.utf8.last == 0x0A && !text.unicodeScalars.contains { $0 != "\n" && $0.properties.generalCategory == .control }
+        text.utf8.last == 0x0A && !text.utf8.contains { $0 < 0x20 && $0 != 0x0A }
     }
 }
 
@@ -67,7 +79,8 @@ public struct Checkpoint: Sendable, Hashable {
     /// Reads a checkpoint's text; lines after the root (extensions) are allowed and left.
     public init(text: String) throws {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard text.hasSuffix("\n"), lines.count >= 4,
+        // Extension lines, if any, are non-empty (C2SP tlog-checkpoint).
+        guard text.hasSuffix("\n"), lines.count >= 4, lines.dropFirst(3).dropLast().allSatisfy({ !$0.isEmpty }),
               let size = UInt64(lines[1]), String(size) == lines[1], let root = MerkleHash(base64: String(lines[2]))
         else { throw NoteError(.malformedCheckpoint, "a checkpoint is an origin, a size in decimal and a root in base64, a line each") }
         try self.init(origin: String(lines[0]), size: size, root: root)
