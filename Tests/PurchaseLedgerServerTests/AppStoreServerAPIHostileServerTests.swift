@@ -8,8 +8,12 @@ import LedgerTestSupport
 struct AppStoreServerAPIHostileServerTests {
     static let noRetry = AppStoreServerAPIRetryPolicy(maximumAttempts: 1, initialBackoff: .milliseconds(1), maximumWait: .milliseconds(1))
 
+    /// Generous for a request where the deadline is not what is tested: a CI run under the
+    /// suite's load once took over 30 s (the default) for one of 26 pages.
+    static let patient = Duration.seconds(120)
+
     static func client(
-        _ store: FakeAppStore, _ base: String, limits: AppStoreServerAPIClient.Limits = .init()
+        _ store: FakeAppStore, _ base: String, limits: AppStoreServerAPIClient.Limits = .init(requestTimeout: patient)
     ) async throws -> AppStoreServerAPIClient {
         try await AppStoreServerAPIClient(credentials: store.credentials, environment: .custom(baseURL: base), retry: noRetry, limits: limits)
     }
@@ -33,7 +37,7 @@ struct AppStoreServerAPIHostileServerTests {
         store.setHistory(["a"], of: "1000")
         store.misbehave(.endlessPages)
         try await store.run { base in
-            let client = try await Self.client(store, base, limits: .init(maximumPages: 25))
+            let client = try await Self.client(store, base, limits: .init(requestTimeout: Self.patient, maximumPages: 25))
             let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.allTransactions(of: "1000") }
             #expect(error?.code == .invalidResponse)
             #expect(error?.message.contains("more than 25 pages") == true)
@@ -46,7 +50,7 @@ struct AppStoreServerAPIHostileServerTests {
         store.setHistory([String(repeating: "s", count: 10_000)], of: "1000")
         store.misbehave(.endlessPages)
         try await store.run { base in
-            let client = try await Self.client(store, base, limits: .init(maximumPagedBytes: 100_000))
+            let client = try await Self.client(store, base, limits: .init(requestTimeout: Self.patient, maximumPagedBytes: 100_000))
             let error = await #expect(throws: AppStoreServerAPIError.self) { try await client.allTransactions(of: "1000") }
             #expect(error?.message.contains("larger than 100000 bytes") == true)
             #expect(client.requestCount == 11)
@@ -74,7 +78,7 @@ struct AppStoreServerAPIHostileServerTests {
         store.setHistory(["a"], of: "1000")
         try await store.run { base in
             store.misbehave(.garbage)
-            let client = try await Self.client(store, base, limits: .init(maximumAnswerBytes: 1 << 20))
+            let client = try await Self.client(store, base, limits: .init(requestTimeout: Self.patient, maximumAnswerBytes: 1 << 20))
             let garbage = await #expect(throws: AppStoreServerAPIError.self) { try await client.allTransactions(of: "1000") }
             #expect(garbage?.code == .invalidResponse)
             store.misbehave(.hugeBody(bytes: 2 << 20))
