@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
-import NIOCore
 import Logging
 import PurchaseLedger
 @testable import PurchaseLedgerAppStore
@@ -222,31 +221,4 @@ extension CapturedLogs.Record {
     var all: [String] { lines.withLock { $0 } }
     var count: Int { lines.withLock { $0.count } }
     var text: String { all.joined(separator: "\n") }
-}
-
-/// A client of a live test server whose every request may take two minutes: HummingbirdTesting's
-/// live client gives each 20 s, which one request of `ForgetWhileServingTests` passed once in a
-/// CI run, on two cores loaded by the rest of the suite. A connection a request.
-struct PatientClient: Sendable {
-    let port: Int
-
-    func send(
-        _ method: HTTPRequest.Method, _ uri: String, key: String? = nil, contentType: String? = "application/json", body: String? = nil
-    ) async throws -> Answer {
-        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(120)))
-        client.connect()
-        defer { Task { try? await client.shutdown() } }
-        var headers = HTTPFields()
-        if let key { headers[.authorization] = "Bearer \(key)" }
-        if body != nil, let contentType { headers[.contentType] = contentType }
-        let response = try await client.execute(.init(uri, method: method, authority: "localhost", headers: headers, body: body.map { ByteBuffer(string: $0) }))
-        return Answer(status: response.status, headers: response.headers, body: response.body.map { String(buffer: $0) } ?? "")
-    }
-
-    /// Posts events as JSON Lines; the outcomes.
-    func post(events lines: [String], key: String = TestKeys.writer) async throws -> [[String: Any]] {
-        let answer = try await send(.post, "/v1/events", key: key, contentType: "application/x-ndjson", body: lines.joined(separator: "\n") + "\n")
-        guard answer.status == .ok else { throw TestFailure("POST /v1/events answered \(answer.status): \(answer.body)") }
-        return try answer.array
-    }
 }

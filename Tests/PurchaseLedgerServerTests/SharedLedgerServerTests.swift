@@ -336,14 +336,8 @@ final class ServerProcess: Sendable {
 
     func request(_ method: HTTPRequest.Method, _ path: String, key: String? = nil, body: String? = nil) async throws -> (HTTPResponse.Status, String) {
         // Generous: on two cores loaded by the rest of the suite, a server may wait long for a core.
-        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(90)))
-        client.connect()
-        defer { Task { try? await client.shutdown() } }
-        var headers = HTTPFields()
-        if let key { headers[.authorization] = "Bearer \(key)" }
-        if body != nil { headers[.contentType] = "application/x-ndjson" }
-        let response = try await client.execute(.init(path, method: method, authority: "localhost", headers: headers, body: body.map { ByteBuffer(string: $0) }))
-        return (response.status, response.body.map { String(buffer: $0) } ?? "")
+        let answer = try await PatientClient(port: port, timeout: .seconds(90)).send(method, path, key: key, contentType: "application/x-ndjson", body: body)
+        return (answer.status, answer.body)
     }
 
     /// Posts JSON Lines; the outcomes, or a failure when the server did not answer 200.

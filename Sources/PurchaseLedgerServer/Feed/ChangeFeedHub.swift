@@ -202,8 +202,8 @@ public actor ChangeFeedHub: Service {
     private func changes(
         from cursor: FeedCursor, limit: Int, wait: Duration, clientLeft: @escaping @Sendable () -> Bool
     ) async throws -> (changes: [LedgerChange], next: FeedCursor) {
+        // `kept` took the forgets (a parked derivation across one is dropped by `forget`).
         guard let found = await kept(after: cursor, limit: limit, wait: wait) else {
-            takeForgets()
             dropStaleCatchUps()
             guard let slot = reads.tryAcquire() else { throw Busy() }
             let parked = parkedCatchUps.removeValue(forKey: cursor)?.changes

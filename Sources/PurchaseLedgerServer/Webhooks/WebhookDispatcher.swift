@@ -430,8 +430,8 @@ actor WebhookDispatcher {
 
     /// Stores the checkpoint and the done changes after it, when they moved.
     private func storeProgress() async throws {
+        // A forget since the session began is refused in the write itself (`fencedUpdate`).
         guard progressMoved else { return }
-        try checkNoForget()
         progressMoved = false
         let progress = WebhookState.Progress(checkpoint: checkpoint.description, done: done.map(\.description))
         let key = WebhookState.progressKey(endpoint.name)

@@ -182,3 +182,32 @@ enum Lines {
         #"{"id":"\#(id)","type":"revoked","account":"\#(account)","at":"\#(at)","transaction":"\#(transaction)"}"#
     }
 }
+
+/// A client of a server on a loopback port whose every request may take `timeout` (two minutes
+/// by default): HummingbirdTesting's live client gives each 20 s, which one request of
+/// `ForgetWhileServingTests` passed once in a CI run, on two cores loaded by the rest of the
+/// suite. A connection a request.
+struct PatientClient: Sendable {
+    let port: Int
+    var timeout = Duration.seconds(120)
+
+    func send(
+        _ method: HTTPRequest.Method, _ uri: String, key: String? = nil, contentType: String? = "application/json", body: String? = nil
+    ) async throws -> Answer {
+        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: timeout))
+        client.connect()
+        defer { Task { try? await client.shutdown() } }
+        var headers = HTTPFields()
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        if body != nil, let contentType { headers[.contentType] = contentType }
+        let response = try await client.execute(.init(uri, method: method, authority: "localhost", headers: headers, body: body.map { ByteBuffer(string: $0) }))
+        return Answer(status: response.status, headers: response.headers, body: response.body.map { String(buffer: $0) } ?? "")
+    }
+
+    /// Posts events as JSON Lines; the outcomes.
+    func post(events lines: [String], key: String = TestKeys.writer) async throws -> [[String: Any]] {
+        let answer = try await send(.post, "/v1/events", key: key, contentType: "application/x-ndjson", body: lines.joined(separator: "\n") + "\n")
+        guard answer.status == .ok else { throw TestFailure("POST /v1/events answered \(answer.status): \(answer.body)") }
+        return try answer.array
+    }
+}
