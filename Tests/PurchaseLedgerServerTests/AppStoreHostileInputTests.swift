@@ -170,8 +170,12 @@ struct AppStoreHostileInputTests {
                 }
             }
             #expect(try await client.send(.get, "/v1/health").status == .ok)
-            // The mutations reach past the signature: some inputs are accepted.
-            #expect(statuses[200, default: 0] > 0 && statuses[400, default: 0] > 0, "\(statuses)")
+            // The mutations reach past the signature: some inputs are accepted. Judged on a whole
+            // run only: one cut short by its deadline (a CI machine running every suite at once
+            // once sent 25 inputs in two minutes) may not have drawn an input that gets that far.
+            if sent == inputs {
+                #expect(statuses[200, default: 0] > 0 && statuses[400, default: 0] > 0, "\(statuses)")
+            }
             print("App Store route fuzz: seed \(seed), \(sent) inputs, answers \(statuses.sorted { $0.key < $1.key }), crashes 0")
         }
     }

@@ -59,6 +59,11 @@ struct WebhookTests {
             var configuration = try LedgerServerTests.configuration(in: directory)
             configuration.deliverWebhooks(toPort: receiverPort, maxAttempts: 3)
             configuration.feedPriority = priority
+            // Not a test of leases (SharedLedgerServerTests and WebhookKillTests are): one that
+            // outlasts the test, so that a machine too loaded to renew it in time (a whole CI
+            // run on two cores) cannot end a delivery session midway and start its attempts again (a
+            // restarted session counts its attempts from one, and the receiver saw five).
+            configuration.webhookLeaseSeconds = 600
             var logger = Logger(label: "test")
             logger.logLevel = .error
             let app = try await LedgerServer.application(configuration: configuration, logger: logger)
