@@ -224,7 +224,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["Fixtures"],
+            exclude: ["Fixtures", "Scripts"],
             swiftSettings: strictSettings
         ),
         // Runs the built `ledger` binary, as scripts do.

@@ -22,7 +22,7 @@ struct OpenAPITests {
 
     /// The Python with schemathesis (tools/test's virtual environment), when there is one.
     static func python() async -> String? {
-        await PurchaseLedgerServerTests.python(importing: "schemathesis")
+        await LedgerTestSupport.python(importing: "schemathesis")
     }
 
     @Test func everyAnswerIsOneTheDocumentDescribesAndNothingRefusedChangesTheLedger() async throws {

@@ -18,7 +18,7 @@ struct WebhookTests {
 
     /// The Python with `standardwebhooks` (tools/test's virtual environment), when there is one.
     static func python() async -> String? {
-        await PurchaseLedgerServerTests.python(importing: "standardwebhooks")
+        await LedgerTestSupport.python(importing: "standardwebhooks")
     }
 
     struct Delivery: Decodable {

@@ -15,10 +15,14 @@ extension LedgerCommand {
                   ledger export ./ledger > events.jsonl
                 """)
 
+        @Flag(help: "Write each position's leaf of the Merkle tree instead: every name as its pseudonym, with the account's commitment and its previous event (opens the ledger for writing, to extend its tree first).")
+        var asForgotten = false
+
         @OptionGroup var location: LocationArgument
 
         func run() async throws {
             try await runOrFail {
+                if asForgotten { _ = try await location.withProofTree { try $0.proofTreeSize() } }
                 let log = try location.openLog()
                 defer { log.close() }
                 let last = try log.lastPosition()
@@ -27,7 +31,11 @@ extension LedgerCommand {
                 Interruption.onInterrupt {
                     "the export stopped near position \(grouped(progress.done)) of \(grouped(last)): the output is incomplete"
                 }
-                try log.exportJSONLines(progress: { progress.update($0, of: last) }) { try Console.output(bytes: $0) }
+                if asForgotten {
+                    try log.exportAsForgotten(progress: { progress.update($0, of: last) }) { try Console.output(bytes: $0) }
+                } else {
+                    try log.exportJSONLines(progress: { progress.update($0, of: last) }) { try Console.output(bytes: $0) }
+                }
                 progress.clear()
             }
         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import PurchaseLedger
 import PurchaseLedgerLocation
 import PurchaseLedgerAppStore
@@ -30,16 +31,23 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("The app's Apple ID, which production proofs must name.", valueName: "id"))
         var appAppleId: Int64?
 
+        @Option(help: ArgumentHelp("A signed checkpoint (ledger checkpoint) the ledger must extend: its tree at that size has that root.", valueName: "file"))
+        var checkpoint: String?
+
+        @Option(help: ArgumentHelp("The key the checkpoint is signed with: its verifier key, or a file holding it (with --checkpoint).", valueName: "key"))
+        var verifierKey: String?
+
         @OptionGroup var format: OutputFormat
         @OptionGroup var location: LocationArgument
 
         func validate() throws {
+            if (checkpoint == nil) != (verifierKey == nil) { throw ValidationError("--checkpoint and --verifier-key go together") }
             if !roots.isEmpty, bundleId == nil { throw ValidationError("--root needs --bundle-id: the proofs must name the app") }
             if roots.isEmpty, bundleId != nil || appAppleId != nil { throw ValidationError("--bundle-id and --app-apple-id check proofs: give --root too") }
         }
 
         func run() async throws {
-            let (report, proofs) = try await runOrFail { () async throws -> (VerificationReport, StoreProofs.Report?) in
+            let (report, proofs, checked) = try await runOrFail { () async throws -> (VerificationReport, StoreProofs.Report?, CheckpointVerification?) in
                 let log = try location.openLog()
                 defer { log.close() }
                 let last = try log.lastPosition()
@@ -49,7 +57,21 @@ extension LedgerCommand {
                 }
                 let report = log.verify { progress.update($0, of: last) }
                 progress.clear()
-                guard report.isIntact, let bundleId, !roots.isEmpty else { return (report, nil) }
+                var checked: CheckpointVerification?
+                if let checkpoint, let verifierKey {
+                    let keyText = FileManager.default.fileExists(atPath: verifierKey) ? try readKeyFile(verifierKey) : verifierKey
+                    let verifier: NoteVerifier
+                    do {
+                        verifier = try NoteVerifier(text: keyText)
+                    } catch {
+                        throw CommandFailure(message: "--verifier-key: not a verifier key (<name>+<hash>+<base64>): \(error)")
+                    }
+                    guard let note = FileManager.default.contents(atPath: checkpoint), note.count <= 1 << 20 else {
+                        throw CommandFailure(message: "cannot read the checkpoint \(checkpoint) (at most 1 MiB)")
+                    }
+                    checked = try log.verifyCheckpoint(Array(note), verifier: verifier)
+                }
+                guard report.isIntact, let bundleId, !roots.isEmpty else { return (report, nil, checked) }
                 let checker = StoreProofs(
                     trustedRoots: try AppStoreSignedDataVerifier.loadCertificates(paths: roots), bundleId: bundleId, appAppleId: appAppleId)
                 var proofs = StoreProofs.Report()
@@ -59,17 +81,18 @@ extension LedgerCommand {
                     proving.update(record.position, of: last)
                 }
                 proving.clear()
-                return (report, proofs)
+                return (report, proofs, checked)
             }
             try await runOrFail {
-                try Console.output(format.json ? Self.json(report, proofs) + "\n" : Self.text(report, proofs, style: .output))
+                try Console.output(format.json ? Self.json(report, proofs, checked) + "\n" : Self.text(report, proofs, checked, style: .output))
             }
             if !report.isIntact || proofs?.disproven.isEmpty == false { throw ExitCode.damaged }
+            if case .failed? = checked { throw ExitCode.damaged }
         }
 
         /// `{"intact": true, "intactRecords": 1000, "proven": 2, "unproven": 0, "disproven": []}`; with
         /// damage, `"damage"` (its kind), `"position"` and `"message"`.
-        static func json(_ report: VerificationReport, _ proofs: StoreProofs.Report?) -> String {
+        static func json(_ report: VerificationReport, _ proofs: StoreProofs.Report?, _ checked: CheckpointVerification? = nil) -> String {
             var writer = JSONWriter(spaced: true)
             writer.beginObject()
             writer.member("intact", report.isIntact)
@@ -93,11 +116,41 @@ extension LedgerCommand {
                 }
                 writer.endArray()
             }
+            switch checked {
+            case .verified(let checkpoint, let treeSize)?:
+                writer.key("checkpoint")
+                writer.beginObject()
+                writer.member("verified", true)
+                writer.member("size", Int64(clamping: checkpoint.size))
+                writer.member("root", checkpoint.root.base64)
+                writer.member("treeSize", Int64(clamping: treeSize))
+                writer.endObject()
+            case .failed(let reason)?:
+                writer.key("checkpoint")
+                writer.beginObject()
+                writer.member("verified", false)
+                writer.member("reason", reason)
+                writer.endObject()
+            case nil:
+                break
+            }
             writer.endObject()
             return writer.string
         }
 
-        static func text(_ report: VerificationReport, _ proofs: StoreProofs.Report?, style: Style) -> String {
+        static func text(_ report: VerificationReport, _ proofs: StoreProofs.Report?, _ checked: CheckpointVerification? = nil, style: Style) -> String {
+            let checkpointLine: String = switch checked {
+            case .verified(let checkpoint, let treeSize)?:
+                "checkpoint: \(style.green("verified")): \(checkpoint.origin), \(grouped(checkpoint.size)) events, root \(checkpoint.root.base64); the ledger's tree of \(grouped(treeSize)) extends it\n"
+            case .failed(let reason)?:
+                "checkpoint: \(style.red("does not verify")): \(reason)\n"
+            case nil:
+                ""
+            }
+            return body(report, proofs, style: style) + checkpointLine
+        }
+
+        private static func body(_ report: VerificationReport, _ proofs: StoreProofs.Report?, style: Style) -> String {
             guard let damage = report.damage else {
                 var out = "\(style.green("intact")): \(grouped(report.intactRecords)) records, indexes and rules check out\n"
                 if let proofs {

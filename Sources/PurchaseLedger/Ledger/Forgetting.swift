@@ -23,6 +23,8 @@ enum Forgetting {
         /// The account's name first (none when it is a pseudonym already: a copy of a ledger
         /// that forgot it), then the tokens only its records named.
         var renames: [Rename]
+        /// The account's own rename, first of `renames` (none when it is a pseudonym already).
+        var account: Rename?
         /// The records whose proofs go: the account's, and any other that names a renamed token.
         var proofs: [UInt64]
 
@@ -48,6 +50,7 @@ enum Forgetting {
         if Forgotten.handle(ofPseudonym: account) != handle {
             renames.append(Rename(handle: handle, old: account, new: Forgotten.pseudonym(ofHandle: handle)))
         }
+        let accountRename = renames.first
         let own = try writer.positions(ofAccount: account, after: 0, limit: .max)
         var seen: Set<UTF8Key> = [UTF8Key(account)]
         for position in own {
@@ -83,7 +86,7 @@ enum Forgetting {
                 return true
             }
         }
-        return Plan(renames: renames, proofs: proofs)
+        return Plan(renames: renames, account: accountRename, proofs: proofs)
     }
 
     /// The customer's names the record at `position` carries: its token, its app transaction id.
@@ -117,6 +120,10 @@ enum Forgetting {
         }
         for position in plan.proofs {
             try writer.deleteProof(at: position)
+        }
+        // Her leaves keep her commitment; nobody can link it to her id again.
+        if let account = plan.account {
+            try AccountCommitment.forget(account.handle, id: account.old, writer: writer)
         }
         guard !plan.renames.isEmpty else { return }
         let newNames = plan.newNames

@@ -192,6 +192,13 @@ extension Event {
 
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
+        writeMembers(to: &writer)
+        writer.endObject()
+    }
+
+    /// The line's members, in the format's order, inside an object the caller opened (a leaf of
+    /// the proof tree adds two after them).
+    func writeMembers(to writer: inout JSONWriter) {
         writer.member("id", id)
         writer.member("type", type.rawValue)
         writer.member("account", account)
@@ -267,7 +274,6 @@ extension Event {
             writer.member("status", ifPresent: answer.status)
             writer.member("error", ifPresent: answer.error)
         }
-        writer.endObject()
     }
 }
 

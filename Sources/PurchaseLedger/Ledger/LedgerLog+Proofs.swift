@@ -1,0 +1,115 @@
+/// What `ledger verify --checkpoint` found (docs/FORMAT.md, "The proof tree").
+public enum CheckpointVerification: Sendable, Hashable {
+    /// The note is signed by the key, the ledger's tree at its size has its root, and the
+    /// ledger's records and stored tree (of `treeSize` leaves) extend it.
+    case verified(checkpoint: Checkpoint, treeSize: UInt64)
+    /// Something does not verify; the reason says what.
+    case failed(String)
+}
+
+/// The proof tree read from a ledger's files, without its projections.
+///
+/// ## Topics
+/// - ``exportAsForgotten(progress:_:)``
+/// - ``verifyCheckpoint(_:verifier:)``
+/// - ``checkpoints()``
+extension LedgerLog {
+    /// Every checkpoint signed, oldest first.
+    public func checkpoints() throws -> [StoredCheckpoint] {
+        try ProofQueries(storage: storage).checkpoints()
+    }
+
+    /// The number of leaves the stored tree holds (`Ledger.extendProofTree()` extends it).
+    public func proofTreeSize() throws -> UInt64 {
+        try ProofQueries(storage: storage).treeSize()
+    }
+
+    /// See `Ledger.inclusionProof(position:size:)`.
+    public func inclusionProof(position: UInt64, size: UInt64? = nil) throws -> InclusionProof {
+        try ProofQueries(storage: storage).inclusionProof(position: position, size: size)
+    }
+
+    /// See `Ledger.consistencyProof(from:size:)`.
+    public func consistencyProof(from old: UInt64, size: UInt64? = nil) throws -> ConsistencyProof {
+        try ProofQueries(storage: storage).consistencyProof(from: old, size: size)
+    }
+
+    /// Writes each leaf's data (the positions the stored tree holds), a line each, handing
+    /// `write` about 64 KiB at a time: `ledger export --as-forgotten`.
+    public func exportAsForgotten(progress: (UInt64) -> Void = { _ in }, _ write: ([UInt8]) throws -> Void) throws {
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(1 << 16 + 4096)
+        var position: UInt64 = 0
+        try ProofLeaves(storage: storage).forEach(through: try proofTreeSize()) { at, leaf in
+            buffer += leaf
+            buffer.append(0x0A)
+            position = at
+            if buffer.count >= 1 << 16 {
+                try write(buffer)
+                buffer.removeAll(keepingCapacity: true)
+                progress(position)
+            }
+        }
+        if !buffer.isEmpty {
+            try write(buffer)
+            progress(position)
+        }
+    }
+
+    /// Checks a signed checkpoint against this ledger: the note's signature by `verifier`,
+    /// then every leaf the stored tree holds, hashed again from the records: the tree of the
+    /// checkpoint's size must have its root, and the stored tree must be that tree.
+    /// - Returns: `.failed` for anything that does not verify (a malformed note, another
+    ///   key, a bad signature, a wrong root, a log rolled back below the checkpoint).
+    /// - Throws: `StorageError` only when the ledger cannot be read.
+    public func verifyCheckpoint(_ note: [UInt8], verifier: NoteVerifier) throws -> CheckpointVerification {
+        let checkpoint: Checkpoint
+        do {
+            checkpoint = try Checkpoint(text: try SignedNote.open(bytes: note, verifier: verifier))
+        } catch let error as NoteError {
+            return .failed("the checkpoint does not verify: \(error)")
+        }
+        let stored = try proofTreeSize()
+        let last = try lastPosition()
+        guard checkpoint.size <= last, checkpoint.size <= stored else {
+            return .failed("the checkpoint is of \(checkpoint.size) events; this ledger's log holds \(last), its tree \(stored): rolled back, or another log")
+        }
+        let tree = MemoryMerkleHashes()
+        do {
+            try ProofLeaves(storage: storage).forEach(through: stored) { _, leaf in try tree.append(leaf: leaf) }
+        } catch let error as StorageError where error.code == .damaged {
+            return .failed("the ledger's records do not make its tree: \(error.message)")
+        }
+        let root = checkpoint.size == 0 ? MerkleHash.empty : try MerkleTree.root(size: checkpoint.size, reading: tree)
+        guard root == checkpoint.root else {
+            return .failed("the ledger's tree of \(checkpoint.size) events has root \(root.base64), the checkpoint \(checkpoint.root.base64): an event was changed, or another log")
+        }
+        if let problem = try storedTreeDiffers(from: tree, size: stored) {
+            return .failed(problem)
+        }
+        return .verified(checkpoint: checkpoint, treeSize: stored)
+    }
+
+    /// Where the stored tree differs from `tree` (hashed again from the records), if it does.
+    func storedTreeDiffers(from tree: MemoryMerkleHashes, size: UInt64) throws -> String? {
+        try storage.read { reader in
+            let stored = StoredMerkleHashes(reader)
+            var level = 0
+            while size >> UInt64(level) > 0 {
+                for index in 0..<(size >> UInt64(level)) {
+                    let kept: MerkleHash
+                    do {
+                        kept = try stored.hash(level: level, index: index)
+                    } catch let error as StorageError where error.code == .damaged {
+                        return error.message
+                    }
+                    if try kept != tree.hash(level: level, index: index) {
+                        return "the stored tree's hash of subtree \(index) at level \(level) is not the records'"
+                    }
+                }
+                level += 1
+            }
+            return nil
+        }
+    }
+}

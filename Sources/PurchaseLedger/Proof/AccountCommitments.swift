@@ -1,0 +1,74 @@
+import Crypto
+
+/// Each account's commitment (docs/FORMAT.md, "The proof tree"): SHA-256(salt ‖ the account id's
+/// UTF-8 bytes), with a salt of 32 random bytes made the first time the account's commitment is
+/// needed (its first leaf, or its forget, whichever comes first). A leaf carries the commitment,
+/// never the id; whoever holds the salt and the id can check it, and a forget destroys the salt,
+/// so that nobody can link the commitment to the id again while every leaf stays as it was.
+///
+/// Kept beside the log under `proof/account/<handle>`: the commitment, the position of the
+/// account's last event the tree holds (a leaf's `previous`), then the salt until a forget.
+struct AccountCommitment: Equatable {
+    var commitment: [UInt8]
+    /// The position of the account's newest event in the stored tree; 0 before its first.
+    var last: UInt64
+    /// Nil once the account was forgotten.
+    var salt: [UInt8]?
+
+    static let prefix = "proof/account/"
+
+    static func key(_ handle: UInt64) -> String {
+        prefix + String(handle)
+    }
+
+    /// A new salt and its commitment to `id`.
+    static func make(for id: String) -> AccountCommitment {
+        var generator = SystemRandomNumberGenerator()
+        let salt = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return AccountCommitment(commitment: commitment(salt: salt, id: id), last: 0, salt: salt)
+    }
+
+    static func commitment(salt: [UInt8], id: String) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(data: salt)
+        hasher.update(data: Array(id.utf8))
+        return Array(hasher.finalize())
+    }
+
+    var bytes: [UInt8] {
+        var bytes = commitment
+        bytes.reserveCapacity(72)
+        withUnsafeBytes(of: last.bigEndian) { bytes += $0 }
+        if let salt { bytes += salt }
+        return bytes
+    }
+
+    init(commitment: [UInt8], last: UInt64, salt: [UInt8]?) {
+        self.commitment = commitment
+        self.last = last
+        self.salt = salt
+    }
+
+    init(stored bytes: [UInt8], key: String) throws {
+        guard bytes.count == 40 || bytes.count == 72 else {
+            throw StorageError(.damaged, "the proof state \(key) holds \(bytes.count) bytes, not 40 or 72")
+        }
+        commitment = Array(bytes[0..<32])
+        last = bytes[32..<40].reduce(0) { $0 << 8 | UInt64($1) }
+        salt = bytes.count == 72 ? Array(bytes[40..<72]) : nil
+    }
+
+    /// The account's stored commitment, nil when none was made yet.
+    static func read(_ handle: UInt64, reader: any LedgerStorageReader) throws -> AccountCommitment? {
+        let key = key(handle)
+        return try reader.feedState(key).map { try AccountCommitment(stored: $0, key: key) }
+    }
+
+    /// Forgetting (`Forgetting.perform`): makes the account's commitment from its id when it has
+    /// none yet (its events' leaves still to come carry it), then destroys the salt.
+    static func forget(_ handle: UInt64, id: String, writer: any LedgerStorageWriter) throws {
+        var stored = try read(handle, reader: writer) ?? make(for: id)
+        stored.salt = nil
+        try writer.setFeedState(key(handle), stored.bytes)
+    }
+}

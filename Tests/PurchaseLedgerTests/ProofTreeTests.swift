@@ -1,0 +1,172 @@
+import Crypto
+import Foundation
+import LedgerTestSupport
+import Testing
+@testable import PurchaseLedger
+import PurchaseLedgerLocation
+
+/// The proof-carrying ledger (docs/FORMAT.md, "The proof tree"), on each backend: the tree
+/// over `export --as-forgotten`'s lines, its signed checkpoints and proofs, checked by an
+/// auditor written from RFC 9162 and C2SP alone (`Scripts/verify_checkpoint.py`); a forget
+/// changes no leaf; a checkpoint does not verify against a log rolled back below it or with
+/// one event changed.
+struct ProofTreeTests {
+    static let signer: NoteSigner = {
+        // A fixed test key: the same for every run, as any key would do.
+        guard let signer = try? NoteSigner.generate(name: "ledger.example.com/purchases") else { fatalError("a valid name") }
+        return signer
+    }()
+
+    /// The leaves, a line each, as `ledger export --as-forgotten` writes them.
+    static func leaves(at location: String) throws -> [[UInt8]] {
+        let log = try LedgerLog.open(location: location)
+        defer { log.close() }
+        var bytes: [UInt8] = []
+        try log.exportAsForgotten { bytes += $0 }
+        return bytes.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast().map(Array.init)
+    }
+
+    static func object(_ leaf: [UInt8]) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(leaf)) as? [String: Any])
+    }
+
+    @Test(arguments: Backend.available)
+    func anAuditorAcceptsTheCheckpointsAndProofsAndAForgetChangesNoLeaf(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            var ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try ForgettingTests.history())
+            let first = try await ledger.signCheckpoint(with: Self.signer)
+            let salts = try ledger.feedStates(prefix: "proof/account/")
+            await ledger.close()
+            let before = try Self.leaves(at: location)
+            #expect(UInt64(before.count) == first.size)
+
+            // Every name is a pseudonym; no leaf holds an id, a token or Apple's signature.
+            for leaf in before {
+                let text = String(decoding: leaf, as: UTF8.self)
+                for secret in [ForgettingTests.alice, ForgettingTests.aliceToken, ForgettingTests.bob, ForgettingTests.proof, "\"signed\""] {
+                    #expect(!text.contains(secret), "\(text)")
+                }
+                #expect(try (Self.object(leaf)["account"] as? String)?.hasPrefix("forgotten/") == true)
+            }
+            // Her commitment is SHA-256(salt ‖ her id), with the salt kept under her handle (1).
+            let aliceSalt = try #require(salts.first { $0.key == "proof/account/1" }?.value)
+            #expect(aliceSalt.count == 72)
+            let commitment = Data(SHA256.hash(data: Array(aliceSalt[40..<72]) + Array(ForgettingTests.alice.utf8))).base64EncodedString()
+            let hers = try before.map(Self.object).enumerated().filter { $0.element["account"] as? String == "forgotten/1" }
+            #expect(!hers.isEmpty && hers.allSatisfy { $0.element["accountCommitment"] as? String == commitment })
+            // Her `previous` links run back, without a gap, to her first event.
+            let positions = hers.map { UInt64($0.offset + 1) }
+            #expect(hers.first?.element["previous"] == nil)
+            #expect(hers.dropFirst().map { ($0.element["previous"] as? NSNumber)?.uint64Value } == positions.dropLast().map { $0 })
+
+            // She is forgotten: her salt goes, every leaf stays, and the first checkpoint verifies still.
+            ledger = try Ledger.open(location: location, configuration: .testing)
+            _ = try #require(try await ledger.forget(ForgettingTests.alice, requestedBy: "ticket-4711"))
+            let second = try await ledger.signCheckpoint(with: Self.signer)
+            #expect(try ledger.feedStates(prefix: "proof/account/1").first?.value.count == 40)
+            var inclusion: [[String: Any]] = []
+            var consistency: [[String: Any]] = []
+            for (position, size) in [(1, second.size), (second.size, second.size), (3, first.size), (first.size, first.size), (2, 5)] {
+                let proof = try ledger.inclusionProof(position: position, size: size)
+                inclusion.append(["leafIndex": proof.leafIndex, "treeSize": proof.treeSize, "hashes": proof.hashes.map(\.base64)])
+            }
+            for (old, size) in [(1, second.size), (first.size, second.size), (3, first.size), (second.size, second.size)] {
+                let proof = try ledger.consistencyProof(from: old, size: size)
+                consistency.append(["fromSize": proof.fromSize, "treeSize": proof.treeSize, "hashes": proof.hashes.map(\.base64)])
+            }
+            // Out of range: refused, never trapped.
+            #expect(throws: MerkleTree.OutOfRange.self) { try ledger.inclusionProof(position: 0) }
+            #expect(throws: MerkleTree.OutOfRange.self) { try ledger.inclusionProof(position: 1, size: second.size + 1) }
+            #expect(throws: MerkleTree.OutOfRange.self) { try ledger.consistencyProof(from: second.size, size: first.size) }
+            #expect(try ledger.checkpoints().map(\.size) == [first.size, second.size])
+            await ledger.close()
+            let after = try Self.leaves(at: location)
+            #expect(Array(after.prefix(before.count)) == before)
+            #expect(after.count == before.count + 1)
+
+            let log = try LedgerLog.open(location: location)
+            for checkpoint in [first, second] {
+                guard case .verified(let verified, _) = try log.verifyCheckpoint(Array(checkpoint.note.utf8), verifier: try NoteVerifier(text: Self.signer.verifierKey)) else {
+                    log.close()
+                    throw TestFailure("checkpoint of \(checkpoint.size) does not verify after the forget")
+                }
+                #expect(verified.size == checkpoint.size)
+            }
+            log.close()
+
+            guard let python = await python(importing: "cryptography") else {
+                try #require(!pythonPackagesAreRequired, "cryptography is not installed (tools/test installs it)")
+                return
+            }
+            let bundle: [String: Any] = [
+                "verifierKey": Self.signer.verifierKey, "note": second.note, "leaves": after.map { Data($0).base64EncodedString() },
+                "inclusion": inclusion, "consistency": consistency,
+            ]
+            try await withTemporaryDirectory { directory in
+                let path = directory + "/bundle.json"
+                try JSONSerialization.data(withJSONObject: bundle).write(to: URL(fileURLWithPath: path))
+                let run = try runCommand(URL(fileURLWithPath: python), [ProofAuditorTests.script, path])
+                #expect(run.status == 0, "\(run.text)\(run.error)")
+                #expect(run.text.hasSuffix("ok\n"), "\(run.text)")
+            }
+        }
+    }
+
+    /// A checkpoint of one ledger, checked against another holding the same proof state (its
+    /// commitments, its stored tree: what an operator rolling back or rewriting would keep)
+    /// but other records: rolled back below the checkpoint, or with one event changed.
+    @Test(arguments: Backend.available)
+    func aCheckpointDoesNotVerifyAgainstARolledBackOrChangedLog(on backend: Backend) async throws {
+        let events = try ForgettingTests.history()
+        let (note, proofState) = try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(events)
+            let checkpoint = try await ledger.signCheckpoint(with: Self.signer)
+            let state = try ledger.feedStates(prefix: "proof/")
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            // The genuine ledger verifies, to show the check can pass.
+            guard case .verified = try log.verifyCheckpoint(Array(checkpoint.note.utf8), verifier: try NoteVerifier(text: Self.signer.verifierKey)) else {
+                throw TestFailure("the genuine ledger does not verify")
+            }
+            return (checkpoint.note, state)
+        }
+        var changed = events
+        guard case .storeTransaction(var fact) = changed[1].payload else { throw TestFailure("not a store report") }
+        fact.price = (fact.price ?? 0) + 1000
+        changed[1].payload = .storeTransaction(fact)
+        for (name, forged) in [("rolled back", Array(events.dropLast())), ("one event changed", changed)] {
+            try await withLocation(on: backend) { location in
+                let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+                try await ledger.appendAll(forged)
+                try await ledger.updateFeedState { state in
+                    for (key, value) in proofState { try state.set(key, value) }
+                }
+                await ledger.close()
+                let log = try LedgerLog.open(location: location)
+                defer { log.close() }
+                let verdict = try log.verifyCheckpoint(Array(note.utf8), verifier: try NoteVerifier(text: Self.signer.verifierKey))
+                guard case .failed(let reason) = verdict else { throw TestFailure("\(name): \(verdict)") }
+                #expect(!reason.isEmpty)
+            }
+        }
+        // Another key's checkpoint, or a changed byte of the note, does not verify either.
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(events)
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            let other = try NoteSigner.generate(name: Self.signer.name)
+            var flipped = Array(note.utf8)
+            flipped[flipped.count / 2] ^= 1
+            for (bytes, key) in [(Array(note.utf8), other.verifierKey), (flipped, Self.signer.verifierKey)] {
+                guard case .failed = try log.verifyCheckpoint(bytes, verifier: try NoteVerifier(text: key)) else {
+                    throw TestFailure("a note that should not verify did")
+                }
+            }
+        }
+    }
+}

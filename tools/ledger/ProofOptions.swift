@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PurchaseLedger
+import PurchaseLedgerLocation
+
+/// A key file's text, one line (its trailing newline dropped), or a failure naming the file.
+func readKeyFile(_ path: String) throws -> String {
+    guard let data = FileManager.default.contents(atPath: path), data.count <= 4096,
+          let text = String(bytes: data, encoding: .utf8)
+    else { throw CommandFailure(message: "cannot read the key file \(path) (at most 4 KiB of UTF-8)") }
+    return text.hasSuffix("\n") ? String(text.dropLast()) : text
+}
+
+extension LocationArgument {
+    /// Opens the ledger for writing, extends its proof tree to the head, runs `body`, closes it.
+    func withProofTree<T>(_ body: (Ledger) async throws -> T) async throws -> T {
+        var configuration = Ledger.Configuration()
+        configuration.logger.logLevel = .warning
+        configuration.snapshotOnClose = false
+        let ledger = try openLedger(configuration: configuration)
+        do {
+            try await ledger.extendProofTree()
+            let result = try await body(ledger)
+            await ledger.close()
+            return result
+        } catch {
+            await ledger.close()
+            throw error
+        }
+    }
+}
+
+/// `{"note": …, "size": …, "root": …}` and the list's `{"size", "signedAt", "note"}`.
+enum ProofJSON {
+    static func hashes(_ name: String, _ hashes: [MerkleHash], _ writer: inout JSONWriter) {
+        writer.key(name)
+        writer.beginArray()
+        for hash in hashes { writer.string(hash.base64) }
+        writer.endArray()
+    }
+
+    static func checkpoint(_ stored: StoredCheckpoint, _ writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member("size", Int64(clamping: stored.size))
+        writer.member("signedAt", stored.signedAt)
+        writer.member("note", stored.note)
+        writer.endObject()
+    }
+}
