@@ -47,7 +47,7 @@ extension LedgerCommand {
         }
 
         func run() async throws {
-            let (report, proofs, checked) = try await runOrFail { () async throws -> (VerificationReport, StoreProofs.Report?, CheckpointVerification?) in
+            let (report, proofs, checked, treeProblem) = try await runOrFail { () async throws -> (VerificationReport, StoreProofs.Report?, CheckpointVerification?, String?) in
                 let log = try location.openLog()
                 defer { log.close() }
                 let last = try log.lastPosition()
@@ -58,6 +58,8 @@ extension LedgerCommand {
                 let report = log.verify { progress.update($0, of: last) }
                 progress.clear()
                 var checked: CheckpointVerification?
+                // The stored proof tree against its records (a checkpoint's check does it too).
+                let treeProblem = report.isIntact && checkpoint == nil ? try log.proofTreeProblem() : nil
                 if let checkpoint, let verifierKey {
                     let keyText = FileManager.default.fileExists(atPath: verifierKey) ? try readKeyFile(verifierKey) : verifierKey
                     let verifier: NoteVerifier
@@ -71,7 +73,7 @@ extension LedgerCommand {
                     }
                     checked = try log.verifyCheckpoint(Array(note), verifier: verifier)
                 }
-                guard report.isIntact, let bundleId, !roots.isEmpty else { return (report, nil, checked) }
+                guard report.isIntact, let bundleId, !roots.isEmpty else { return (report, nil, checked, treeProblem) }
                 let checker = StoreProofs(
                     trustedRoots: try AppStoreSignedDataVerifier.loadCertificates(paths: roots), bundleId: bundleId, appAppleId: appAppleId)
                 var proofs = StoreProofs.Report()
@@ -81,18 +83,19 @@ extension LedgerCommand {
                     proving.update(record.position, of: last)
                 }
                 proving.clear()
-                return (report, proofs, checked)
+                return (report, proofs, checked, treeProblem)
             }
             try await runOrFail {
-                try Console.output(format.json ? Self.json(report, proofs, checked) + "\n" : Self.text(report, proofs, checked, style: .output))
+                try Console.output(format.json ? Self.json(report, proofs, checked, treeProblem) + "\n" : Self.text(report, proofs, checked, treeProblem, style: .output))
             }
             if !report.isIntact || proofs?.disproven.isEmpty == false { throw ExitCode.damaged }
             if case .failed? = checked { throw ExitCode.damaged }
+            if treeProblem != nil { throw ExitCode.damaged }
         }
 
         /// `{"intact": true, "intactRecords": 1000, "proven": 2, "unproven": 0, "disproven": []}`; with
         /// damage, `"damage"` (its kind), `"position"` and `"message"`.
-        static func json(_ report: VerificationReport, _ proofs: StoreProofs.Report?, _ checked: CheckpointVerification? = nil) -> String {
+        static func json(_ report: VerificationReport, _ proofs: StoreProofs.Report?, _ checked: CheckpointVerification? = nil, _ treeProblem: String? = nil) -> String {
             var writer = JSONWriter(spaced: true)
             writer.beginObject()
             writer.member("intact", report.isIntact)
@@ -134,11 +137,13 @@ extension LedgerCommand {
             case nil:
                 break
             }
+            // The stored proof tree is not the one its records make.
+            writer.member("proofTreeProblem", ifPresent: treeProblem)
             writer.endObject()
             return writer.string
         }
 
-        static func text(_ report: VerificationReport, _ proofs: StoreProofs.Report?, _ checked: CheckpointVerification? = nil, style: Style) -> String {
+        static func text(_ report: VerificationReport, _ proofs: StoreProofs.Report?, _ checked: CheckpointVerification? = nil, _ treeProblem: String? = nil, style: Style) -> String {
             let checkpointLine: String = switch checked {
             case .verified(let checkpoint, let treeSize)?:
                 "checkpoint: \(style.green("verified")): \(checkpoint.origin), \(grouped(checkpoint.size)) events, root \(checkpoint.root.base64); the ledger's tree of \(grouped(treeSize)) extends it\n"
@@ -147,7 +152,8 @@ extension LedgerCommand {
             case nil:
                 ""
             }
-            return body(report, proofs, style: style) + checkpointLine
+            let treeLine = treeProblem.map { "proof tree: \(style.red("not its records'")): \($0)\n" } ?? ""
+            return body(report, proofs, style: style) + checkpointLine + treeLine
         }
 
         private static func body(_ report: VerificationReport, _ proofs: StoreProofs.Report?, style: Style) -> String {

@@ -74,20 +74,43 @@ extension LedgerLog {
         guard checkpoint.size <= last, checkpoint.size <= stored else {
             return .failed("the checkpoint is of \(checkpoint.size) events; this ledger's log holds \(last), its tree \(stored): rolled back, or another log")
         }
-        let tree = MemoryMerkleHashes()
-        do {
-            try ProofLeaves(storage: storage).forEach(through: stored) { _, leaf in try tree.append(leaf: leaf) }
-        } catch let error as StorageError where error.code == .damaged {
-            return .failed("the ledger's records do not make its tree: \(error.message)")
+        let tree: MemoryMerkleHashes
+        switch try recomputedTree(size: stored) {
+        case .success(let recomputed): tree = recomputed
+        case .failure(let problem): return .failed(problem.reason)
         }
         let root = checkpoint.size == 0 ? MerkleHash.empty : try MerkleTree.root(size: checkpoint.size, reading: tree)
         guard root == checkpoint.root else {
             return .failed("the ledger's tree of \(checkpoint.size) events has root \(root.base64), the checkpoint \(checkpoint.root.base64): an event was changed, or another log")
         }
-        if let problem = try storedTreeDiffers(from: tree, size: stored) {
-            return .failed(problem)
-        }
         return .verified(checkpoint: checkpoint, treeSize: stored)
+    }
+
+    /// Why the stored tree is not the one its records make (every leaf hashed again), or nil
+    /// when it is: `ledger verify`.
+    public func proofTreeProblem() throws -> String? {
+        switch try recomputedTree(size: try proofTreeSize()) {
+        case .success: nil
+        case .failure(let problem): problem.reason
+        }
+    }
+
+    struct TreeProblem: Error {
+        var reason: String
+    }
+
+    /// The tree of the first `size` leaves hashed again from the records, when the stored one is it.
+    func recomputedTree(size: UInt64) throws -> Result<MemoryMerkleHashes, TreeProblem> {
+        let tree = MemoryMerkleHashes()
+        do {
+            try ProofLeaves(storage: storage).forEach(through: size) { _, leaf in try tree.append(leaf: leaf) }
+        } catch let error as StorageError where error.code == .damaged {
+            return .failure(TreeProblem(reason: "the ledger's records do not make its tree: \(error.message)"))
+        }
+        if let problem = try storedTreeDiffers(from: tree, size: size) {
+            return .failure(TreeProblem(reason: problem))
+        }
+        return .success(tree)
     }
 
     /// Where the stored tree differs from `tree` (hashed again from the records), if it does.
