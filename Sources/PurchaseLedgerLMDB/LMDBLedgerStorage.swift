@@ -475,17 +475,22 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])] {
-            guard let feeds = tables.feeds else { return [] }
+            try feedStates(prefix: prefix, from: prefix, limit: .max)
+        }
+
+        func feedStates(prefix: String, from first: String, limit: Int) throws -> [(key: String, value: [UInt8])] {
+            guard let feeds = tables.feeds, limit > 0 else { return [] }
             var states: [(key: String, value: [UInt8])] = []
             let start = Array(prefix.utf8)
+            let from = Array(first.utf8).lexicographicallyPrecedes(start) ? prefix : first
             // LMDB has no empty key to seek to: every key starts with the empty prefix.
-            try txn.scan(feeds, from: prefix.isEmpty ? nil : prefix) { key, value in
+            try txn.scan(feeds, from: from.isEmpty ? nil : from) { key, value in
                 guard key.starts(with: start) else { return false }
                 guard let name = String(validating: key, as: UTF8.self) else {
                     throw StorageError(.damaged, "the feeds table holds a key that is not UTF-8")
                 }
                 states.append((name, Array(value)))
-                return true
+                return states.count < limit
             }
             return states
         }

@@ -475,16 +475,22 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])] {
-            guard present.feeds else { return [] }
+            try feedStates(prefix: prefix, from: prefix, limit: .max)
+        }
+
+        func feedStates(prefix: String, from first: String, limit: Int) throws -> [(key: String, value: [UInt8])] {
+            guard present.feeds, limit > 0 else { return [] }
             let start = Array(prefix.utf8)
+            let from = Array(first.utf8).lexicographicallyPrecedes(start) ? prefix : first
+            let count = Int64(min(limit, Int(Int64.max)))
             // The keys that start with the prefix are those from it up to its successor.
             var upper = start
             while let last = upper.last, last == 0xFF { upper.removeLast() }
             let bounded = !upper.isEmpty
             if bounded { upper[upper.count - 1] += 1 }
             let query: PostgresQuery = bounded
-                ? "SELECT key, value FROM ledger_feeds WHERE key >= \(Keys.bytes(prefix)) AND key < \(ByteBuffer(bytes: upper)) ORDER BY key"
-                : "SELECT key, value FROM ledger_feeds WHERE key >= \(Keys.bytes(prefix)) ORDER BY key"
+                ? "SELECT key, value FROM ledger_feeds WHERE key >= \(Keys.bytes(from)) AND key < \(ByteBuffer(bytes: upper)) ORDER BY key LIMIT \(count)"
+                : "SELECT key, value FROM ledger_feeds WHERE key >= \(Keys.bytes(from)) ORDER BY key LIMIT \(count)"
             return try run(query).compactMap { row in
                 let (key, value) = try row.decode((ByteBuffer, ByteBuffer).self)
                 let keyBytes = Array(key.readableBytesView)

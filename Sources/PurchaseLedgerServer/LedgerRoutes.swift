@@ -23,6 +23,7 @@ import ServiceLifecycle
 /// | `GET /v1/accounts/{account}` | `accounts:read` |
 /// | `GET /v1/accounts/{account}/history` | `accounts:read` |
 /// | `GET /v1/changes`, `GET /v1/changes/stream` | `changes:read` (when a feed hub is given) |
+/// | `GET /v1/checkpoint`, `GET /v1/checkpoints`, `GET /v1/proofs/inclusion`, `GET /v1/proofs/consistency` | `proofs:read` |
 /// | `GET /v1/health` | none |
 /// | `GET /metrics` | `metrics:read` (when a registry is given) |
 /// | `POST /v1/appstore/notifications` | none: the payload is signed by Apple (when configured) |
@@ -83,6 +84,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         if metricsRegistry != nil {
             routes.get("/metrics") { _, context in try metrics(context: context) }
         }
+        addProofRoutes(to: routes)
         if let changeFeed {
             routes.get("/v1/changes") { request, context in try await changes(request, context: context, hub: changeFeed) }
             routes.get("/v1/changes/stream") { request, context in try changeStream(request, context: context, hub: changeFeed) }
@@ -449,7 +451,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         return account
     }
 
-    private func integerParameter(_ request: Request, _ name: String, default value: UInt64, range: ClosedRange<UInt64>) throws -> UInt64 {
+    func integerParameter(_ request: Request, _ name: String, default value: UInt64, range: ClosedRange<UInt64>) throws -> UInt64 {
         guard let text = request.uri.queryParameters[Substring(name)] else { return value }
         guard let number = UInt64(text), range.contains(number) else {
             throw LedgerHTTPError.badRequest("\(name) must be an integer from \(range.lowerBound) to \(range.upperBound), not \"\(text)\"")
@@ -457,7 +459,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         return number
     }
 
-    private func readLedger<R>(_ context: Context, _ body: () throws -> R) throws -> R {
+    func readLedger<R>(_ context: Context, _ body: () throws -> R) throws -> R {
         do {
             return try body()
         } catch {

@@ -67,6 +67,9 @@ public enum LedgerServer {
                 by: configuration, ledger: ledger, changeFeed: changeFeed, metricsFactory: factory, logger: logger) {
                 services.append(webhooks)
             }
+            if let checkpoints = try CheckpointService.configured(by: configuration, ledger: ledger, logger: logger) {
+                services.append(checkpoints)
+            }
             notifications = try AppStoreNotificationHandler.configured(by: configuration, ledger: ledger)
             if let notifications {
                 services.append(ForgetService(ledger: ledger, unattributed: notifications.unattributed, logger: logger))

@@ -29,7 +29,8 @@ import PurchaseLedgerLocation
 ///     "consumption": {"sampleContentProvided": false, "refundPreference": "DECLINE"}
 ///   },
 ///   "webhooks": [{"name": "game-backend", "url": "https://game.example/hooks/purchases",
-///                 "secret": "whsec_…", "environments": ["Production"], "maxAttempts": 20}]
+///                 "secret": "whsec_…", "environments": ["Production"], "maxAttempts": 20}],
+///   "checkpoints": {"keyFile": "/etc/store/checkpoint.key", "everySeconds": 60}
 /// }
 /// ```
 public struct ServerConfiguration: Codable, Sendable {
@@ -258,6 +259,40 @@ public struct ServerConfiguration: Codable, Sendable {
     /// The scheduling of the change feed's derivation and webhook delivery (default
     /// `background`: below the appends, docs/FEEDS.md).
     public var feedPriority: FeedPriority?
+    /// Signing the log's checkpoints (docs/SERVER.md, "Checkpoints and proofs").
+    public var checkpoints: Checkpoints?
+
+    /// `"checkpoints": {"keyFile", "origin"?, "everySeconds"?}`: the server signs a checkpoint
+    /// of the log's Merkle tree every `everySeconds` (1 to 86,400; default 60) when the log has
+    /// grown since its last one, and once more on shutdown.
+    public struct Checkpoints: Codable, Sendable {
+        /// The signer key (`ledger checkpoint-key generate`).
+        public var keyFile: String
+        /// The checkpoints' origin line; the key's name when absent.
+        public var origin: String?
+        public var everySeconds: Int?
+
+        public static let defaultEverySeconds = 60
+
+        public init(keyFile: String, origin: String? = nil, everySeconds: Int? = nil) {
+            (self.keyFile, self.origin, self.everySeconds) = (keyFile, origin, everySeconds)
+        }
+
+        /// The signer the key file holds, or why it cannot be read.
+        public func signer() throws -> NoteSigner {
+            let text: String
+            do {
+                text = try String(contentsOfFile: keyFile, encoding: .utf8)
+            } catch {
+                throw ServerConfigurationError("\"checkpoints.keyFile\": cannot read \(keyFile)")
+            }
+            do {
+                return try NoteSigner(text: text.hasSuffix("\n") ? String(text.dropLast()) : text)
+            } catch {
+                throw ServerConfigurationError("\"checkpoints.keyFile\": \(keyFile) holds no signer key (ledger checkpoint-key generate writes one)")
+            }
+        }
+    }
 
     /// Events between snapshots unless the file says otherwise.
     public static let defaultSnapshotEvery: UInt64 = 100_000
@@ -284,7 +319,7 @@ public struct ServerConfiguration: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case ledger, catalog, bind, keys, limits, snapshotEvery, appStore, webhooks, webhookFirstRetrySeconds, webhookTimeoutSeconds, webhookLeaseSeconds,
-            feedPriority, restoresAcrossAccounts
+            feedPriority, restoresAcrossAccounts, checkpoints
     }
 
     public init(from decoder: any Decoder) throws {
@@ -302,6 +337,7 @@ public struct ServerConfiguration: Codable, Sendable {
         webhookLeaseSeconds = try container.decodeIfPresent(Int.self, forKey: .webhookLeaseSeconds)
         feedPriority = try container.decodeIfPresent(FeedPriority.self, forKey: .feedPriority)
         restoresAcrossAccounts = try container.decodeIfPresent(RestorePolicy.self, forKey: .restoresAcrossAccounts)
+        checkpoints = try container.decodeIfPresent(Checkpoints.self, forKey: .checkpoints)
     }
 
     /// Reads and checks a configuration file; errors name the file and the field.
@@ -391,6 +427,17 @@ public struct ServerConfiguration: Codable, Sendable {
         if let seconds = webhookLeaseSeconds, !(3...600).contains(seconds) {
             throw ServerConfigurationError("\"webhookLeaseSeconds\" must be from 3 to 600")
         }
+        if let checkpoints {
+            guard (1...86_400).contains(checkpoints.everySeconds ?? Checkpoints.defaultEverySeconds) else {
+                throw ServerConfigurationError("\"checkpoints.everySeconds\" must be from 1 to 86400")
+            }
+            let signer = try checkpoints.signer()
+            do {
+                _ = try Checkpoint(origin: checkpoints.origin ?? signer.name, size: 0, root: .empty)
+            } catch {
+                throw ServerConfigurationError("\"checkpoints.origin\" must be one line")
+            }
+        }
         var seen: Set<String> = []
         for key in keys {
             guard key.key.utf8.count >= 32 else {
@@ -450,6 +497,9 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     /// Forget a customer (`DELETE /v1/accounts/{account}`, or a posted `forgotten` event):
     /// the account's id leaves the ledger, its books stay under a pseudonym.
     case accountsForget = "accounts:forget"
+    /// Read the log's signed checkpoints and the proofs of its Merkle tree (`GET
+    /// /v1/checkpoint`, `/v1/checkpoints`, `/v1/proofs/…`): they name no customer.
+    case proofsRead = "proofs:read"
 
     /// The event types a key needs more than `events:write` for, and the scope each needs.
     static let beyondWriting: [(types: Set<EventType>, scope: Scope)] = [

@@ -67,6 +67,10 @@ struct LedgerServerTests {
         (#"{"ledger": "l", "appStore": {"bundleId": "com.example", "environment": "Staging", "trustedRoots": ["r"]}}"#, "appStore.environment"),
         (#"{"ledger": "l", "bind": {"host": "0.0.0.0"}, "appStore": {"bundleId": "com.example", "environment": "Xcode", "trustedRoots": []}}"#, "unsigned"),
         (#"{"ledger": "l", "feedPriority": "urgent"}"#, "feedPriority"),
+        (#"{"ledger": "l", "checkpoints": {"keyFile": "/nonexistent/checkpoint.key"}}"#, "checkpoints.keyFile"),
+        (#"{"ledger": "l", "checkpoints": {"keyFile": "/proc/version"}}"#, "holds no signer key"),
+        (#"{"ledger": "l", "checkpoints": {"keyFile": "k", "everySeconds": 0}}"#, "checkpoints.everySeconds"),
+        (#"{"ledger": "l", "checkpoints": {"everySeconds": 60}}"#, "checkpoints.keyFile"),
         ("not json", "config.json"),
     ])
     func aBadConfigurationSaysWhatToFix(_ text: String, _ expected: String) async throws {

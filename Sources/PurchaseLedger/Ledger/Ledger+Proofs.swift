@@ -41,7 +41,7 @@ extension Ledger {
             let root = size == 0 ? MerkleHash.empty : try MerkleTree.root(size: size, reading: StoredMerkleHashes(storage))
             let checkpoint = try Checkpoint(origin: origin, size: size, root: root)
             let stored = StoredCheckpoint(size: size, signedAt: .now(), note: try SignedNote.sign(checkpoint.text, with: signer))
-            try storage.setFeedState(stored.key, Array(stored.note.utf8))
+            try stored.store(storage)
             return stored
         }
     }
@@ -49,6 +49,16 @@ extension Ledger {
     /// Every checkpoint signed, oldest first.
     public func checkpoints() throws -> [StoredCheckpoint] {
         try ProofQueries(storage: storage).checkpoints()
+    }
+
+    /// The checkpoints of a size greater than `size`, oldest first, at most `limit`.
+    public func checkpoints(after size: UInt64, limit: Int) throws -> [StoredCheckpoint] {
+        try storage.read { try StoredCheckpoint.after(size, limit: limit, $0) }
+    }
+
+    /// The checkpoint signed last; nil before the first.
+    public func newestCheckpoint() throws -> StoredCheckpoint? {
+        try storage.read { try StoredCheckpoint.newest($0) }
     }
 
     /// The number of leaves the stored tree holds.

@@ -29,7 +29,7 @@ struct ProofQueries {
 
     /// The size a proof is for when none is asked: the newest checkpoint's, else the tree's.
     func defaultSize(_ reader: any LedgerStorageReader) throws -> UInt64 {
-        try StoredCheckpoint.all(reader).last?.size ?? ProofTreeStore.size(reader)
+        try StoredCheckpoint.newest(reader)?.size ?? ProofTreeStore.size(reader)
     }
 
     private static func checkSize(_ size: UInt64, stored: UInt64) throws {

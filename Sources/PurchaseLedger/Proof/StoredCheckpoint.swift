@@ -40,13 +40,41 @@ public struct StoredCheckpoint: Sendable, Hashable {
         self.init(size: size, signedAt: Timestamp(seconds: seconds, nanoseconds: UInt32(remainder) * 1_000_000), note: note)
     }
 
-    /// Every stored checkpoint, oldest first (by size, then time).
-    static func all(_ reader: any LedgerStorageReader) throws -> [StoredCheckpoint] {
-        try reader.feedStates(prefix: prefix).map { key, value in
+    /// Where the key of the newest is kept (a checkpoint's write sets it), so that finding it
+    /// reads two keys however many were signed.
+    static let newestKey = "proof/newest-checkpoint"
+
+    /// Keeps `self` and makes it the newest, in `writer`'s write.
+    func store(_ writer: any LedgerStorageWriter) throws {
+        try writer.setFeedState(key, Array(note.utf8))
+        try writer.setFeedState(Self.newestKey, Array(key.utf8))
+    }
+
+    /// The stored checkpoints of a size greater than `size`, oldest first (by size, then
+    /// time), at most `limit`.
+    /// (Every one from the first when `size` is nil.)
+    static func after(_ size: UInt64?, limit: Int, _ reader: any LedgerStorageReader) throws -> [StoredCheckpoint] {
+        guard size != .max else { return [] }
+        let from = size.map { prefix + padded($0 + 1, 20) } ?? prefix
+        return try reader.feedStates(prefix: prefix, from: from, limit: limit).map { key, value in
             guard let checkpoint = StoredCheckpoint(key: key, value: value) else {
                 throw StorageError(.damaged, "the proof state \(key) is not a checkpoint")
             }
             return checkpoint
         }
+    }
+
+    /// Every stored checkpoint, oldest first.
+    static func all(_ reader: any LedgerStorageReader) throws -> [StoredCheckpoint] {
+        try after(nil, limit: .max, reader)
+    }
+
+    /// The one signed last; nil before the first.
+    static func newest(_ reader: any LedgerStorageReader) throws -> StoredCheckpoint? {
+        guard let key = try reader.feedState(newestKey) else { return nil }
+        guard let name = String(validating: key, as: UTF8.self), let value = try reader.feedState(name),
+              let checkpoint = StoredCheckpoint(key: name, value: value)
+        else { throw StorageError(.damaged, "the proof state \(newestKey) names no checkpoint") }
+        return checkpoint
     }
 }

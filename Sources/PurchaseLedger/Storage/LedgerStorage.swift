@@ -179,6 +179,9 @@ package protocol LedgerStorageReader {
     func account(ofAppTransaction appTransaction: String) throws -> String?
     /// Every value stored under a key that starts with `prefix`, in key order (by bytes).
     func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])]
+    /// The same from the key `first` on (inclusive; the prefix itself when `first` sorts
+    /// before it), at most `limit`.
+    func feedStates(prefix: String, from first: String, limit: Int) throws -> [(key: String, value: [UInt8])]
 
     // MARK: The account table
 

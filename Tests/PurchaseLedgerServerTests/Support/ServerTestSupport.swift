@@ -34,6 +34,7 @@ enum TestKeys {
     static let backOffice = "backoffice-key-0123456789abcdef01234"
     static let feed = "feed-key-0123456789abcdef0123456789ab"
     static let forgetter = "forgetter-key-0123456789abcdef0123456"
+    static let auditor = "auditor-key-0123456789abcdef012345678"
 
     static let configured: [ServerConfiguration.Key] = [
         .init(name: "writer", key: writer, scopes: [.eventsWrite, .accountsRead]),
@@ -43,6 +44,7 @@ enum TestKeys {
         .init(name: "metrics", key: metrics, scopes: [.metricsRead]),
         .init(name: "feed", key: feed, scopes: [.changesRead]),
         .init(name: "support", key: forgetter, scopes: [.accountsForget, .accountsRead]),
+        .init(name: "auditor", key: auditor, scopes: [.proofsRead]),
     ]
 }
 
