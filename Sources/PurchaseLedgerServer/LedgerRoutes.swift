@@ -168,6 +168,11 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         case "true": timeline = true
         case let other?: throw LedgerHTTPError.badRequest("timeline must be true or false, not \"\(other)\"")
         }
+        switch request.uri.queryParameters["proof"] {
+        case nil, "false": break
+        case "true": return try await provenAccount(account, asOf: asOf, excluding: excluded, timeline: timeline, context: context)
+        case let other?: throw LedgerHTTPError.badRequest("proof must be true or false, not \"\(other)\"")
+        }
         let (projection, position): (AccountProjection?, UInt64)
         if timeline {
             // An expensive read: in a slot, on the idle class's threads, stopped if the client leaves.

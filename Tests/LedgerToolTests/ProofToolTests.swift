@@ -62,6 +62,23 @@ struct ProofToolTests {
             #expect(MerkleProofVerification.inclusion(leaf: .leaf(leaves[2]), index: 2, size: UInt64(total), path: path, root: root))
             let consistency = try #require(try JSONSerialization.jsonObject(with: try tool.ledger("prove", "--from", "\(firstSize)", ledger).output) as? [String: Any])
             #expect(consistency["fromSize"] as? Int == firstSize && (consistency["hashes"] as? [String])?.isEmpty == false)
+            // A proof-carrying replay of one account, at the newest checkpoint; none of a stranger.
+            let proven = try tool.ledger("replay", "--account", "ana", "--proof", ledger)
+            #expect(proven.status == 0, "\(proven.error)")
+            let provenObject = try #require(try JSONSerialization.jsonObject(with: proven.output) as? [String: Any])
+            #expect(provenObject["position"] as? Int == total)
+            let anaProof = ((provenObject["accounts"] as? [String: Any])?["ana"] as? [String: Any])?["proof"] as? [String: Any]
+            #expect((anaProof?["events"] as? [[String: Any]])?.isEmpty == false)
+            #expect(try tool.ledger("replay", "--account", "nobody", "--proof", ledger).status == 1)
+            #expect(try tool.ledger("replay", "--proof", ledger).status == 64)
+            if let python = ProcessInfo.processInfo.environment["PURCHASE_LEDGER_APPLE_VERIFIER_PYTHON"] {
+                let answer = directory.appendingPathComponent("ana.json").path
+                try proven.output.write(to: URL(fileURLWithPath: answer))
+                let script = Self.samples.appendingPathComponent("../../docs/verify_account_proof.py").standardizedFileURL.path
+                let checked = try tool.run("/usr/bin/env", [python, script, answer, verifierKey, "ana"])
+                #expect(checked.status == 0 && checked.text.hasPrefix("ok:"), "\(checked.text)\(checked.error)")
+            }
+
             // Out of range: exit 2, saying the range.
             let beyond = try tool.ledger("prove", "--position", "\(total + 1)", ledger)
             #expect(beyond.status == 2 && beyond.error.contains("from 1 to \(total)"), "\(beyond.error)")

@@ -88,6 +88,75 @@ struct CheckpointRouteTests {
         }
     }
 
+    static let accountVerifier = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../docs/verify_account_proof.py").standardizedFileURL.path
+
+    /// `?proof=true`: the account's answer at the newest checkpoint with every event of its
+    /// history up to it proven; docs/verify_account_proof.py, which knows only the verifier
+    /// key, accepts it, and refuses it with a leaf changed, an event left out, or asked about
+    /// another account.
+    @Test func aProofCarryingAnswerChecksWithOnlyTheVerifierKey() async throws {
+        guard let python = await LedgerTestSupport.python(importing: "cryptography") else {
+            try #require(!pythonPackagesAreRequired, "cryptography is not installed (tools/test installs it)")
+            return
+        }
+        try await withTemporaryDirectory { directory in
+            let signer = try NoteSigner.generate(name: "ledger.example.com/purchases")
+            try (signer.text + "\n").write(toFile: directory + "/checkpoint.key", atomically: true, encoding: .utf8)
+            let verifier = try NoteVerifier(text: signer.verifierKey)
+            var configuration = try LedgerServerTests.configuration(in: directory)
+            configuration.checkpoints = .init(keyFile: directory + "/checkpoint.key", everySeconds: 1)
+            var logger = Logger(label: "test")
+            logger.logLevel = .warning
+            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+            try await app.test(.live) { client in
+                let auditor = PatientClient(port: try #require(client.port))
+                #expect(try await auditor.send(.get, "/v1/accounts/ana?proof=true", key: TestKeys.auditor).status == .notFound)
+                _ = try await client.post(events: [
+                    Lines.added("e1", "ana", payment: "A1", product: "com.example.tenhints"),
+                    Lines.added("e2", "ben", payment: "B1", product: "com.example.tenhints"),
+                    Lines.purchased("e3", "ana", payment: "A1", transaction: "t1"),
+                    Lines.purchased("e4", "ben", payment: "B1", transaction: "t2"),
+                    Lines.finished("e5", "ana", payment: "A1"),
+                ])
+                _ = try await Self.checkpoint(reaching: 5, auditor, verifier)
+                // Ana's sixth event comes after the checkpoint: the answer is at 5, without it.
+                _ = try await client.post(events: [Lines.consumed("e6", "ana", item: "hint", amount: 1)])
+                #expect(try await auditor.send(.get, "/v1/accounts/ana?proof=true", key: TestKeys.reader).status == .forbidden)
+                #expect(try await auditor.send(.get, "/v1/accounts/ana?proof=maybe", key: TestKeys.auditor).status == .badRequest)
+                #expect(try await auditor.send(.get, "/v1/accounts/zoe?proof=true", key: TestKeys.auditor).errorCode == "notFound")
+                let answer = try await auditor.send(.get, "/v1/accounts/ana?proof=true", key: TestKeys.auditor)
+                #expect(answer.status == .ok, "\(answer.body)")
+                let object = try answer.object
+                let proof = try #require(object["proof"] as? [String: Any])
+                let events = try #require(proof["events"] as? [[String: Any]])
+                #expect(object["position"] as? Int == 5 && events.compactMap { $0["position"] as? Int } == [1, 3, 5])
+                #expect((object["balances"] as? [String: Any])?.isEmpty == false, "\(object)")
+
+                func check(_ document: [String: Any], account: String = "ana") throws -> CommandRun {
+                    let path = directory + "/answer-\(UUID().uuidString).json"
+                    try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
+                    return try runCommand(URL(fileURLWithPath: python), [Self.accountVerifier, path, signer.verifierKey, account])
+                }
+                let genuine = try check(object)
+                #expect(genuine.status == 0 && genuine.text.hasPrefix("ok: 3 events of ana"), "\(genuine.text)\(genuine.error)")
+                #expect(try check(object, account: "ben").status == 1)
+                var changed = events
+                changed[1]["leaf"] = (changed[1]["leaf"] as? String ?? "").replacingOccurrences(of: "\"t1\"", with: "\"t9\"")
+                var gap = events
+                gap.remove(at: 1)
+                for forged in [changed, gap] {
+                    var document = object
+                    var forgedProof = proof
+                    forgedProof["events"] = forged
+                    document["proof"] = forgedProof
+                    let run = try check(document)
+                    #expect(run.status == 1 && run.text.hasPrefix("does not verify"), "\(run.text)")
+                }
+            }
+        }
+    }
+
     /// Polls `GET /v1/checkpoint` until its tree holds `size` leaves; the note opened with `verifier`.
     static func checkpoint(reaching size: UInt64, _ client: PatientClient, _ verifier: NoteVerifier) async throws -> Checkpoint {
         for _ in 0..<600 {

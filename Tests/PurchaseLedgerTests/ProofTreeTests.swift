@@ -60,10 +60,19 @@ struct ProofTreeTests {
             #expect(hers.first?.element["previous"] == nil)
             #expect(hers.dropFirst().map { ($0.element["previous"] as? NSNumber)?.uint64Value } == positions.dropLast().map { $0 })
 
-            // She is forgotten: her salt goes, every leaf stays, and the first checkpoint verifies still.
+            // Her history proven at the checkpoint; refused beyond the limit.
             ledger = try Ledger.open(location: location, configuration: .testing)
+            let (projection, proof) = try ledger.provenProjection(of: ForgettingTests.alice)
+            #expect(projection.account == ForgettingTests.alice && proof.checkpoint == first)
+            #expect(proof.events.map(\.position) == positions && proof.events.map(\.leaf) == positions.map { before[Int($0) - 1] })
+            #expect(proof.salt == Array(aliceSalt[40..<72]))
+            #expect(throws: AccountProof.Refusal.tooLarge(limit: 1)) { try ledger.provenProjection(of: ForgettingTests.alice, limit: 1) }
+            #expect(throws: AccountProof.Refusal.nothingToProve) { try ledger.provenProjection(of: "nobody") }
+
+            // She is forgotten: her salt goes, every leaf stays, and the first checkpoint verifies still.
             _ = try #require(try await ledger.forget(ForgettingTests.alice, requestedBy: "ticket-4711"))
             let second = try await ledger.signCheckpoint(with: Self.signer)
+            #expect(throws: AccountProof.Refusal.nothingToProve) { try ledger.provenProjection(of: ForgettingTests.alice) }
             #expect(try ledger.feedStates(prefix: "proof/account/1").first?.value.count == 40)
             var inclusion: [[String: Any]] = []
             var consistency: [[String: Any]] = []

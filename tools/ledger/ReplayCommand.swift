@@ -41,10 +41,16 @@ extension LedgerCommand {
         @Flag(help: "With --account: when each product was owned, interval by interval, and what started and ended each.")
         var timeline = false
 
+        @Flag(help: "With --account: answer as of the newest checkpoint, with the proof of every event of the account up to it (JSON; exit 1 when there is nothing to prove).")
+        var proof = false
+
         @OptionGroup var location: LocationArgument
 
         func validate() throws {
             if timeline, account == nil { throw ValidationError("--timeline needs --account") }
+            if proof, account == nil || timeline || position != nil || noSnapshot {
+                throw ValidationError("--proof needs --account, without --timeline, --position or --no-snapshot: it answers at the newest checkpoint")
+            }
             if let asOf { _ = try parseTimestamp(asOf) }
             _ = try excluded()
         }
@@ -61,6 +67,10 @@ extension LedgerCommand {
         func run() async throws {
             let time = try asOf.map(parseTimestamp) ?? .now()
             let excluded = try excluded()
+            if proof, let account {
+                try await printProof(of: account, asOf: time, excluding: excluded)
+                return
+            }
             try await runOrFail {
                 let log = try location.openLog()
                 defer { log.close() }
@@ -96,6 +106,35 @@ extension LedgerCommand {
                         try Console.output(Self.text(projections, position: at, asOf: time, style: .output))
                     }
                 }
+            }
+        }
+
+        /// `--proof`: the account's replay document at the newest checkpoint, its object with
+        /// `"proof"`; exit 1 when there is nothing to prove, 2 when the account has too many events.
+        func printProof(of account: String, asOf time: Timestamp, excluding excluded: Set<StoreEnvironment>) async throws {
+            let refusal = try await runOrFail { () async throws -> AccountProof.Refusal? in
+                let log = try location.openLog()
+                defer { log.close() }
+                do {
+                    let (projection, proof) = try log.provenProjection(of: account, asOf: time, excluding: excluded)
+                    try Console.output(projection.replayJSON(position: proof.checkpoint.size) { proof.writeMember(to: &$0) } + "\n")
+                    return nil
+                } catch let refusal as AccountProof.Refusal {
+                    return refusal
+                }
+            }
+            switch refusal {
+            case nil:
+                return
+            case .noCheckpoint?:
+                Console.error("ledger: no checkpoint has been signed yet (ledger checkpoint): nothing can be proven")
+                throw ExitCode.damaged
+            case .nothingToProve?:
+                Console.error("ledger: the ledger has no event of this account up to its newest checkpoint")
+                throw ExitCode.damaged
+            case .tooLarge(let limit)?:
+                Console.error("ledger: the account has more than \(limit) events up to the newest checkpoint: too many to prove at once")
+                throw ExitCode.couldNotRun
             }
         }
 

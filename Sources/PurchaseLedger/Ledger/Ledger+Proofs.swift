@@ -40,7 +40,10 @@ extension Ledger {
             let size = try ProofTreeExtension.extend(storage, through: try storage.lastPosition(), limit: .max)
             let root = size == 0 ? MerkleHash.empty : try MerkleTree.root(size: size, reading: StoredMerkleHashes(storage))
             let checkpoint = try Checkpoint(origin: origin, size: size, root: root)
-            let stored = StoredCheckpoint(size: size, signedAt: .now(), note: try SignedNote.sign(checkpoint.text, with: signer))
+            // To the millisecond, as it is kept: what this returns is what is read back.
+            let now = Timestamp.now()
+            let signedAt = Timestamp(seconds: now.seconds, nanoseconds: now.nanoseconds / 1_000_000 * 1_000_000)
+            let stored = StoredCheckpoint(size: size, signedAt: signedAt, note: try SignedNote.sign(checkpoint.text, with: signer))
             try stored.store(storage)
             return stored
         }

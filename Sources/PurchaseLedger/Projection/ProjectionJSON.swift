@@ -74,6 +74,36 @@ extension AccountProjection {
         return writer.string
     }
 
+    /// The account answer's object with more members after its own (a proof-carrying
+    /// answer's `proof`).
+    package func json(position: UInt64, appending extra: (inout JSONWriter) -> Void) -> String {
+        var writer = JSONWriter(spaced: true)
+        writer.beginObject()
+        writer.member("account", account)
+        writer.member("position", Int64(position))
+        writeMembers(to: &writer)
+        extra(&writer)
+        writer.endObject()
+        return writer.string
+    }
+
+    /// `ledger replay --json`'s document of this account alone, its object with more members.
+    package func replayJSON(position: UInt64, appending extra: (inout JSONWriter) -> Void) -> String {
+        var writer = JSONWriter(spaced: true)
+        writer.beginObject()
+        writer.member("position", Int64(position))
+        writer.key("accounts")
+        writer.beginObject()
+        writer.key(account)
+        writer.beginObject()
+        writeMembers(to: &writer)
+        extra(&writer)
+        writer.endObject()
+        writer.endObject()
+        writer.endObject()
+        return writer.string
+    }
+
     /// The account answer's object (`json(position:)`), into `writer`.
     func write(to writer: inout JSONWriter, position: UInt64) {
         writer.beginObject()

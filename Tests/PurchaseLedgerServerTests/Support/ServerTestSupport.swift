@@ -44,7 +44,7 @@ enum TestKeys {
         .init(name: "metrics", key: metrics, scopes: [.metricsRead]),
         .init(name: "feed", key: feed, scopes: [.changesRead]),
         .init(name: "support", key: forgetter, scopes: [.accountsForget, .accountsRead]),
-        .init(name: "auditor", key: auditor, scopes: [.proofsRead]),
+        .init(name: "auditor", key: auditor, scopes: [.proofsRead, .accountsRead]),
     ]
 }
 
