@@ -1,8 +1,10 @@
 """Checks a proof-carrying account answer (docs/SERVER.md, "Checkpoints and proofs") with only
 the ledger's verifier key: RFC 9162 and C2SP's signed-note, Python's hashlib and `cryptography`.
 
-usage: verify_account_proof.py ANSWER.json VERIFIER_KEY ACCOUNT   (prints ok, or why not; exit 1)
+usage: verify_account_proof.py ANSWER.json VERIFIER_KEY ACCOUNT [ORIGIN]   (ok, or why not: exit 1)
 ANSWER: `GET /v1/accounts/{account}?proof=true`'s body, or `ledger replay --account A --proof`'s.
+ORIGIN: the log the checkpoint must name (default: the key's name). It proves the events, not the
+answer's figures: recompute those from the leaves with the format's rules.
 """
 import base64, hashlib, json, sys
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -39,9 +41,15 @@ def root_from_path(index, size, leaf, path):
     assert sn == 0, "proof too short"
     return r
 
-def verify(answer, key, account):
-    proof = (answer["accounts"].popitem()[1] if "accounts" in answer else answer)["proof"]
-    origin, size, root = open_note(proof["checkpoint"], key).split("\n")[:3]
+def verify(answer, key, account, origin=None):
+    if "accounts" in answer:
+        assert list(answer["accounts"]) == [account], "an answer about another account"
+        proof = answer["accounts"][account]["proof"]
+    else:
+        assert answer["account"] == account, "an answer about another account"
+        proof = answer["proof"]
+    named, size, root = open_note(proof["checkpoint"], key).split("\n")[:3]
+    assert named == (origin or key.split("+")[0]), f"a checkpoint of another log: {named}"
     size, root = int(size), b64(root)
     assert answer["position"] == size, "the answer is not at the checkpoint's size"
     commitment = base64.b64encode(h(b64(proof["accountSalt"]) + account.encode())).decode()
@@ -56,11 +64,11 @@ def verify(answer, key, account):
         assert pseudonym in (None, leaf["account"]), "two accounts"
         previous, pseudonym = event["position"], leaf["account"]
     assert previous is not None, "no event"
-    return f"ok: {len(proof['events'])} events of {account} in {origin} at {size}"
+    return f"ok: {len(proof['events'])} events of {account} in {named} at {size} proven (figures not recomputed)"
 
 if __name__ == "__main__":
     try:
-        print(verify(json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]))
+        print(verify(json.load(open(sys.argv[1])), *sys.argv[2:5]))
     except Exception as error:  # every refusal, whatever raised it
         print("does not verify:", error)
         sys.exit(1)

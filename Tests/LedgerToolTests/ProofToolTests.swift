@@ -100,6 +100,7 @@ struct ProofToolTests {
             let stranger = try NoteSigner.generate(name: "ledger.example.com/purchases").verifierKey
             #expect(try tool.ledger("verify", "--checkpoint", secondNote, "--verifier-key", stranger, ledger).status == 1)
             #expect(try tool.ledger("verify", "--checkpoint", secondNote, "--verifier-key", "not a key", ledger).status == 2)
+            #expect(try tool.ledger("verify", "--checkpoint", secondNote, "--verifier-key", verifierKey, "--origin", "other.example/log", ledger).status == 1)
 
             // The directory rolled back below the second checkpoint: exit 1; the first still verifies.
             if backend == "lmdb" {

@@ -133,14 +133,19 @@ struct CheckpointRouteTests {
                 #expect(object["position"] as? Int == 5 && events.compactMap { $0["position"] as? Int } == [1, 3, 5])
                 #expect((object["balances"] as? [String: Any])?.isEmpty == false, "\(object)")
 
-                func check(_ document: [String: Any], account: String = "ana") throws -> CommandRun {
+                func check(_ document: [String: Any], account: String = "ana", origin: [String] = []) throws -> CommandRun {
                     let path = directory + "/answer-\(UUID().uuidString).json"
                     try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
-                    return try runCommand(URL(fileURLWithPath: python), [Self.accountVerifier, path, signer.verifierKey, account])
+                    return try runCommand(URL(fileURLWithPath: python), [Self.accountVerifier, path, signer.verifierKey, account] + origin)
                 }
                 let genuine = try check(object)
                 #expect(genuine.status == 0 && genuine.text.hasPrefix("ok: 3 events of ana"), "\(genuine.text)\(genuine.error)")
                 #expect(try check(object, account: "ben").status == 1)
+                #expect(try check(object, origin: ["other.example/log"]).status == 1)
+                // Ana's proof presented as ben's answer: the answer is about another account.
+                var renamed = object
+                renamed["account"] = "ben"
+                #expect(try check(renamed, account: "ben").status == 1)
                 var changed = events
                 changed[1]["leaf"] = (changed[1]["leaf"] as? String ?? "").replacingOccurrences(of: "\"t1\"", with: "\"t9\"")
                 var gap = events

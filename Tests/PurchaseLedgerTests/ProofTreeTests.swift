@@ -122,6 +122,31 @@ struct ProofTreeTests {
         }
     }
 
+    /// The tree extended a few leaves a write (as a kill between writes leaves it, then the next
+    /// extension) is the tree extended at once, and the stored tree agrees with its records.
+    @Test(arguments: Backend.available)
+    func aTreeExtendedInPartsIsTheTreeExtendedAtOnce(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try ForgettingTests.history())
+            let last = ledger.position
+            var sizes: [UInt64] = []
+            while sizes.last != last {
+                let size = try await ledger.writer!.writeWithAppends { try ProofTreeExtension.extend($0, through: last, limit: 3) }
+                sizes.append(size)
+            }
+            #expect(sizes.count > 2 && sizes == sizes.sorted())
+            let root = try ledger.proofTreeRoot(size: last)
+            await ledger.close()
+            let tree = MemoryMerkleHashes()
+            for leaf in try Self.leaves(at: location) { try tree.append(leaf: leaf) }
+            #expect(try MerkleTree.root(size: last, reading: tree) == root)
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(try log.proofTreeProblem() == nil)
+        }
+    }
+
     /// A checkpoint of one ledger, checked against another holding the same proof state (its
     /// commitments, its stored tree: what an operator rolling back or rewriting would keep)
     /// but other records: rolled back below the checkpoint, or with one event changed.
@@ -160,6 +185,25 @@ struct ProofTreeTests {
                 guard case .failed(let reason) = verdict else { throw TestFailure("\(name): \(verdict)") }
                 #expect(!reason.isEmpty)
             }
+        }
+        // The account table changed under the tree (an id given another handle's place): the
+        // leaves name handles and stay, the commitment no longer matches the id.
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(events)
+            let checkpoint = try await ledger.signCheckpoint(with: Self.signer)
+            try ledger.storage.write { try $0.renameAccount(handle: 1, from: ForgettingTests.alice, to: "mallory") }
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(try log.proofTreeProblem()?.contains("commitment") == true)
+            guard case .failed(let reason) = try log.verifyCheckpoint(Array(checkpoint.note.utf8), verifier: try NoteVerifier(text: Self.signer.verifierKey)) else {
+                throw TestFailure("a checkpoint verified over a changed account table")
+            }
+            #expect(reason.contains("commitment"), "\(reason)")
+            // Another log's name: refused, unless it is the one asked for.
+            #expect(try log.verifyCheckpoint(Array(checkpoint.note.utf8), verifier: try NoteVerifier(text: Self.signer.verifierKey), origin: "other.example/log")
+                    == .failed("the checkpoint is of the log \"\(Self.signer.name)\", not \"other.example/log\""))
         }
         // Another key's checkpoint, or a changed byte of the note, does not verify either.
         try await withLocation(on: backend) { location in

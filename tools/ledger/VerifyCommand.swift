@@ -37,11 +37,15 @@ extension LedgerCommand {
         @Option(help: ArgumentHelp("The key the checkpoint is signed with: its verifier key, or a file holding it (with --checkpoint).", valueName: "key"))
         var verifierKey: String?
 
+        @Option(help: ArgumentHelp("The log the checkpoint must name (with --checkpoint; default: the verifier key's name).", valueName: "origin"))
+        var origin: String?
+
         @OptionGroup var format: OutputFormat
         @OptionGroup var location: LocationArgument
 
         func validate() throws {
             if (checkpoint == nil) != (verifierKey == nil) { throw ValidationError("--checkpoint and --verifier-key go together") }
+            if origin != nil, checkpoint == nil { throw ValidationError("--origin checks a checkpoint: give --checkpoint too") }
             if !roots.isEmpty, bundleId == nil { throw ValidationError("--root needs --bundle-id: the proofs must name the app") }
             if roots.isEmpty, bundleId != nil || appAppleId != nil { throw ValidationError("--bundle-id and --app-apple-id check proofs: give --root too") }
         }
@@ -71,7 +75,7 @@ extension LedgerCommand {
                     guard let note = FileManager.default.contents(atPath: checkpoint), note.count <= 1 << 20 else {
                         throw CommandFailure(message: "cannot read the checkpoint \(checkpoint) (at most 1 MiB)")
                     }
-                    checked = try log.verifyCheckpoint(Array(note), verifier: verifier)
+                    checked = try log.verifyCheckpoint(Array(note), verifier: verifier, origin: origin)
                 }
                 guard report.isIntact, let bundleId, !roots.isEmpty else { return (report, nil, checked, treeProblem) }
                 let checker = StoreProofs(

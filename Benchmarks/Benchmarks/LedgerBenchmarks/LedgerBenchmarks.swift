@@ -23,6 +23,7 @@ let benchmarks: @Sendable () -> Void = {
 
     appendBenchmarks(on: .lmdb)
     concurrencyBenchmarks(on: .lmdb, appenders: [1, 8, 64, 256])
+    proofTreeBenchmarks(on: .lmdb)
     floorBenchmarks()
     peerBenchmarks()
     openBenchmarks()
@@ -102,6 +103,61 @@ func appendBenchmarks(on backend: BenchedBackend) {
                 await backend.remove(batched.value!.1)
             })
     }
+}
+
+/// The same appends with the proof tree (docs/FORMAT.md, "The proof tree") extended over each
+/// iteration's events before it ends: what keeping the tree costs an import and group commit
+/// (issue 44's bound: at most a tenth), beside the suites without it in the same run.
+func proofTreeBenchmarks(on backend: BenchedBackend) {
+    let batched = Box<(Ledger, String, BenchmarkEvents)>()
+    Benchmark(
+        "\(backend.subject): append, 1,000 events per commit, with the proof tree",
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+        closure: { benchmark in
+            var (ledger, _, events) = batched.value!
+            let batch = events.next(1000)
+            batched.value!.2 = events
+            benchmark.startMeasurement()
+            _ = try! await ledger.append(contentsOf: batch)
+            try! await ledger.extendProofTree()
+            benchmark.stopMeasurement()
+        },
+        setup: {
+            let (ledger, token) = try await backend.open("treebatched")
+            batched.value = (ledger, token, BenchmarkEvents(prefix: "t"))
+        },
+        teardown: {
+            await batched.value!.0.close()
+            await backend.remove(batched.value!.1)
+        })
+
+    let state = Box<(Ledger, String)>()
+    Benchmark(
+        "\(backend.subject): group commit, 64 concurrent appenders, with the proof tree",
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
+        closure: { benchmark in
+            let (ledger, _) = state.value!
+            let run = UInt64.random(in: 0..<UInt64.max)
+            let shares = (0..<64).map { task in
+                var generator = BenchmarkEvents(prefix: "tc-\(run)-\(task)", seed: UInt64(task + 1))
+                return generator.next(1000 / 64 + (task < 1000 % 64 ? 1 : 0))
+            }
+            benchmark.startMeasurement()
+            await withTaskGroup(of: Void.self) { group in
+                for share in shares {
+                    group.addTask {
+                        for event in share { _ = try! await ledger.append(event) }
+                    }
+                }
+            }
+            try! await ledger.extendProofTree()
+            benchmark.stopMeasurement()
+        },
+        setup: { state.value = try await backend.open("treeconcurrent") },
+        teardown: {
+            await state.value!.0.close()
+            await backend.remove(state.value!.1)
+        })
 }
 
 extension BenchmarkEvents.EventIDs {

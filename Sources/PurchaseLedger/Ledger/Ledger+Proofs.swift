@@ -7,8 +7,9 @@
 /// - ``inclusionProof(position:size:)``
 /// - ``consistencyProof(from:size:)``
 extension Ledger {
-    /// Leaves added to the tree per write: a write holds the writer for a bounded time.
-    static let proofTreeLeavesPerWrite: UInt64 = 4096
+    /// Leaves added to the tree per write: a write holds the writer, and the appends committed
+    /// with it, for a bounded time.
+    public static let proofTreeLeavesPerWrite: UInt64 = 1024
 
     /// Extends the tree by every record after its size, in writes of a bounded number of
     /// leaves queued with the appends.

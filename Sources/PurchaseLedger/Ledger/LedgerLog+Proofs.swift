@@ -62,14 +62,24 @@ extension LedgerLog {
     /// - Returns: `.failed` for anything that does not verify (a malformed note, another
     ///   key, a bad signature, a wrong root, a log rolled back below the checkpoint).
     /// - Throws: `StorageError` only when the ledger cannot be read.
-    public func verifyCheckpoint(_ note: [UInt8], verifier: NoteVerifier) throws -> CheckpointVerification {
+    public func verifyCheckpoint(_ note: [UInt8], verifier: NoteVerifier, origin: String? = nil) throws -> CheckpointVerification {
         let checkpoint: Checkpoint
         do {
             checkpoint = try Checkpoint(text: try SignedNote.open(bytes: note, verifier: verifier))
         } catch let error as NoteError {
             return .failed("the checkpoint does not verify: \(error)")
         }
-        let stored = try proofTreeSize()
+        // C2SP: a checkpoint counts for the log it names, which the verifier expects.
+        let expected = origin ?? verifier.name
+        guard checkpoint.origin == expected else {
+            return .failed("the checkpoint is of the log \"\(checkpoint.origin)\", not \"\(expected)\"")
+        }
+        let stored: UInt64
+        do {
+            stored = try proofTreeSize()
+        } catch let error as StorageError where error.code == .damaged {
+            return .failed(error.message)
+        }
         let last = try lastPosition()
         guard checkpoint.size <= last, checkpoint.size <= stored else {
             return .failed("the checkpoint is of \(checkpoint.size) events; this ledger's log holds \(last), its tree \(stored): rolled back, or another log")
@@ -89,9 +99,56 @@ extension LedgerLog {
     /// Why the stored tree is not the one its records make (every leaf hashed again), or nil
     /// when it is: `ledger verify`.
     public func proofTreeProblem() throws -> String? {
-        switch try recomputedTree(size: try proofTreeSize()) {
-        case .success: nil
-        case .failure(let problem): problem.reason
+        let size: UInt64
+        do {
+            size = try proofTreeSize()
+        } catch let error as StorageError where error.code == .damaged {
+            return error.message
+        }
+        let tree: MemoryMerkleHashes
+        switch try recomputedTree(size: size) {
+        case .success(let recomputed): tree = recomputed
+        case .failure(let problem): return problem.reason
+        }
+        // Every checkpoint kept is of that tree (its signature needs the key: `verifyCheckpoint`).
+        let checkpoints: [StoredCheckpoint]
+        do {
+            checkpoints = try self.checkpoints()
+        } catch let error as StorageError where error.code == .damaged {
+            return error.message
+        }
+        for stored in checkpoints {
+            guard let checkpoint = stored.checkpoint else { return "the checkpoint kept at size \(stored.size) is not a checkpoint note" }
+            guard checkpoint.size == stored.size, checkpoint.size <= size else {
+                return "the checkpoint kept at size \(stored.size) is beyond the stored tree (\(size) leaves)"
+            }
+            let root = checkpoint.size == 0 ? MerkleHash.empty : try MerkleTree.root(size: checkpoint.size, reading: tree)
+            guard root == checkpoint.root else { return "the checkpoint kept at size \(stored.size) is not of this tree" }
+        }
+        return nil
+    }
+
+    /// Where an account's commitment is not SHA-256(its salt ‖ its id), if anywhere: the
+    /// account table changed under the tree (ids swapped between handles). A forgotten
+    /// account's has no salt, and nothing to check it with.
+    func commitmentProblem() throws -> String? {
+        try storage.read { reader in
+            for (key, value) in try reader.feedStates(prefix: AccountCommitment.prefix) {
+                let stored: AccountCommitment
+                do {
+                    stored = try AccountCommitment(stored: value, key: key)
+                } catch let error as StorageError {
+                    return error.message
+                }
+                guard let salt = stored.salt else { continue }
+                guard let handle = UInt64(key.dropFirst(AccountCommitment.prefix.utf8.count)),
+                      let row = try reader.accountNames(from: handle, limit: 1).first, row.handle == handle
+                else { return "the proof state \(key) names no account of the account table" }
+                guard AccountCommitment.commitment(salt: salt, id: row.account) == stored.commitment else {
+                    return "account handle \(handle)'s commitment is not its id's: the account table changed under the tree"
+                }
+            }
+            return nil
         }
     }
 
@@ -108,6 +165,9 @@ extension LedgerLog {
             return .failure(TreeProblem(reason: "the ledger's records do not make its tree: \(error.message)"))
         }
         if let problem = try storedTreeDiffers(from: tree, size: size) {
+            return .failure(TreeProblem(reason: problem))
+        }
+        if let problem = try commitmentProblem() {
             return .failure(TreeProblem(reason: problem))
         }
         return .success(tree)

@@ -23,8 +23,10 @@ struct AccountCommitment: Equatable {
 
     /// A new salt and its commitment to `id`.
     static func make(for id: String) -> AccountCommitment {
+        // Four draws of the system's generator (a system call each), not thirty-two.
         var generator = SystemRandomNumberGenerator()
-        let salt = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let words = (generator.next() as UInt64, generator.next() as UInt64, generator.next() as UInt64, generator.next() as UInt64)
+        let salt = withUnsafeBytes(of: words) { Array($0) }
         return AccountCommitment(commitment: commitment(salt: salt, id: id), last: 0, salt: salt)
     }
 

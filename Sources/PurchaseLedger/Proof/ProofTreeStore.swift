@@ -57,12 +57,11 @@ final class StoredMerkleHashes: MerkleHashReader {
     /// Adds the hash of a subtree just completed: the next one of its level.
     func append(_ hash: MerkleHash, level: Int, index: UInt64) throws {
         let (number, slot) = index.quotientAndRemainder(dividingBy: ProofTreeStore.tileWidth)
-        var bytes = try tile(level: level, tile: number)
-        guard bytes.count == Int(slot) * 32 else {
+        guard try tile(level: level, tile: number).count == Int(slot) * 32 else {
             throw StorageError(.damaged, "the proof tree's level \(level) does not end before subtree \(index)")
         }
-        bytes += hash.bytes
-        tiles[level, default: [:]][number] = bytes
+        // In place: the tile is not copied for each hash added to it.
+        tiles[level, default: [:]][number, default: []].append(contentsOf: hash.bytes)
         changed.insert([UInt64(level), number])
     }
 

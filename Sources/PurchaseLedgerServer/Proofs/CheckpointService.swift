@@ -26,17 +26,28 @@ struct CheckpointService: Service {
                 try? await Task.sleep(for: interval)
             }
         }
-        // In a task a shutdown has not cancelled: a cancelled task's write is withdrawn.
-        await Task { await signIfMoved() }.value
+        // In a task a shutdown has not cancelled: a cancelled task's write is withdrawn. Only
+        // when the tree is nearly there: a stop never waits for a long extension (a ledger
+        // whose checkpoints were just turned on), which the next start goes on with.
+        await Task { await signIfMoved(withinLeaves: Ledger.proofTreeLeavesPerWrite) }.value
     }
 
-    /// Signs when the log holds events the newest checkpoint does not cover.
-    func signIfMoved() async {
+    /// Signs when the log holds events the newest checkpoint does not cover (and, with
+    /// `withinLeaves`, the tree lacks at most that many of them).
+    func signIfMoved(withinLeaves limit: UInt64? = nil) async {
         do {
             let newest = try ledger.newestCheckpoint()?.size ?? 0
-            guard ledger.position > newest else { return }
+            let position = ledger.position
+            guard position > newest else { return }
+            if let limit, position - min(position, try ledger.proofTreeSize()) > limit {
+                logger.notice("no checkpoint signed on stopping: the tree is far behind the log, and the next start extends it",
+                              metadata: ["position": "\(position)"])
+                return
+            }
             let signed = try await ledger.signCheckpoint(with: signer, origin: origin)
             logger.info("signed a checkpoint", metadata: ["size": "\(signed.size)", "root": "\(signed.checkpoint?.root.base64 ?? "")"])
+        } catch is CancellationError {
+            // Stopping: the shutdown's own signing follows.
         } catch {
             logger.error("a checkpoint could not be signed; the next try comes after the interval", metadata: ["error": "\(error)"])
         }
