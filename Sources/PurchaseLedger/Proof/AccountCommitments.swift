@@ -9,7 +9,11 @@ import Crypto
 /// Kept beside the log under `proof/account/<handle>`: the commitment, the position of the
 /// account's last event the tree holds (a leaf's `previous`), then the salt until a forget.
 struct AccountCommitment: Equatable {
-    var commitment: [UInt8]
+    var commitment: [UInt8] {
+        didSet { text = Base64.encode(commitment) }
+    }
+    /// The commitment in standard base64, as leaves carry it (encoded once per account).
+    private(set) var text: String
     /// The position of the account's newest event in the stored tree; 0 before its first.
     var last: UInt64
     /// Nil once the account was forgotten.
@@ -47,6 +51,7 @@ struct AccountCommitment: Equatable {
 
     init(commitment: [UInt8], last: UInt64, salt: [UInt8]?) {
         self.commitment = commitment
+        self.text = Base64.encode(commitment)
         self.last = last
         self.salt = salt
     }
@@ -56,6 +61,7 @@ struct AccountCommitment: Equatable {
             throw StorageError(.damaged, "the proof state \(key) holds \(bytes.count) bytes, not 40 or 72")
         }
         commitment = Array(bytes[0..<32])
+        text = Base64.encode(commitment)
         last = bytes[32..<40].reduce(0) { $0 << 8 | UInt64($1) }
         salt = bytes.count == 72 ? Array(bytes[40..<72]) : nil
     }

@@ -51,7 +51,7 @@ public struct AccountProof: Sendable {
                 throw StorageError(.damaged, "the history index names position \(position) for an account whose record it is not", position: position)
             }
             leaf.removeAll()
-            ProofLeaf.write(decoded.event, commitment: commitment.commitment, previous: previous, to: &leaf)
+            ProofLeaf.write(decoded.event, commitment: commitment.text, previous: previous, to: &leaf)
             previous = position
             let path = try MerkleTree.inclusionProof(index: position - 1, size: checkpoint.size, reading: hashes)
             events.append(ProvenEvent(position: position, leaf: leaf.bytes, hashes: path))

@@ -3,10 +3,27 @@
 /// and `=` to a multiple of four. Reading, the unused low bits of the last character are
 /// ignored unless `canonical` (as Go's `base64.StdEncoding` ignores them: a note Go opens opens here).
 enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// Byte by byte into one buffer: every leaf of the proof tree carries a commitment in it.
     static func encode(_ bytes: [UInt8]) -> String {
-        var text = String(Base64URL.encode(bytes).map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
-        while text.utf8.count % 4 != 0 { text += "=" }
-        return text
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index + 3 <= bytes.count {
+            let group = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+            for shift in [18, 12, 6, 0] as [UInt32] { out.append(alphabet[Int(group >> shift & 63)]) }
+            index += 3
+        }
+        let rest = bytes.count - index
+        if rest > 0 {
+            let group = UInt32(bytes[index]) << 16 | (rest == 2 ? UInt32(bytes[index + 1]) << 8 : 0)
+            out.append(alphabet[Int(group >> 18 & 63)])
+            out.append(alphabet[Int(group >> 12 & 63)])
+            out.append(rest == 2 ? alphabet[Int(group >> 6 & 63)] : UInt8(ascii: "="))
+            out.append(UInt8(ascii: "="))
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func decode(_ text: some StringProtocol, canonical: Bool = false) -> [UInt8]? {

@@ -19,10 +19,11 @@ enum ProofLeaf {
     }
 
     /// Writes the leaf data of `event` (decoded as forgotten), without a newline.
-    static func write(_ event: Event, commitment: [UInt8], previous: UInt64, to writer: inout JSONWriter) {
+    /// `commitment`: the account's commitment in base64 (`AccountCommitment.text`).
+    static func write(_ event: Event, commitment: String, previous: UInt64, to writer: inout JSONWriter) {
         writer.beginObject()
         event.writeMembers(to: &writer)
-        writer.member("accountCommitment", Base64.encode(commitment))
+        writer.member("accountCommitment", commitment)
         if previous > 0 { writer.member("previous", Int64(previous)) }
         writer.endObject()
     }

@@ -38,7 +38,7 @@ struct ProofLeaves {
                         throw StorageError(.damaged, "account handle \(handle) (position \(position)) has no commitment: the proof tree was not extended over it", position: position)
                     }
                     leaf.removeAll()
-                    ProofLeaf.write(event, commitment: account.commitment, previous: account.last, to: &leaf)
+                    ProofLeaf.write(event, commitment: account.text, previous: account.last, to: &leaf)
                     account.last = position
                     accounts[handle] = account
                     leaves.append((position, leaf.bytes))

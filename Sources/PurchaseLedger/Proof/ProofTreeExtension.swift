@@ -38,7 +38,7 @@ enum ProofTreeExtension {
                 account = AccountCommitment.make(for: id.account)
             }
             leaf.removeAll()
-            ProofLeaf.write(event, commitment: account.commitment, previous: account.last, to: &leaf)
+            ProofLeaf.write(event, commitment: account.text, previous: account.last, to: &leaf)
             account.last = position
             accounts[handle] = account
             for (subtree, hash) in try MerkleTree.completedSubtrees(appending: .leaf(leaf.bytes), at: position - 1, reading: hashes) {
