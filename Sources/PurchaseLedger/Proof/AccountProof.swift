@@ -87,7 +87,7 @@ extension Ledger {
     /// The proof of `account`'s history up to the newest checkpoint, and its answer there.
     /// - Parameters:
     ///   - account: the id asked about.
-    ///   - asOf: the instant the answer is for (valid time).
+    ///   - time: the instant the answer is for (valid time).
     ///   - environments: the store's environments whose reports the answer leaves out.
     ///   - limit: the most events to prove (`AccountProof.defaultLimit`).
     /// - Returns: the account's answer at the checkpoint's size (its position), and the proof.
