@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import HummingbirdTesting
 import LedgerTestSupport
 import Logging
@@ -13,16 +14,21 @@ import Testing
 /// the proofs, which check against the roots of the notes and the leaves the ledger exports;
 /// a key without the scope, or a size out of range, is refused.
 struct CheckpointRouteTests {
+    /// The test server, configured to sign a checkpoint every second with a new key.
+    static func signingServer(in directory: String) async throws -> (some ApplicationProtocol, NoteSigner, NoteVerifier) {
+        let signer = try NoteSigner.generate(name: "ledger.example.com/purchases")
+        try (signer.text + "\n").write(toFile: directory + "/checkpoint.key", atomically: true, encoding: .utf8)
+        var configuration = try LedgerServerTests.configuration(in: directory)
+        configuration.checkpoints = .init(keyFile: directory + "/checkpoint.key", everySeconds: 1)
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+        return (app, signer, try NoteVerifier(text: signer.verifierKey))
+    }
+
     @Test func theServerSignsTheLogAndItsProofsCheckAgainstTheNotes() async throws {
         try await withTemporaryDirectory { directory in
-            let signer = try NoteSigner.generate(name: "ledger.example.com/purchases")
-            try (signer.text + "\n").write(toFile: directory + "/checkpoint.key", atomically: true, encoding: .utf8)
-            let verifier = try NoteVerifier(text: signer.verifierKey)
-            var configuration = try LedgerServerTests.configuration(in: directory)
-            configuration.checkpoints = .init(keyFile: directory + "/checkpoint.key", everySeconds: 1)
-            var logger = Logger(label: "test")
-            logger.logLevel = .warning
-            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+            let (app, signer, verifier) = try await Self.signingServer(in: directory)
             let proofs = try await app.test(.live) { client -> [(position: Int, proof: [String: Any])] in
                 let auditor = PatientClient(port: try #require(client.port))
                 #expect(try await client.send(.get, "/v1/checkpoint").status == .unauthorized)
@@ -101,14 +107,7 @@ struct CheckpointRouteTests {
             return
         }
         try await withTemporaryDirectory { directory in
-            let signer = try NoteSigner.generate(name: "ledger.example.com/purchases")
-            try (signer.text + "\n").write(toFile: directory + "/checkpoint.key", atomically: true, encoding: .utf8)
-            let verifier = try NoteVerifier(text: signer.verifierKey)
-            var configuration = try LedgerServerTests.configuration(in: directory)
-            configuration.checkpoints = .init(keyFile: directory + "/checkpoint.key", everySeconds: 1)
-            var logger = Logger(label: "test")
-            logger.logLevel = .warning
-            let app = try await LedgerServer.application(configuration: configuration, logger: logger)
+            let (app, signer, verifier) = try await Self.signingServer(in: directory)
             try await app.test(.live) { client in
                 let auditor = PatientClient(port: try #require(client.port))
                 #expect(try await auditor.send(.get, "/v1/accounts/ana?proof=true", key: TestKeys.auditor).status == .notFound)

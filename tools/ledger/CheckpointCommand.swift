@@ -65,11 +65,7 @@ extension LedgerCommand {
                 defer { log.close() }
                 let checkpoints = try log.checkpoints()
                 if format.json {
-                    var writer = JSONWriter(spaced: true)
-                    writer.beginArray()
-                    for stored in checkpoints { ProofJSON.checkpoint(stored, &writer) }
-                    writer.endArray()
-                    try Console.output(writer.string + "\n")
+                    try Console.output(StoredCheckpoint.json(checkpoints) + "\n")
                 } else {
                     var text = ""
                     for stored in checkpoints {

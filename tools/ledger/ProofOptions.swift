@@ -30,21 +30,3 @@ extension LocationArgument {
         }
     }
 }
-
-/// `{"note": …, "size": …, "root": …}` and the list's `{"size", "signedAt", "note"}`.
-enum ProofJSON {
-    static func hashes(_ name: String, _ hashes: [MerkleHash], _ writer: inout JSONWriter) {
-        writer.key(name)
-        writer.beginArray()
-        for hash in hashes { writer.string(hash.base64) }
-        writer.endArray()
-    }
-
-    static func checkpoint(_ stored: StoredCheckpoint, _ writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.member("size", Int64(clamping: stored.size))
-        writer.member("signedAt", stored.signedAt)
-        writer.member("note", stored.note)
-        writer.endObject()
-    }
-}

@@ -37,23 +37,14 @@ extension LedgerCommand {
         func run() async throws {
             try await runOrFail {
                 let (position, from, size) = (self.position, self.from, self.size)
-                var writer = JSONWriter(spaced: true)
-                try await location.withProofTree { ledger in
-                    writer.beginObject()
+                let json = try await location.withProofTree { ledger in
                     if let position {
-                        let proof = try ledger.inclusionProof(position: position, size: size)
-                        writer.member("leafIndex", Int64(clamping: proof.leafIndex))
-                        writer.member("treeSize", Int64(clamping: proof.treeSize))
-                        ProofJSON.hashes("hashes", proof.hashes, &writer)
-                    } else if let from {
-                        let proof = try ledger.consistencyProof(from: from, size: size)
-                        writer.member("fromSize", Int64(clamping: proof.fromSize))
-                        writer.member("treeSize", Int64(clamping: proof.treeSize))
-                        ProofJSON.hashes("hashes", proof.hashes, &writer)
+                        try ledger.inclusionProof(position: position, size: size).json
+                    } else {
+                        try ledger.consistencyProof(from: from ?? 0, size: size).json
                     }
-                    writer.endObject()
                 }
-                try Console.output(writer.string + "\n")
+                try Console.output(json + "\n")
             }
         }
     }

@@ -72,14 +72,24 @@ public struct AccountProof: Sendable {
             writer.beginObject()
             writer.member("position", Int64(clamping: event.position))
             writer.member("leaf", String(decoding: event.leaf, as: UTF8.self))
-            writer.key("hashes")
-            writer.beginArray()
-            for hash in event.hashes { writer.string(hash.base64) }
-            writer.endArray()
+            writer.hashes(event.hashes)
             writer.endObject()
         }
         writer.endArray()
         writer.endObject()
+    }
+}
+
+extension AccountProof {
+    /// The proof of `account`'s history as `storage` holds it, with the answer `projection`
+    /// gives at the checkpoint's size (`Ledger` and `LedgerLog` pass their own).
+    static func proven(
+        _ account: String, limit: Int, storage: any LedgerStorage, projection: (_ position: UInt64) throws -> AccountProjection?
+    ) throws -> (projection: AccountProjection, proof: AccountProof) {
+        let proof = try storage.read { try AccountProof.read(account, limit: limit, $0) }
+        // Forgotten since the proof was read: nothing to prove any more.
+        guard let answer = try projection(proof.checkpoint.size) else { throw Refusal.nothingToProve }
+        return (answer, proof)
     }
 }
 
@@ -96,11 +106,9 @@ extension Ledger {
         of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = [],
         limit: Int = AccountProof.defaultLimit
     ) throws -> (projection: AccountProjection, proof: AccountProof) {
-        let proof = try storage.read { try AccountProof.read(account, limit: limit, $0) }
-        guard let projection = try projection(of: account, atPosition: proof.checkpoint.size, asOf: time, excluding: environments) else {
-            throw AccountProof.Refusal.nothingToProve
+        try AccountProof.proven(account, limit: limit, storage: storage) {
+            try projection(of: account, atPosition: $0, asOf: time, excluding: environments)
         }
-        return (projection, proof)
     }
 }
 
@@ -110,10 +118,8 @@ extension LedgerLog {
         of account: String, asOf time: Timestamp = .now(), excluding environments: Set<StoreEnvironment> = [],
         limit: Int = AccountProof.defaultLimit
     ) throws -> (projection: AccountProjection, proof: AccountProof) {
-        let proof = try storage.read { try AccountProof.read(account, limit: limit, $0) }
-        guard let projection = try projection(of: account, atPosition: proof.checkpoint.size, asOf: time, excluding: environments) else {
-            throw AccountProof.Refusal.nothingToProve
+        try AccountProof.proven(account, limit: limit, storage: storage) {
+            try projection(of: account, atPosition: $0, asOf: time, excluding: environments)
         }
-        return (projection, proof)
     }
 }

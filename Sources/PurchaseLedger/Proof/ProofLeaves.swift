@@ -8,45 +8,22 @@ struct ProofLeaves {
     /// - Throws: `StorageError.damaged` for a record of an account without a commitment (the
     ///   tree was never extended over it: `Ledger.extendProofTree()`), or a damaged record.
     func forEach(through end: UInt64, _ body: (UInt64, [UInt8]) throws -> Void) throws {
-        var accounts: [UInt64: AccountCommitment] = [:]
-        var leaf = JSONWriter()
+        var renderer = LeafRenderer()
         var next: UInt64 = 1
         while next <= end {
             let last = min(end, next + UInt64(LogReader.chunkSize) - 1)
             let leaves: [(UInt64, [UInt8])] = try storage.read { reader in
-                var records: [(position: UInt64, bytes: [UInt8])] = []
-                try reader.forEachRecord(from: next, through: last) { position, bytes in
-                    records.append((position, Array(bytes)))
-                    return true
-                }
-                var expected = next
-                var leaves: [(UInt64, [UInt8])] = []
-                for (position, bytes) in records {
-                    guard position == expected else {
-                        throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
-                    }
-                    expected += 1
-                    let (handle, event) = try bytes.withUnsafeBytes { try ProofLeaf.decodeAsForgotten($0, at: position) }
-                    var account: AccountCommitment
-                    if let known = accounts[handle] {
-                        account = known
-                    } else if let stored = try AccountCommitment.read(handle, reader: reader) {
+                try LeafRenderer.records(reader, from: next, through: last).map { position, bytes in
+                    let leaf = try renderer.leaf(bytes, at: position) { handle, position in
+                        guard var stored = try AccountCommitment.read(handle, reader: reader) else {
+                            throw StorageError(.damaged, "account handle \(handle) (position \(position)) has no commitment: the proof tree was not extended over it", position: position)
+                        }
                         // What it holds as `last` is the tree's; this reading keeps its own.
-                        account = stored
-                        account.last = 0
-                    } else {
-                        throw StorageError(.damaged, "account handle \(handle) (position \(position)) has no commitment: the proof tree was not extended over it", position: position)
+                        stored.last = 0
+                        return stored
                     }
-                    leaf.removeAll()
-                    ProofLeaf.write(event, commitment: account.text, previous: account.last, to: &leaf)
-                    account.last = position
-                    accounts[handle] = account
-                    leaves.append((position, leaf.bytes))
+                    return (position, leaf)
                 }
-                guard expected == last + 1 else {
-                    throw StorageError(.damaged, "the log has no record at position \(expected)", position: expected)
-                }
-                return leaves
             }
             for (position, bytes) in leaves { try body(position, bytes) }
             next = last + 1

@@ -35,17 +35,7 @@ extension LedgerRoutes {
         try context.require(.proofsRead)
         let after = try integerParameter(request, "after", default: 0, range: 0...UInt64(Int64.max))
         let page = try readLedger(context) { try ledger.checkpoints(after: after, limit: Self.checkpointsPerPage) }
-        var writer = JSONWriter(spaced: true)
-        writer.beginArray()
-        for stored in page {
-            writer.beginObject()
-            writer.member("size", Int64(clamping: stored.size))
-            writer.member("signedAt", stored.signedAt)
-            writer.member("note", stored.note)
-            writer.endObject()
-        }
-        writer.endArray()
-        return .json(writer.string + "\n")
+        return .json(StoredCheckpoint.json(page) + "\n")
     }
 
     /// `{"leafIndex", "treeSize", "hashes"}` for `position` in the tree of `size` leaves.
@@ -54,13 +44,7 @@ extension LedgerRoutes {
         let position = try requiredInteger(request, "position")
         let size = try optionalInteger(request, "size")
         let proof = try proving(context) { try ledger.inclusionProof(position: position, size: size) }
-        var writer = JSONWriter(spaced: true)
-        writer.beginObject()
-        writer.member("leafIndex", Int64(clamping: proof.leafIndex))
-        writer.member("treeSize", Int64(clamping: proof.treeSize))
-        Self.hashes(proof.hashes, &writer)
-        writer.endObject()
-        return .json(writer.string + "\n")
+        return .json(proof.json + "\n")
     }
 
     /// `{"fromSize", "treeSize", "hashes"}` from the tree of `from` leaves to that of `size`.
@@ -69,20 +53,7 @@ extension LedgerRoutes {
         let from = try requiredInteger(request, "from")
         let size = try optionalInteger(request, "size")
         let proof = try proving(context) { try ledger.consistencyProof(from: from, size: size) }
-        var writer = JSONWriter(spaced: true)
-        writer.beginObject()
-        writer.member("fromSize", Int64(clamping: proof.fromSize))
-        writer.member("treeSize", Int64(clamping: proof.treeSize))
-        Self.hashes(proof.hashes, &writer)
-        writer.endObject()
-        return .json(writer.string + "\n")
-    }
-
-    private static func hashes(_ hashes: [MerkleHash], _ writer: inout JSONWriter) {
-        writer.key("hashes")
-        writer.beginArray()
-        for hash in hashes { writer.string(hash.base64) }
-        writer.endArray()
+        return .json(proof.json + "\n")
     }
 
     /// A proof, or 400 `badRequest` saying the range when its sizes are out of it (a storage
