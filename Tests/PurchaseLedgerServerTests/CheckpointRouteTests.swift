@@ -20,6 +20,9 @@ struct CheckpointRouteTests {
         try (signer.text + "\n").write(toFile: directory + "/checkpoint.key", atomically: true, encoding: .utf8)
         var configuration = try LedgerServerTests.configuration(in: directory)
         configuration.checkpoints = .init(keyFile: directory + "/checkpoint.key", everySeconds: 1)
+        // Every request on a connection of its own (`PatientClient`), and connections kept:
+        // on a loaded machine the test can sit longer than the default 30 s between requests.
+        configuration.limits.idleTimeoutSeconds = 600
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let app = try await LedgerServer.application(configuration: configuration, logger: logger)
@@ -31,15 +34,15 @@ struct CheckpointRouteTests {
             let (app, signer, verifier) = try await Self.signingServer(in: directory)
             let proofs = try await app.test(.live) { client -> [(position: Int, proof: [String: Any])] in
                 let auditor = PatientClient(port: try #require(client.port))
-                #expect(try await client.send(.get, "/v1/checkpoint").status == .unauthorized)
-                #expect(try await client.send(.get, "/v1/checkpoint", key: TestKeys.reader).status == .forbidden)
-                _ = try await client.post(events: [
+                #expect(try await auditor.send(.get, "/v1/checkpoint").status == .unauthorized)
+                #expect(try await auditor.send(.get, "/v1/checkpoint", key: TestKeys.reader).status == .forbidden)
+                _ = try await auditor.post(events: [
                     Lines.added("e1", "ana", payment: "A1", product: "com.example.tenhints"),
                     Lines.purchased("e2", "ana", payment: "A1", transaction: "t1"),
                     Lines.added("e3", "ben", payment: "B1", product: "com.example.tenhints"),
                 ])
                 let first = try await Self.checkpoint(reaching: 3, auditor, verifier)
-                _ = try await client.post(events: [
+                _ = try await auditor.post(events: [
                     Lines.finished("e4", "ana", payment: "A1"),
                     Lines.purchased("e5", "ben", payment: "B1", transaction: "t2"),
                 ])
@@ -69,7 +72,7 @@ struct CheckpointRouteTests {
                     proofs.append((position, try await auditor.send(.get, "/v1/proofs/inclusion?position=\(position)", key: TestKeys.auditor).object))
                 }
                 // An event after the last signing: the shutdown signs it.
-                _ = try await client.post(events: [Lines.finished("e6", "ben", payment: "B1")])
+                _ = try await auditor.post(events: [Lines.finished("e6", "ben", payment: "B1")])
                 return proofs
             }
             let log = try LedgerLog.open(location: directory + "/ledger")
@@ -111,7 +114,7 @@ struct CheckpointRouteTests {
             try await app.test(.live) { client in
                 let auditor = PatientClient(port: try #require(client.port))
                 #expect(try await auditor.send(.get, "/v1/accounts/ana?proof=true", key: TestKeys.auditor).status == .notFound)
-                _ = try await client.post(events: [
+                _ = try await auditor.post(events: [
                     Lines.added("e1", "ana", payment: "A1", product: "com.example.tenhints"),
                     Lines.added("e2", "ben", payment: "B1", product: "com.example.tenhints"),
                     Lines.purchased("e3", "ana", payment: "A1", transaction: "t1"),
@@ -120,7 +123,7 @@ struct CheckpointRouteTests {
                 ])
                 _ = try await Self.checkpoint(reaching: 5, auditor, verifier)
                 // Ana's sixth event comes after the checkpoint: the answer is at 5, without it.
-                _ = try await client.post(events: [Lines.consumed("e6", "ana", item: "hint", amount: 1)])
+                _ = try await auditor.post(events: [Lines.consumed("e6", "ana", item: "hint", amount: 1)])
                 #expect(try await auditor.send(.get, "/v1/accounts/ana?proof=true", key: TestKeys.reader).status == .forbidden)
                 #expect(try await auditor.send(.get, "/v1/accounts/ana?proof=maybe", key: TestKeys.auditor).status == .badRequest)
                 #expect(try await auditor.send(.get, "/v1/accounts/zoe?proof=true", key: TestKeys.auditor).errorCode == "notFound")
