@@ -104,17 +104,7 @@ enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var value: UInt32 = 0
-            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * offset) }
-            for sextet in 0..<(chunk.count + 1) { out.append(alphabet[Int(value >> (18 - 6 * sextet) & 63)]) }
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
+        base64Encode(bytes, alphabet: alphabet, padded: false)
     }
 
     /// The bytes of `text`; with `canonical`, only of the one spelling `encode` gives them

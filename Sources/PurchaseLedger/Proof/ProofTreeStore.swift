@@ -27,7 +27,12 @@ enum ProofTreeStore {
 final class StoredMerkleHashes: MerkleHashReader {
     private let reader: any LedgerStorageReader
     private var tiles: [Int: [UInt64: [UInt8]]] = [:]
-    private var changed: Set<[UInt64]> = []
+    private struct Tile: Hashable {
+        var level: Int
+        var number: UInt64
+    }
+
+    private var changed: Set<Tile> = []
 
     init(_ reader: any LedgerStorageReader) {
         self.reader = reader
@@ -62,14 +67,13 @@ final class StoredMerkleHashes: MerkleHashReader {
         }
         // In place: the tile is not copied for each hash added to it.
         tiles[level, default: [:]][number, default: []].append(contentsOf: hash.bytes)
-        changed.insert([UInt64(level), number])
+        changed.insert(Tile(level: level, number: number))
     }
 
     /// Writes the tiles `append` changed.
     func writeChanged(_ writer: any LedgerStorageWriter) throws {
-        for entry in changed {
-            let (level, number) = (Int(entry[0]), entry[1])
-            try writer.setFeedState(ProofTreeStore.tileKey(level: level, tile: number), tiles[level]?[number])
+        for tile in changed {
+            try writer.setFeedState(ProofTreeStore.tileKey(level: tile.level, tile: tile.number), tiles[tile.level]?[tile.number])
         }
         changed = []
     }
