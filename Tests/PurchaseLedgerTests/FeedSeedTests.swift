@@ -162,4 +162,54 @@ struct FeedSeedTests {
             #expect(timeChanges > 10, "subscriptions expire between readings: \(timeChanges)")
         }
     }
+    /// A reading long after the last (a server that was down for days) passes the instants of
+    /// many renewals and expiries at once: the deriver judges them a few a call, each call holding
+    /// no more of time's changes than it was allowed, and finds the changes a deriver told to
+    /// judge them all finds, in the same order, byte for byte.
+    @Test func timesChangesOfOneReadingAreJudgedAFewACall() async throws {
+        try await withLedger(on: .lmdb) { ledger, _ in
+            let start: Int64 = 1_767_225_600
+            var events: [Event] = []
+            for index in 0..<48 {
+                // Eight accounts, six renewals each, an hour apart, dated after the first reading.
+                let account = "r\(index % 8)"
+                let bought = Timestamp(seconds: start + 3_600 + Int64(index / 8) * 3_600 + Int64(index % 8) * 60)
+                events.append(.storeTransaction(id: "renewal\(index)", account: account, signedAt: Timestamp(seconds: start), StoreTransaction(
+                    transaction: "\(30_000 + index)", originalTransaction: "first-\(account)", product: OrderIndependenceTests.subscription,
+                    purchasedAt: bought, expiresAt: Timestamp(seconds: bought.seconds + 3_000), environment: .production)))
+            }
+            _ = try await ledger.append(contentsOf: events)
+            let log = LogReader(storage: ledger.storage)
+            let catalog = try #require(try log.currentCatalog())
+            let readings = [
+                ClockReading(position: ledger.position, time: Timestamp(seconds: start)),
+                ClockReading(position: ledger.position, time: Timestamp(seconds: start + 30 * 86_400)),
+            ]
+            var whole = ChangeDeriver(catalog: catalog)
+            var expected: [LedgerChange] = []
+            for reading in readings {
+                try whole.advance(to: reading, log: log) { expected.append($0) }
+            }
+            let timeChanges = expected.filter { if case .time = $0.cause { true } else { false } }
+            #expect(timeChanges.count >= 48, "every renewal starts and every one expires: \(timeChanges.count)")
+
+            var bounded = ChangeDeriver(catalog: catalog)
+            var found: [LedgerChange] = []
+            var calls = 0
+            for reading in readings {
+                var followed = false
+                while !followed {
+                    var thisCall = 0
+                    followed = try bounded.advance(to: reading, log: log, maximumEvents: 5, maximumTimeChanges: 3) { change in
+                        if case .time = change.cause { thisCall += 1 }
+                        found.append(change)
+                    }
+                    #expect(thisCall <= 3)
+                    calls += 1
+                }
+            }
+            #expect(found.map(\.json) == expected.map(\.json))
+            #expect(calls > timeChanges.count / 3, "\(calls) calls for \(timeChanges.count) of time's changes")
+        }
+    }
 }

@@ -18,8 +18,9 @@ struct ChangeDeriver {
     /// The feed's clock: the latest reading's time so far.
     private(set) var clock = Timestamp.earliest
     private(set) var lastReading: ClockReading?
-    /// The reading whose events `advance` stopped within, and the time they are judged at.
-    private var following: (reading: ClockReading, time: Timestamp)?
+    /// The reading `advance` stopped within, the time its changes are judged at, and whether
+    /// time's changes before its events are still being judged (they come first).
+    private var following: (reading: ClockReading, time: Timestamp, judgingInstants: Bool)?
     private var due = DueInstants()
     /// The environments whose reports the projections leave out (a feed scoped to some).
     private let excluded: Set<StoreEnvironment>
@@ -81,33 +82,44 @@ struct ChangeDeriver {
     }
 
     /// Follows one reading: reads its events from `log` (those after the last reading, up to
-    /// its position, in order) and hands each change to `emit`; at most `maximumEvents` of them
-    /// a call. Returns true once the reading is followed whole; false when it stopped within it
-    /// (a commit of many events, an import's), where the next call, with the same reading,
-    /// goes on: so that a bounded read stops within a commit, and a cancelled one soon. After a
-    /// throw the deriver is spent (a reading may be half applied): `LedgerChanges` never calls
-    /// it again.
+    /// its position, in order) and hands each change to `emit`; at most `maximumEvents` of them,
+    /// and at most `maximumTimeChanges` of time's changes before them, a call. Returns true once
+    /// the reading is followed whole; false when it stopped within it (a commit of many events,
+    /// an import's; a reading long after the last, when the instants of many renewals passed),
+    /// where the next call, with the same reading, goes on: so that a bounded read stops within
+    /// a commit, holds few changes (each holds its account's projection, which for a long
+    /// subscriber lists every purchase), and a cancelled one stops soon. After a throw the
+    /// deriver is spent (a reading may be half applied): `LedgerChanges` never calls it again.
     @discardableResult
     mutating func advance(
-        to reading: ClockReading, log: LogReader, maximumEvents: Int = .max, emit: (LedgerChange) throws -> Void
+        to reading: ClockReading, log: LogReader, maximumEvents: Int = .max, maximumTimeChanges: Int = .max,
+        emit: (LedgerChange) throws -> Void
     ) throws -> Bool {
         if entitlementHistory == nil { try readEntitlements(from: log) }
-        let time: Timestamp
-        if let following, following.reading == reading {
-            time = following.time
+        if let following {
+            precondition(following.reading == reading, "a reading is followed whole before the next")
         } else {
-            precondition(following == nil, "a reading is followed whole before the next")
-            time = max(clock, reading.time)
             let position = state.position
+            following = (reading, max(clock, reading.time), judgingInstants: true)
             // Before the cursor's position every time change is silent: none is judged, and
             // the accounts' next instants are found once, where the silence ends.
             if position < silentThrough.position { skippedInstants = true }
             if position >= silentThrough.position { scheduleUnscheduled() }
+        }
+        let time = following!.time
+        if following!.judgingInstants {
+            let position = state.position
+            var judged = 0
             while position >= silentThrough.position, let (instant, account) = due.first(notAfter: time) {
+                if judged >= maximumTimeChanges { return false }
                 due.remove(account)
-                if let change = timeChange(of: account, at: instant, position: position) { try emit(change) }
+                if let change = timeChange(of: account, at: instant, position: position) {
+                    try emit(change)
+                    judged += 1
+                }
                 schedule(account, view: view(of: account, at: position), after: instant)
             }
+            following!.judgingInstants = false
         }
         let start = state.position
         let end = min(reading.position, start &+ UInt64(clamping: max(1, maximumEvents)))
@@ -116,10 +128,7 @@ struct ChangeDeriver {
                 try apply(record, asOf: time, log: log, emit: emit)
             }
         }
-        guard state.position >= reading.position else {
-            following = (reading, time)
-            return false
-        }
+        guard state.position >= reading.position else { return false }
         following = nil
         clock = time
         lastReading = reading

@@ -135,12 +135,23 @@ public struct LedgerChanges: AsyncSequence, Sendable {
             // At most `eventsAFill` events, even within one commit: between fills a bounded read
             // stops and a cancelled one ends.
             var left = Swift.max(1, Swift.min(maximumEvents, Self.eventsAFill))
-            // And few changes: each holds its account's projection, which for a long subscriber
-            // lists every purchase.
-            while let reading = readings.first, left > 0, changes.count < Self.changesAFill {
+            // And few changes, listing few purchases in all: each holds its account's
+            // projection, which for a long subscriber lists every purchase. `widest` is the most
+            // one change held so far: no call may take the fill far past its bound.
+            var purchases = 0
+            var widest = 1
+            while let reading = readings.first, left > 0, changes.count < Self.changesAFill, purchases < Self.purchasesAFill {
                 let from = deriver!.state.position
-                let followed = try deriver!.advance(to: reading, log: log, maximumEvents: Swift.min(left, Self.changesAFill)) { change in
-                    if change.cursor > after { changes.append(change) }
+                let room = Swift.max(1, (Self.purchasesAFill - purchases) / widest)
+                let followed = try deriver!.advance(
+                    to: reading, log: log, maximumEvents: Swift.min(left, Self.changesAFill, room),
+                    maximumTimeChanges: Swift.min(Self.changesAFill - changes.count, room)
+                ) { change in
+                    guard change.cursor > after else { return }
+                    changes.append(change)
+                    let listed = 1 + change.projection.storeTransactions.count
+                    purchases += listed
+                    widest = Swift.max(widest, listed)
                 }
                 let applied = Int(truncatingIfNeeded: deriver!.state.position &- from)
                 eventsDerived += applied
@@ -153,8 +164,10 @@ public struct LedgerChanges: AsyncSequence, Sendable {
 
         /// The most events one fill applies.
         static let eventsAFill = 4_096
-        /// A fill stops applying events once it holds this many changes.
+        /// A fill stops applying events once it holds this many changes,
         static let changesAFill = 256
+        /// or once their projections list this many purchases (each change counting one more).
+        static let purchasesAFill = 16_384
 
         /// A derivation that starts at the newest snapshot before `cursor` instead of the log's
         /// start (`ChangeDeriver.init(seed:after:)`): the snapshot's state at the clock reading of

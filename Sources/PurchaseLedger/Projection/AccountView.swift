@@ -266,8 +266,10 @@ struct AccountView {
 
     /// The reports in force of the transactions started by `time`, by transaction id.
     func purchases(at time: Timestamp) -> [StorePurchase] {
-        state.storeTransactions.sorted(by: { $0.key < $1.key }).compactMap { _, record in
-            guard record.hasStarted(by: time) else { return nil }
+        // The keys sorted, not the pairs: a long subscriber's records are many and wide.
+        let reports = state.storeTransactions
+        return reports.keys.sorted().compactMap { key in
+            guard let record = reports[key], record.hasStarted(by: time) else { return nil }
             return StorePurchase(report: record.fact, isRevoked: isRevoked(record, at: time))
         }
     }
