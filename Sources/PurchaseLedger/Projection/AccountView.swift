@@ -1,7 +1,9 @@
 /// One account's state as a view of some environments sees it, ready to answer at any
 /// instant: the projection as of a time reads it once, the timeline at every instant where
-/// something takes effect.
-struct AccountView {
+/// something takes effect. A class: it never changes once made, and the change feed hands
+/// each one to several readers (a struct of this many references was copied, reference by
+/// reference, at each).
+final class AccountView {
     /// What is granted at an instant, and by what: the timeline's intervals are runs of equal
     /// grants.
     struct Grant {
