@@ -17,7 +17,7 @@ struct AccountState: Sendable, Hashable {
     /// By item.
     var balances: [UTF8Key: Int64] = [:]
     /// The store's report in force per transaction id.
-    var storeTransactions: [UTF8Key: StoreTransactionRecord] = [:]
+    var storeTransactions = StoreTransactionRecords()
     /// The store's renewal info in force per original transaction id.
     var renewals: [UTF8Key: RenewalRecord] = [:]
     /// The customer's consent to share consumption data with Apple, when recorded.
@@ -108,7 +108,7 @@ struct AccountState: Sendable, Hashable {
     func leavingOut(chains: Set<UTF8Key>) -> AccountState {
         var kept = self
         func isLeftOut(_ fact: StoreTransaction) -> Bool { chains.contains(UTF8Key(fact.chain)) }
-        kept.storeTransactions = storeTransactions.filter { !isLeftOut($0.value.fact) }
+        kept.storeTransactions = storeTransactions.filter { !isLeftOut($0.fact) }
         kept.environmentReports = environmentReports.filter { !isLeftOut($0.value[0].fact) }
         kept.renewals = renewals.filter { !chains.contains($0.key) }
         kept.environmentRenewals = environmentRenewals.filter { !chains.contains($0.key) }

@@ -53,8 +53,8 @@ enum AccountStateCodec {
             writer.signed(state.balances[item]!)
         }
         writer.varint(UInt64(state.storeTransactions.count))
-        for transaction in state.storeTransactions.keys.sorted() {
-            writeStoreTransaction(state.storeTransactions[transaction]!, to: &writer)
+        for record in state.storeTransactions.values {
+            writeStoreTransaction(record, to: &writer)
         }
         writer.varint(UInt64(state.renewals.count))
         for original in state.renewals.keys.sorted() {

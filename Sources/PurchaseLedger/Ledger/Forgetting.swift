@@ -198,8 +198,8 @@ extension AccountState {
             info.appTransaction = new(info.appTransaction) ?? info.appTransaction
             return info
         }
-        for (transaction, record) in storeTransactions {
-            if let fact = renamed(record.fact) { state.storeTransactions[transaction]?.fact = fact }
+        for report in storeTransactions {
+            if let fact = renamed(report.record.fact) { state.storeTransactions[report.key]?.fact = fact }
         }
         for (chain, record) in renewals {
             if let info = renamed(record.info) { state.renewals[chain]?.info = info }

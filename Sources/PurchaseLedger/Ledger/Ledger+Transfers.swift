@@ -25,8 +25,7 @@ extension Ledger {
         let key = UTF8Key(chain)
         let arrival = try live.withAccount(UTF8Key(from)) { state, _, _ -> [Event] in
             var events: [Event] = []
-            for transaction in state.storeTransactions.keys.sorted() {
-                guard let record = state.storeTransactions[transaction], sameBytes(record.fact.chain, chain) else { continue }
+            for record in state.storeTransactions.values where sameBytes(record.fact.chain, chain) {
                 var fact = record.fact
                 (fact.signed, fact.appAccountToken, fact.appTransaction) = (nil, nil, nil)
                 fact.source = share ? "shared" : "transferred"

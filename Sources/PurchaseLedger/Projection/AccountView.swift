@@ -268,10 +268,8 @@ final class AccountView {
 
     /// The reports in force of the transactions started by `time`, by transaction id.
     func purchases(at time: Timestamp) -> [StorePurchase] {
-        // The keys sorted, not the pairs: a long subscriber's records are many and wide.
-        let reports = state.storeTransactions
-        return reports.keys.sorted().compactMap { key in
-            guard let record = reports[key], record.hasStarted(by: time) else { return nil }
+        state.storeTransactions.values.compactMap { record in
+            guard record.hasStarted(by: time) else { return nil }
             return StorePurchase(report: record.fact, isRevoked: isRevoked(record, at: time))
         }
     }

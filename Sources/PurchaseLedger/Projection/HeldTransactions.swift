@@ -48,7 +48,8 @@ extension HeldTransaction {
                     unfinishedPayment: entry.finishedAt == nil ? entry.payment : nil, heldByEntry: true)
             }
         }
-        for (key, record) in state.storeTransactions {
+        for report in state.storeTransactions {
+            let (key, record) = (report.key, report.record)
             var transaction = try byTransaction[key] ?? HeldTransaction(
                 account: account, transaction: record.fact.transaction, originalTransaction: record.fact.originalTransaction,
                 product: record.fact.product, report: nil, revokedByEvent: try isRevoked(key))
