@@ -18,7 +18,12 @@ extension SignedReport {
 /// The `storeTransaction` in force for one transaction of an account, with what the catalog
 /// said of its product when it was applied (products never change).
 struct StoreTransactionRecord: SignedReport, Sendable, Hashable {
-    var fact: StoreTransaction
+    /// The report's thirty-odd fields, behind one reference (`Fact`).
+    var fact: StoreTransaction {
+        _read { yield storedFact.value }
+        set { storedFact = Fact(newValue) }
+    }
+    private var storedFact: Fact
     var signedAt: Timestamp
     var eventID: String
     var productType: Catalog.ProductType
@@ -32,7 +37,7 @@ struct StoreTransactionRecord: SignedReport, Sendable, Hashable {
     }
 
     init(fact: StoreTransaction, signedAt: Timestamp, eventID: String, productType: Catalog.ProductType, group: String) {
-        self.fact = fact
+        storedFact = Fact(fact)
         self.signedAt = signedAt
         self.eventID = eventID
         self.productType = productType
@@ -41,6 +46,25 @@ struct StoreTransactionRecord: SignedReport, Sendable, Hashable {
 
     /// What the store says; `revoked` events of the format's first version are checked apart.
     var isRevokedByStore: Bool { fact.revokedAt != nil }
+
+    /// A report, immutable, shared by every copy of its record: a record is copied into each
+    /// view of its account (the change feed makes one after every event), and copying the
+    /// report's fields inline retained each of its strings every time.
+    private final class Fact: Sendable, Hashable {
+        let value: StoreTransaction
+
+        init(_ value: StoreTransaction) {
+            self.value = value
+        }
+
+        static func == (lhs: Fact, rhs: Fact) -> Bool {
+            lhs === rhs || lhs.value == rhs.value
+        }
+
+        func hash(into hasher: inout Hasher) {
+            value.hash(into: &hasher)
+        }
+    }
 }
 
 /// The `renewalInfo` in force for one subscription (by original transaction) of an account.

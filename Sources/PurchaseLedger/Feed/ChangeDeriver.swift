@@ -111,7 +111,7 @@ struct ChangeDeriver {
             let position = state.position
             var judged = 0
             while position >= silentThrough.position, let (instant, account) = due.first(notAfter: time) {
-                if judged >= maximumTimeChanges { return false }
+                if judged >= max(1, maximumTimeChanges) { return false }
                 due.remove(account)
                 if let change = timeChange(of: account, at: instant, position: position) {
                     try emit(change)

@@ -42,6 +42,9 @@ public struct LedgerChanges: AsyncSequence, Sendable {
         var projectionsBuilt: Int { deriver?.projectionsBuilt ?? 0 }
         /// The clock readings read and not yet followed whole, the next first.
         private var readings: [ClockReading] = []
+        /// The most purchases one change's projection listed so far (and one more): what a fill
+        /// expects of the changes it has yet to find.
+        private var widestChange = 1
         /// What ended the derivation: a fill that throws may leave a reading half applied and
         /// its changes so far dropped, so the iterator throws it again rather than go on.
         private var failure: (any Error)?
@@ -136,10 +139,11 @@ public struct LedgerChanges: AsyncSequence, Sendable {
             // stops and a cancelled one ends.
             var left = Swift.max(1, Swift.min(maximumEvents, Self.eventsAFill))
             // And few changes, listing few purchases in all: each holds its account's
-            // projection, which for a long subscriber lists every purchase. `widest` is the most
-            // one change held so far: no call may take the fill far past its bound.
+            // projection, which for a long subscriber lists every purchase. No call may take
+            // the fill far past its bound, were its changes as wide as the widest seen yet.
             var purchases = 0
-            var widest = 1
+            var widest = widestChange
+            defer { widestChange = widest }
             while let reading = readings.first, left > 0, changes.count < Self.changesAFill, purchases < Self.purchasesAFill {
                 let from = deriver!.state.position
                 let room = Swift.max(1, (Self.purchasesAFill - purchases) / widest)
