@@ -43,11 +43,15 @@ extension LedgerCommand {
                 defer { log.close() }
                 Interruption.onInterrupt { "stopped following the change feed" }
                 var printed = 0
+                var output = BatchedOutput()
                 for try await change in log.changes(after: cursor, follow: follow) {
                     if let account, !change.account.utf8.elementsEqual(account.utf8) { continue }
-                    try Console.output(format.json ? change.json + "\n" : Self.line(change, style: .output))
+                    try output.append(format.json ? change.json + "\n" : Self.line(change, style: .output))
+                    // A follower shows each change as it comes.
+                    if follow { try output.flush() }
                     printed += 1
                 }
+                try output.flush()
                 if !format.json, printed == 0 { try Console.output("no changes after \(cursor)\n") }
             }
         }

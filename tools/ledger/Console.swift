@@ -58,3 +58,23 @@ func grouped(_ value: some BinaryInteger) -> String {
     }
     return String(out.reversed())
 }
+
+/// Standard output gathered into large writes: a command that prints a line per change (a
+/// million of them) pays one `write` a batch, not one a line. `flush` writes what is gathered;
+/// a command flushes before it ends, and after each line it must show at once.
+struct BatchedOutput {
+    private var bytes: [UInt8] = []
+    /// The size at which `append` writes what it gathered.
+    static let batchBytes = 1 << 16
+
+    mutating func append(_ text: String) throws {
+        bytes.append(contentsOf: text.utf8)
+        if bytes.count >= Self.batchBytes { try flush() }
+    }
+
+    mutating func flush() throws {
+        guard !bytes.isEmpty else { return }
+        try Console.output(bytes: bytes)
+        bytes.removeAll(keepingCapacity: true)
+    }
+}
