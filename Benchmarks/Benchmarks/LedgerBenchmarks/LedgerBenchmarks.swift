@@ -82,36 +82,19 @@ func appendBenchmarks(on backend: BenchedBackend) {
         })
 
     for order in BenchmarkEvents.EventIDs.allCases {
-        let batched = Box<(Ledger, String, BenchmarkEvents)>()
-        Benchmark(
-            "\(backend.subject): append, 1,000 events per commit\(order.suiteSuffix)",
-            configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
-            closure: { benchmark in
-                var (ledger, _, events) = batched.value!
-                let batch = events.next(1000)
-                batched.value!.2 = events
-                benchmark.startMeasurement()
-                _ = try! await ledger.append(contentsOf: batch)
-                benchmark.stopMeasurement()
-            },
-            setup: {
-                let (ledger, token) = try await backend.open("batched\(order.scratchSuffix)")
-                batched.value = (ledger, token, BenchmarkEvents(prefix: "b", eventIDs: order))
-            },
-            teardown: {
-                await batched.value!.0.close()
-                await backend.remove(batched.value!.1)
-            })
+        batchedAppendBenchmark(
+            on: backend, named: "append, 1,000 events per commit\(order.suiteSuffix)", scratch: "batched\(order.scratchSuffix)",
+            events: BenchmarkEvents(prefix: "b", eventIDs: order), extendingTheProofTree: false)
     }
 }
 
-/// The same appends with the proof tree (docs/FORMAT.md, "The proof tree") extended over each
-/// iteration's events before it ends: what keeping the tree costs an import and group commit
-/// (issue 44's bound: at most a tenth), beside the suites without it in the same run.
-func proofTreeBenchmarks(on backend: BenchedBackend) {
+/// 1,000 events a commit, an iteration; with the proof tree extended over them before it ends.
+func batchedAppendBenchmark(
+    on backend: BenchedBackend, named name: String, scratch: String, events: BenchmarkEvents, extendingTheProofTree: Bool
+) {
     let batched = Box<(Ledger, String, BenchmarkEvents)>()
     Benchmark(
-        "\(backend.subject): append, 1,000 events per commit, with the proof tree",
+        "\(backend.subject): \(name)",
         configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
         closure: { benchmark in
             var (ledger, _, events) = batched.value!
@@ -119,45 +102,29 @@ func proofTreeBenchmarks(on backend: BenchedBackend) {
             batched.value!.2 = events
             benchmark.startMeasurement()
             _ = try! await ledger.append(contentsOf: batch)
-            try! await ledger.extendProofTree()
+            if extendingTheProofTree { try! await ledger.extendProofTree() }
             benchmark.stopMeasurement()
         },
         setup: {
-            let (ledger, token) = try await backend.open("treebatched")
-            batched.value = (ledger, token, BenchmarkEvents(prefix: "t"))
+            let (ledger, token) = try await backend.open(scratch)
+            batched.value = (ledger, token, events)
         },
         teardown: {
             await batched.value!.0.close()
             await backend.remove(batched.value!.1)
         })
+}
 
-    let state = Box<(Ledger, String)>()
-    Benchmark(
-        "\(backend.subject): group commit, 64 concurrent appenders, with the proof tree",
-        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
-        closure: { benchmark in
-            let (ledger, _) = state.value!
-            let run = UInt64.random(in: 0..<UInt64.max)
-            let shares = (0..<64).map { task in
-                var generator = BenchmarkEvents(prefix: "tc-\(run)-\(task)", seed: UInt64(task + 1))
-                return generator.next(1000 / 64 + (task < 1000 % 64 ? 1 : 0))
-            }
-            benchmark.startMeasurement()
-            await withTaskGroup(of: Void.self) { group in
-                for share in shares {
-                    group.addTask {
-                        for event in share { _ = try! await ledger.append(event) }
-                    }
-                }
-            }
-            try! await ledger.extendProofTree()
-            benchmark.stopMeasurement()
-        },
-        setup: { state.value = try await backend.open("treeconcurrent") },
-        teardown: {
-            await state.value!.0.close()
-            await backend.remove(state.value!.1)
-        })
+/// The same appends with the proof tree (docs/FORMAT.md, "The proof tree") extended over each
+/// iteration's events before it ends: what keeping the tree costs an import and group commit
+/// (issue 44's bound: at most a tenth), beside the suites without it in the same run.
+func proofTreeBenchmarks(on backend: BenchedBackend) {
+    batchedAppendBenchmark(
+        on: backend, named: "append, 1,000 events per commit, with the proof tree", scratch: "treebatched",
+        events: BenchmarkEvents(prefix: "t"), extendingTheProofTree: true)
+    groupCommitBenchmark(
+        on: backend, appenders: 64, named: "group commit, 64 concurrent appenders, with the proof tree", scratch: "treeconcurrent",
+        prefix: "tc", extendingTheProofTree: true)
 }
 
 extension BenchmarkEvents.EventIDs {
@@ -184,38 +151,49 @@ extension BenchmarkEvents.EventIDs {
 
 func concurrencyBenchmarks(on backend: BenchedBackend, appenders: [Int]) {
     for tasks in appenders {
-        let state = Box<(Ledger, String)>()
-        Benchmark(
-            "\(backend.subject): group commit, \(tasks) concurrent appenders",
-            configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
-            closure: { benchmark in
-                let (ledger, _) = state.value!
-                // 1,000 events per iteration, shared out among the tasks: each task its own
-                // purchase flows, in order. (Dealing one stream's events round-robin split each
-                // flow across tasks; when a task's "purchasing" overtook another's "addPayment",
-                // the rules rightly answered unknownPayment and the `try!` below trapped: the
-                // crash of the full benchmark runs.)
-                let run = UInt64.random(in: 0..<UInt64.max)
-                let shares = (0..<tasks).map { task in
-                    var generator = BenchmarkEvents(prefix: "c\(tasks)-\(run)-\(task)", seed: UInt64(task + 1))
-                    return generator.next(1000 / tasks + (task < 1000 % tasks ? 1 : 0))
-                }
-                benchmark.startMeasurement()
-                await withTaskGroup(of: Void.self) { group in
-                    for share in shares {
-                        group.addTask {
-                            for event in share { _ = try! await ledger.append(event) }
-                        }
+        groupCommitBenchmark(
+            on: backend, appenders: tasks, named: "group commit, \(tasks) concurrent appenders", scratch: "concurrent\(tasks)",
+            prefix: "c\(tasks)", extendingTheProofTree: false)
+    }
+}
+
+/// 1,000 events an iteration, one a call, from `tasks` concurrent appenders; with the proof
+/// tree extended over them before it ends.
+func groupCommitBenchmark(
+    on backend: BenchedBackend, appenders tasks: Int, named name: String, scratch: String, prefix: String, extendingTheProofTree: Bool
+) {
+    let state = Box<(Ledger, String)>()
+    Benchmark(
+        "\(backend.subject): \(name)",
+        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
+        closure: { benchmark in
+            let (ledger, _) = state.value!
+            // 1,000 events per iteration, shared out among the tasks: each task its own
+            // purchase flows, in order. (Dealing one stream's events round-robin split each
+            // flow across tasks; when a task's "purchasing" overtook another's "addPayment",
+            // the rules rightly answered unknownPayment and the `try!` below trapped: the
+            // crash of the full benchmark runs.)
+            let run = UInt64.random(in: 0..<UInt64.max)
+            let shares = (0..<tasks).map { task in
+                var generator = BenchmarkEvents(prefix: "\(prefix)-\(run)-\(task)", seed: UInt64(task + 1))
+                return generator.next(1000 / tasks + (task < 1000 % tasks ? 1 : 0))
+            }
+            benchmark.startMeasurement()
+            await withTaskGroup(of: Void.self) { group in
+                for share in shares {
+                    group.addTask {
+                        for event in share { _ = try! await ledger.append(event) }
                     }
                 }
-                benchmark.stopMeasurement()
-            },
-            setup: { state.value = try await backend.open("concurrent\(tasks)") },
-            teardown: {
-                await state.value!.0.close()
-                await backend.remove(state.value!.1)
-            })
-    }
+            }
+            if extendingTheProofTree { try! await ledger.extendProofTree() }
+            benchmark.stopMeasurement()
+        },
+        setup: { state.value = try await backend.open(scratch) },
+        teardown: {
+            await state.value!.0.close()
+            await backend.remove(state.value!.1)
+        })
 }
 
 // MARK: 5. The floor: raw LMDB through CLMDB

@@ -3,27 +3,26 @@
 extension InclusionProof {
     /// `{"leafIndex": P-1, "treeSize": N, "hashes": [...]}`.
     package var json: String {
-        var writer = JSONWriter(spaced: true)
-        writer.beginObject()
-        writer.member("leafIndex", Int64(clamping: leafIndex))
-        writer.member("treeSize", Int64(clamping: treeSize))
-        writer.hashes(hashes)
-        writer.endObject()
-        return writer.string
+        proofJSON(("leafIndex", leafIndex), treeSize: treeSize, hashes: hashes)
     }
 }
 
 extension ConsistencyProof {
     /// `{"fromSize": M, "treeSize": N, "hashes": [...]}`.
     package var json: String {
-        var writer = JSONWriter(spaced: true)
-        writer.beginObject()
-        writer.member("fromSize", Int64(clamping: fromSize))
-        writer.member("treeSize", Int64(clamping: treeSize))
-        writer.hashes(hashes)
-        writer.endObject()
-        return writer.string
+        proofJSON(("fromSize", fromSize), treeSize: treeSize, hashes: hashes)
     }
+}
+
+/// A proof's object: what it starts from, the tree's size, and its hashes.
+private func proofJSON(_ from: (name: String, value: UInt64), treeSize: UInt64, hashes: [MerkleHash]) -> String {
+    var writer = JSONWriter(spaced: true)
+    writer.beginObject()
+    writer.member(from.name, Int64(clamping: from.value))
+    writer.member("treeSize", Int64(clamping: treeSize))
+    writer.hashes(hashes)
+    writer.endObject()
+    return writer.string
 }
 
 extension StoredCheckpoint {
