@@ -16,6 +16,6 @@ struct LedgerCommand: AsyncParsableCommand {
             import --strict; 2 the command could not do its job; 64 bad usage.
             """,
         version: "1.0.0",
-        subcommands: [Import.self, Replay.self, Export.self, Verify.self, History.self, Changes.self, Webhooks.self, Stats.self, Snapshot.self, Copy.self, Attribute.self, Transfer.self, Forget.self, Rewrite.self, Reconcile.self, CheckpointKey.self, Checkpoint.self, Checkpoints.self, Prove.self]
+        subcommands: [Import.self, Replay.self, Export.self, Verify.self, History.self, Changes.self, Webhooks.self, Stats.self, Snapshot.self, Copy.self, Attribute.self, Transfer.self, Forget.self, Rewrite.self, Reconcile.self, CheckpointKey.self, Checkpoint.self, Checkpoints.self, Prove.self, BooksCommand.self]
     )
 }

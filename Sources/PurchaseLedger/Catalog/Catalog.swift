@@ -24,6 +24,9 @@ public struct Catalog: Sendable, Hashable {
         public var grants: [String: Int64]
         /// The subscription group, if any (informational).
         public var group: String?
+        /// An auto-renewable subscription's period, for the books' MRR; it changes no rule, so a
+        /// later catalog may set or change it.
+        public var period: SubscriptionPeriod?
 
         /// Equal, comparing every string byte for byte.
         func isSame(as other: Product) -> Bool {
@@ -32,11 +35,12 @@ public struct Catalog: Sendable, Hashable {
                 && grants.allSatisfy { item, amount in other.grants.contains { sameBytes($0.key, item) && $0.value == amount } }
         }
 
-        public init(id: String, type: ProductType, grants: [String: Int64]? = nil, group: String? = nil) {
+        public init(id: String, type: ProductType, grants: [String: Int64]? = nil, group: String? = nil, period: SubscriptionPeriod? = nil) {
             self.id = id
             self.type = type
             self.grants = grants ?? (type == .consumable ? [id: 1] : [:])
             self.group = group
+            self.period = period
         }
     }
 
@@ -58,6 +62,8 @@ public struct Catalog: Sendable, Hashable {
     public private(set) var products: [Product]
     /// The named entitlements, in the order of their source.
     public private(set) var entitlements: [Entitlement] = []
+    /// The settings of the books (`Accounting`).
+    public private(set) var accounting = Accounting()
     private var byID: [UTF8Key: Int]
     /// Product ids and grant items as Swift compares strings (canonical equivalence), to refuse
     /// names that differ in bytes but not to the eye.
@@ -67,7 +73,8 @@ public struct Catalog: Sendable, Hashable {
     /// of 1–256 bytes and amounts from 1 to 1,000,000,000.
     /// Entitlement ids are 1–256 bytes and unique; each names 1–100 distinct products of the
     /// catalog that grant entitlements (not consumables).
-    public init(products: [Product], entitlements: [Entitlement] = []) throws(CatalogError) {
+    /// Only auto-renewable products have a `period`.
+    public init(products: [Product], entitlements: [Entitlement] = [], accounting: Accounting = Accounting()) throws(CatalogError) {
         self.products = []
         byID = [:]
         canonicalNames = [:]
@@ -99,6 +106,7 @@ public struct Catalog: Sendable, Hashable {
             }
         }
         self.entitlements = entitlements
+        self.accounting = accounting
     }
 
     /// The product with exactly this id (compared byte for byte).
@@ -116,6 +124,9 @@ public struct Catalog: Sendable, Hashable {
         try checkDistinct(product.id, "product id")
         if product.type != .consumable, !product.grants.isEmpty {
             throw CatalogError(.invalid, "product \"\(product.id)\" is \(product.type.rawValue): only consumables have grants")
+        }
+        if product.period != nil, product.type != .autoRenewable {
+            throw CatalogError(.invalid, "product \"\(product.id)\" is \(product.type.rawValue): only auto-renewable products have a period")
         }
         if product.type == .consumable, product.grants.isEmpty {
             throw CatalogError(.invalid, "product \"\(product.id)\": grants must name at least one item (or be left out)")
@@ -148,6 +159,7 @@ public struct Catalog: Sendable, Hashable {
         lhs.products.count == rhs.products.count && lhs.products.allSatisfy { rhs[$0.id]?.isSame(as: $0) == true }
             && lhs.entitlements.count == rhs.entitlements.count
             && lhs.entitlements.allSatisfy { entitlement in rhs.entitlement(entitlement.id).map { $0.isSame(as: entitlement) } == true }
+            && lhs.products.allSatisfy { rhs[$0.id]?.period == $0.period } && lhs.accounting == rhs.accounting
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -155,6 +167,7 @@ public struct Catalog: Sendable, Hashable {
             hasher.combine(product)
         }
         hasher.combine(entitlements.count)
+        hasher.combine(accounting)
     }
 
     /// The entitlement with exactly this id (compared byte for byte).

@@ -47,9 +47,20 @@ extension Catalog {
             case .string(let name)?: group = name
             case let other?: throw CatalogError(.invalid, "product \"\(id)\": \"group\" must be a string, not \(other.typeName)")
             }
-            products.append(Product(id: id, type: type, grants: grants, group: group))
+            var period: SubscriptionPeriod?
+            switch product["period"] {
+            case nil, .null?: break
+            case .string(let text)?:
+                guard let known = SubscriptionPeriod(iso8601: text) else {
+                    let periods = SubscriptionPeriod.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw CatalogError(.invalid, "product \"\(id)\": \"period\" must be one of \(periods), not \"\(text)\"")
+                }
+                period = known
+            case let other?: throw CatalogError(.invalid, "product \"\(id)\": \"period\" must be a string, not \(other.typeName)")
+            }
+            products.append(Product(id: id, type: type, grants: grants, group: group, period: period))
         }
-        try self.init(products: products, entitlements: try Self.entitlements(in: fields))
+        try self.init(products: products, entitlements: try Self.entitlements(in: fields), accounting: try Accounting.read(from: fields))
     }
 
     /// The `"entitlements"` member of a catalog (or of a `.storekit` file's side file):
@@ -102,6 +113,7 @@ extension Catalog {
                 writer.endObject()
             }
             writer.member("group", ifPresent: product.group)
+            writer.member("period", ifPresent: product.period?.rawValue)
             writer.endObject()
         }
         writer.endArray()
@@ -119,6 +131,7 @@ extension Catalog {
             }
             writer.endArray()
         }
+        accounting.write(to: &writer)
         writer.endObject()
         return writer.string
     }

@@ -57,14 +57,18 @@ extension Catalog {
             if case .string(let name)? = group["name"] { groupName = name }
             for object in try entries(group["subscriptions"], "subscriptionGroups.subscriptions") {
                 let id = try productID(object, "subscriptions")
-                products.append(Product(id: id, type: .autoRenewable, group: groupName))
+                // Xcode writes the periods it offers; another (none the books know) is left out.
+                var period: SubscriptionPeriod?
+                if case .string(let text)? = object["recurringSubscriptionPeriod"] { period = SubscriptionPeriod(iso8601: text) }
+                products.append(Product(id: id, type: .autoRenewable, group: groupName, period: period))
             }
         }
         try self.init(products: products)
     }
 
-    /// The catalog of a StoreKit configuration, with the entitlements of a side file (the
-    /// interchange catalog's `{"entitlements": […]}`): Xcode's file has no place for them.
+    /// The catalog of a StoreKit configuration, with the entitlements and the books' settings
+    /// of a side file (the interchange catalog's `{"entitlements": […], "smallBusinessProgram":
+    /// […], "taxRates": {…}}`): Xcode's file has no place for them.
     public init(storeKitConfiguration bytes: [UInt8], entitlements sideFile: [UInt8]) throws(CatalogError) {
         let products = try Catalog(storeKitConfiguration: bytes).products
         let root: JSONValue
@@ -74,7 +78,7 @@ extension Catalog {
             throw CatalogError(.invalid, "the entitlements file is not valid JSON: \(error.described(in: sideFile))")
         }
         guard case .object(let fields) = root else { throw CatalogError(.invalid, "an entitlements file is a JSON object") }
-        try self.init(products: products, entitlements: try Self.entitlements(in: fields))
+        try self.init(products: products, entitlements: try Self.entitlements(in: fields), accounting: try Accounting.read(from: fields))
     }
 
     /// Reads a catalog file: a StoreKit configuration when the name ends in `.storekit` (with

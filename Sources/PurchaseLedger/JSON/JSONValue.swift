@@ -51,6 +51,23 @@ struct JSONNumber: Sendable, Equatable {
         return decimal.negative ? -value : value
     }
 
+    /// The exact value times 10^`exponent`, when that is an integer within `Int64` (`0.075`
+    /// scaled by 6 is 75,000); nil otherwise. For decimal settings kept as integers.
+    func integer(scaledBy exponent: Int) -> Int64? {
+        let decimal = Decimal(literal)
+        let places = decimal.point + exponent
+        guard decimal.digits.count <= max(places, 0), places <= 19 else { return decimal.digits.isEmpty ? 0 : nil }
+        var value: Int64 = 0
+        for index in 0..<places {
+            let digit = index < decimal.digits.count ? Int64(decimal.digits[index]) : 0
+            let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflow2) = shifted.addingReportingOverflow(digit)
+            if overflow1 || overflow2 { return nil }
+            value = next
+        }
+        return decimal.negative ? -value : value
+    }
+
     /// The double nearest the literal, nudged where rounding would put it on the wrong side of
     /// (or onto) one of `bounds`: `1.00000000000000000001` stays above 1, and
     /// `-0.99999999999999999999` stays above -1. Range checks on the result then agree with the
