@@ -203,6 +203,49 @@ struct LedgerToolTests {
 
     /// The store's events import, export and verify like the others; `replay --environment`
     /// counts only the store's reports from the environments given.
+    /// `ledger books`: the figures as JSON (FORMAT.md, "The books") at the head and at an
+    /// earlier position, a table for people, and usage errors as such.
+    @Test(arguments: backends)
+    func booksAtAPositionAndForPeople(on backend: String) throws {
+        try withDirectory { directory in try withLedgerLocation(backend, in: directory) { ledgerDir in
+            let catalog = directory.appendingPathComponent("catalog.json")
+            try Data(#"{"products": [{"id": "pro", "type": "autoRenewable", "group": "g", "period": "P1M"}], "taxRates": {"FRA": 0.2}}"#.utf8)
+                .write(to: catalog)
+            let events = directory.appendingPathComponent("events.jsonl")
+            try Data("""
+                {"id":"s1","type":"storeTransaction","account":"u1","at":"2026-01-10T00:00:00Z","transaction":"1","originalTransaction":"1","product":"pro","purchasedAt":"2026-01-10T00:00:00Z","expiresAt":"2026-02-10T00:00:00Z","price":9990,"currency":"EUR","storefront":"FRA"}
+                {"id":"s2","type":"storeTransaction","account":"u1","at":"2026-01-20T00:00:00Z","transaction":"1","originalTransaction":"1","product":"pro","purchasedAt":"2026-01-10T00:00:00Z","expiresAt":"2026-02-10T00:00:00Z","price":9990,"currency":"EUR","storefront":"FRA","revokedAt":"2026-01-20T00:00:00Z","revocationType":"REFUND_FULL"}
+
+                """.utf8).write(to: events)
+            #expect(try ledger("import", "--catalog", catalog.path, ledgerDir, events.path).status == 0)
+            let range = ["--from", "2026-01-01T00:00:00Z", "--to", "2026-03-01T00:00:00Z", "--by", "month", "--at", "2026-01-15T00:00:00Z"]
+            func books(_ extra: [String]) throws -> [String: Any] {
+                let run = try self.run("ledger", ["books", "--json"] + range + extra + [ledgerDir])
+                #expect(run.status == 0, "\(run.error)")
+                return try #require(try JSONSerialization.jsonObject(with: run.output) as? [String: Any])
+            }
+            func january(_ books: [String: Any]) -> [String: Int]? {
+                ((books["periods"] as? [[String: Any]])?.first?["byCurrency"] as? [String: Any])?["EUR"] as? [String: Int]
+            }
+            // At the head: sold and refunded in January; 9990 / 1.2 × 0.7 = 5827.5 → 5828 (half to even).
+            let now = try books([])
+            #expect(now["estimate"] as? Bool == true && now["position"] as? Int == 2)
+            #expect(january(now) == ["sales": 9990, "refunds": 9990, "net": 0, "proceeds": 0, "recognised": 0])
+            #expect((now["at"] as? [String: Any])?["active"] as? Int == 1)
+            // Known after the first event only: no refund yet, and 22 of its 31 days recognised in January.
+            let then = try books(["--position", "1"])
+            #expect(january(then) == ["sales": 9990, "refunds": 0, "net": 9990, "proceeds": 5828, "recognised": 7090])
+            #expect(((then["at"] as? [String: Any])?["mrr"] as? [String: Int]) == ["EUR": 9990])
+            #expect(try books(["--known-at", "2000-01-01T00:00:00Z"])["position"] as? Int == 0)
+            let table = try ledger("books", "--from", "2026-01-01T00:00:00Z", "--to", "2026-03-01T00:00:00Z", "--by", "month", ledgerDir)
+            #expect(table.status == 0 && table.text.contains("EUR") && table.text.contains("2026-02-01"), "\(table.text)")
+            #expect(try ledger("books", "--from", "2026-01-01T00:00:00Z", ledgerDir).status == 64)
+            #expect(try ledger("books", "--position", "1", "--known-at", "2026-01-01T00:00:00Z", ledgerDir).status == 64)
+            #expect(try ledger("books", "--environment", "Moon", ledgerDir).status == 64)
+            #expect(try ledger("books", "--position", "9", ledgerDir).status == 2)
+        } }
+    }
+
     @Test func storeEventsAndTheEnvironmentFilter() throws {
         try withDirectory { directory in
             let catalog = directory.appendingPathComponent("catalog.json")
