@@ -24,6 +24,7 @@ import ServiceLifecycle
 /// | `GET /v1/accounts/{account}/history` | `accounts:read` |
 /// | `GET /v1/changes`, `GET /v1/changes/stream` | `changes:read` (when a feed hub is given) |
 /// | `GET /v1/checkpoint`, `GET /v1/checkpoints`, `GET /v1/proofs/inclusion`, `GET /v1/proofs/consistency` | `proofs:read` |
+/// | `GET /v1/books` | `books:read` |
 /// | `GET /v1/health` | none |
 /// | `GET /metrics` | `metrics:read` (when a registry is given) |
 /// | `POST /v1/appstore/notifications` | none: the payload is signed by Apple (when configured) |
@@ -39,7 +40,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let metricsRegistry: PrometheusCollectorRegistry?
     /// The change feed's readers are served from it; without one the routes are not mounted.
     public let changeFeed: ChangeFeedHub?
-    /// The slots of the expensive reads (a timeline here; the hubs' catch-ups), shared with the hub.
+    /// The slots of the expensive reads (a timeline, the books here; the hubs' catch-ups), shared with the hub.
     let reads: ExpensiveReads
     private let requestMetrics: RequestMetrics
     /// Refused notifications are logged at a bounded rate: anyone can send them.
@@ -85,6 +86,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             routes.get("/metrics") { _, context in try metrics(context: context) }
         }
         addProofRoutes(to: routes)
+        addBooksRoutes(to: routes)
         if let changeFeed {
             routes.get("/v1/changes") { request, context in try await changes(request, context: context, hub: changeFeed) }
             routes.get("/v1/changes/stream") { request, context in try changeStream(request, context: context, hub: changeFeed) }

@@ -500,6 +500,9 @@ public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
     /// Read the log's signed checkpoints and the proofs of its Merkle tree (`GET
     /// /v1/checkpoint`, `/v1/checkpoints`, `/v1/proofs/…`): they name no customer.
     case proofsRead = "proofs:read"
+    /// Read the books (`GET /v1/books`): sales, refunds, revenue, subscriptions, MRR; totals
+    /// that name no customer.
+    case booksRead = "books:read"
 
     /// The event types a key needs more than `events:write` for, and the scope each needs.
     static let beyondWriting: [(types: Set<EventType>, scope: Scope)] = [

@@ -278,10 +278,14 @@ extension BooksCalculator {
 extension LedgerState {
     /// The books as this state knows them (`Books`), under `catalog`'s settings (the catalog in
     /// force at the state's position).
-    public func books(_ query: BooksQuery, catalog: Catalog) -> Books {
+    ///
+    /// - Throws: `CancellationError` when its task is cancelled (checked between accounts: a
+    ///   server's reader that left stops it).
+    public func books(_ query: BooksQuery, catalog: Catalog) throws(CancellationError) -> Books {
         var calculator = BooksCalculator(query: query, catalog: catalog, position: position)
         let excluded = query.excluded
-        for (account, state) in accounts.keysAndValues {
+        for (index, (account, state)) in accounts.keysAndValues.enumerated() {
+            if index % 1024 == 0, Task.isCancelled { throw CancellationError() }
             calculator.add(AccountView(account: account.string, state: state, excluding: excluded, catalog: nil) { revocations[$0] != nil })
         }
         return calculator.finish()

@@ -7,10 +7,11 @@ extension Ledger {
     ///   - query: the periods, the instant and the environments.
     ///   - position: what the ledger knew: the first `position` events.
     /// - Returns: the figures, valid time as `query` asks, known at `position`.
-    /// - Throws: `StorageError` when the position is beyond the log or storage fails.
+    /// - Throws: `StorageError` when the position is beyond the log or storage fails;
+    ///   `CancellationError` when its task is cancelled.
     public func books(_ query: BooksQuery, atPosition position: UInt64? = nil) throws -> Books {
         let state = try position.map { try self.state(at: $0) } ?? currentState()
-        return state.books(query, catalog: try log.catalog(inForceAfter: state.position) ?? catalog)
+        return try state.books(query, catalog: try log.catalog(inForceAfter: state.position) ?? catalog)
     }
 
     /// The last position committed by `time`, by the ledger's clock readings: the position
@@ -26,7 +27,7 @@ extension LedgerLog {
     public func books(_ query: BooksQuery, atPosition position: UInt64? = nil, useSnapshots: Bool = true,
                       progress: (UInt64) -> Void = { _ in }) throws -> Books {
         let state = try state(at: position, useSnapshots: useSnapshots, progress: progress)
-        return state.books(query, catalog: try log.catalog(inForceAfter: state.position) ?? catalog())
+        return try state.books(query, catalog: try log.catalog(inForceAfter: state.position) ?? catalog())
     }
 
     /// The last position committed by `time`, by the ledger's clock readings.

@@ -35,6 +35,7 @@ enum TestKeys {
     static let feed = "feed-key-0123456789abcdef0123456789ab"
     static let forgetter = "forgetter-key-0123456789abcdef0123456"
     static let auditor = "auditor-key-0123456789abcdef012345678"
+    static let accountant = "accountant-key-0123456789abcdef012345"
 
     static let configured: [ServerConfiguration.Key] = [
         .init(name: "writer", key: writer, scopes: [.eventsWrite, .accountsRead]),
@@ -45,6 +46,7 @@ enum TestKeys {
         .init(name: "feed", key: feed, scopes: [.changesRead]),
         .init(name: "support", key: forgetter, scopes: [.accountsForget, .accountsRead]),
         .init(name: "auditor", key: auditor, scopes: [.proofsRead, .accountsRead]),
+        .init(name: "accountant", key: accountant, scopes: [.booksRead]),
     ]
 }
 
