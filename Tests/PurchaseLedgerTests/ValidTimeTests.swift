@@ -280,3 +280,49 @@ struct ValidTimeTests {
         }
     }
 }
+
+/// `SubscriptionGroup.inForce(at:)` finds the transaction in force by a binary search over the
+/// group's order; it must pick what the rule says, checked against the rule's own words (the
+/// latest started, one upgraded away from by then only when every started one is) on random
+/// groups with ties, missing expiries and upgrades.
+struct TransactionInForceTests {
+    static func reference(_ group: SubscriptionGroup, at time: Timestamp) -> Int? {
+        var best: Int?
+        for index in group.records.indices where group.records[index].hasStarted(by: time) {
+            guard let current = best else {
+                best = index
+                continue
+            }
+            let (upgraded, currentUpgraded) = (group.isUpgraded(index, by: time), group.isUpgraded(current, by: time))
+            if upgraded != currentUpgraded {
+                if currentUpgraded { best = index }
+            } else if group.isLater(index, than: current, ignoringUpgrades: true) {
+                best = index
+            }
+        }
+        return best
+    }
+
+    @Test func theBinarySearchPicksWhatTheRuleSays() {
+        var random = SeededGenerator(seed: 44)
+        for round in 0..<300 {
+            let count = Int.random(in: 1...12, using: &random)
+            let records = (0..<count).map { index -> StoreTransactionRecord in
+                let start = Int64.random(in: 0...8, using: &random) * 60
+                let expires: Timestamp? = Bool.random(using: &random) ? nil : Timestamp(seconds: start + Int64.random(in: 0...3, using: &random) * 60)
+                let fact = StoreTransaction(
+                    transaction: "T\(Int.random(in: 0...20, using: &random))-\(index)", originalTransaction: "T0", product: "basic",
+                    purchasedAt: Bool.random(using: &random) ? Timestamp(seconds: start) : nil, expiresAt: expires,
+                    upgraded: Int.random(in: 0...3, using: &random) == 0 ? true : nil)
+                return StoreTransactionRecord(
+                    fact: fact, signedAt: Timestamp(seconds: start + Int64.random(in: 0...2, using: &random) * 30), eventID: "e\(index)",
+                    productType: .autoRenewable, group: "g")
+            }
+            let group = SubscriptionGroup(name: "g", records: records)
+            for second in stride(from: -30, through: 700, by: 15) {
+                let time = Timestamp(seconds: Int64(second))
+                #expect(group.inForce(at: time) == Self.reference(group, at: time), "round \(round) at \(second) s")
+            }
+        }
+    }
+}

@@ -138,7 +138,7 @@ enum BooksTable {
         return from.hasSuffix("T00:00:00Z") ? String(from.prefix(10)) : from
     }
 
-    /// Milliunits as units: `1234.5` for 1,234,500.
+    /// Milliunits as units, at least two decimals: `1234.50` for 1,234,500, `2.495` for 2,495.
     static func amount(_ milliunits: Int128) -> String {
         let sign = milliunits < 0 ? "-" : ""
         let magnitude = milliunits.magnitude

@@ -38,6 +38,15 @@ public struct Books: Sendable, Hashable {
         public var activeAtStart = 0
         /// Transactions purchased in the period without `price` or `currency`.
         public var unpriced = 0
+        /// The figures at `from`: the series of MRR, subscriptions and deferred revenue over
+        /// the periods, in one answer.
+        public var atStart: At
+
+        init(from: Timestamp, to: Timestamp) {
+            self.from = from
+            self.to = to
+            atStart = At(time: from)
+        }
     }
 
     /// The figures at one instant.
@@ -88,7 +97,7 @@ public struct Books: Sendable, Hashable {
             writer.member("to", period.to)
             writer.key("byCurrency")
             writer.beginObject()
-            for currency in period.byCurrency.keys.sorted() {
+            for currency in period.byCurrency.keys.sorted(by: utf8Order) {
                 let money = period.byCurrency[currency]!
                 writer.key(currency)
                 writer.beginObject()
@@ -105,22 +114,28 @@ public struct Books: Sendable, Hashable {
             writer.member("churned", Int64(period.churned))
             writer.member("activeAtStart", Int64(period.activeAtStart))
             writer.member("unpriced", Int64(period.unpriced))
+            writer.key("atStart")
+            Self.write(period.atStart, to: &writer)
             writer.endObject()
         }
         writer.endArray()
         writer.key("at")
+        Self.write(at, to: &writer)
+        writer.endObject()
+        return writer.string
+    }
+
+    private static func write(_ at: At, to writer: inout JSONWriter) {
         writer.beginObject()
         writer.member("time", at.time)
         writer.member("active", Int64(at.active))
         writer.member("inTrial", Int64(at.inTrial))
         writer.member("paid", Int64(at.paid))
-        Self.write("mrr", at.mrr, to: &writer)
-        Self.write("mrrUnnormalised", at.mrrUnnormalised, to: &writer)
+        write("mrr", at.mrr, to: &writer)
+        write("mrrUnnormalised", at.mrrUnnormalised, to: &writer)
         writer.member("unpriced", Int64(at.unpriced))
-        Self.write("deferred", at.deferred, to: &writer)
+        write("deferred", at.deferred, to: &writer)
         writer.endObject()
-        writer.endObject()
-        return writer.string
     }
 
     private static func write(_ name: String, _ value: Int128, to writer: inout JSONWriter) {
@@ -131,7 +146,7 @@ public struct Books: Sendable, Hashable {
     private static func write(_ name: String, _ amounts: [String: Int128], to writer: inout JSONWriter) {
         writer.key(name)
         writer.beginObject()
-        for currency in amounts.keys.sorted() {
+        for currency in amounts.keys.sorted(by: utf8Order) {
             write(currency, amounts[currency]!, to: &writer)
         }
         writer.endObject()

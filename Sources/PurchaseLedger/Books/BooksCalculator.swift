@@ -61,8 +61,11 @@ struct BooksCalculator {
     }
 
     /// The books, once every account is in.
-    mutating func finish() -> Books {
-        for sale in sales.values {
+    ///
+    /// - Throws: `CancellationError` when its task is cancelled (checked every 1,024 sales).
+    mutating func finish() throws(CancellationError) -> Books {
+        for (index, sale) in sales.values.enumerated() {
+            if index % 1024 == 0, Task.isCancelled { throw CancellationError() }
             count(sale)
         }
         return books
@@ -73,6 +76,7 @@ struct BooksCalculator {
     private mutating func countSubscription(_ group: SubscriptionGroup, in view: AccountView) {
         var previous = boundaries.isEmpty ? Standing.absent : standing(of: group, in: view, at: boundaries[0])
         for index in periods.indices {
+            tally(previous, into: &books.periods[index].atStart)
             let next = standing(of: group, in: view, at: boundaries[index + 1])
             if previous.isPaidActive {
                 books.periods[index].activeAtStart += 1
@@ -80,31 +84,60 @@ struct BooksCalculator {
             }
             previous = next
         }
-        guard case .active(let trial, let record) = standing(of: group, in: view, at: query.at) else { return }
-        books.at.active += 1
+        tally(standing(of: group, in: view, at: query.at), into: &books.at)
+    }
+
+    /// Counts a group's standing in the figures at an instant: active, in trial, or paid and
+    /// its price a month's in MRR.
+    private func tally(_ standing: Standing, into at: inout Books.At) {
+        guard case .active(let trial, let record) = standing else { return }
+        at.active += 1
         if trial {
-            books.at.inTrial += 1
+            at.inTrial += 1
             return
         }
-        guard let price = record.fact.price, let currency = record.fact.currency else {
-            books.at.unpriced += 1
+        guard let price = record.fact.price, let currency = Self.currency(of: record.fact) else {
+            at.unpriced += 1
             return
         }
-        if let period = catalog[record.fact.product]?.period {
+        if let period = billedPeriod(of: record.fact) {
             let factor = period.monthlyFactor
-            books.at.mrr[currency, default: 0] += ExactMoney.rounded(Int128(price) * Int128(factor.numerator), over: Int128(factor.denominator))
+            at.mrr[currency, default: 0] += ExactMoney.rounded(Int128(price) * Int128(factor.numerator), over: Int128(factor.denominator))
         } else {
-            books.at.mrrUnnormalised[currency, default: 0] += Int128(price)
+            at.mrrUnnormalised[currency, default: 0] += Int128(price)
         }
     }
 
     private func standing(of group: SubscriptionGroup, in view: AccountView, at time: Timestamp) -> Standing {
         guard let index = group.inForce(at: time) else { return .absent }
         let record = group.records[index]
-        guard record.fact.ownership != .familyShared else { return .absent }
+        // Family sharing pays nothing, and a chain shared into the account (`shared`) is its
+        // owner's subscription, counted there.
+        guard record.fact.ownership != .familyShared, view.state.transfers[UTF8Key(record.fact.chain)]?.side != .sharing else {
+            return .absent
+        }
         let status = group.status(of: index, at: time, revoked: view.isRevoked(record, at: time), renewal: view.renewal(of: record))
         guard status.grantsAccess else { return .inactive }
         return .active(trial: record.fact.offerDiscountType == "FREE_TRIAL", record: record)
+    }
+
+    /// What one price pays for: a month for a monthly plan's instalment (`billingPlanType`
+    /// `MONTHLY`), the offer's period for an offer paid up front, else the product's period.
+    private func billedPeriod(of fact: StoreTransaction) -> Catalog.SubscriptionPeriod? {
+        if fact.billingPlanType == "MONTHLY" { return .oneMonth }
+        if fact.offerDiscountType == "PAY_UP_FRONT", let offer = fact.offerPeriod.flatMap(Catalog.SubscriptionPeriod.init(iso8601:)) {
+            return offer
+        }
+        return catalog[fact.product]?.period
+    }
+
+    /// The transaction's currency: an ISO 4217 code (three capital letters), as Apple sends
+    /// it; anything else prices nothing (and two spellings that Swift deems equal never merge).
+    private static func currency(of fact: StoreTransaction) -> String? {
+        guard let code = fact.currency, code.utf8.count == 3,
+            code.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) })
+        else { return nil }
+        return code
     }
 
     // MARK: Money
@@ -121,7 +154,7 @@ struct BooksCalculator {
                 books.periods[index].renewals += 1
             }
         }
-        guard let price = fact.price, let currency = fact.currency else {
+        guard let price = fact.price, let currency = Self.currency(of: fact) else {
             if let index = purchasePeriod { books.periods[index].unpriced += 1 }
             if query.from == nil || purchasePeriod != nil { books.unpriced += 1 }
             return
@@ -151,10 +184,31 @@ struct BooksCalculator {
                 books.periods[index].byCurrency[currency, default: Books.Money()].recognised += ExactMoney.rounded(part, over: money.denominator)
             }
         }
-        let deferred = money.deferred(at: query.at)
-        if deferred != 0 {
-            books.at.deferred[currency, default: 0] += ExactMoney.rounded(deferred, over: money.denominator)
+        addDeferred(of: money, at: query.at, currency: currency, into: &books.at)
+        // And at each period's start within its span.
+        if let end = money.spreadUntil, var index = firstPeriod(startingAtOrAfter: money.start) {
+            while index < periods.count, boundaries[index] < end {
+                addDeferred(of: money, at: boundaries[index], currency: currency, into: &books.periods[index].atStart)
+                index += 1
+            }
         }
+    }
+
+    private func addDeferred(of money: Transaction, at time: Timestamp, currency: String, into at: inout Books.At) {
+        let deferred = money.deferred(at: time)
+        if deferred != 0 {
+            at.deferred[currency, default: 0] += ExactMoney.rounded(deferred, over: money.denominator)
+        }
+    }
+
+    /// The first period whose start is at or after `time`; nil when none is.
+    private func firstPeriod(startingAtOrAfter time: Timestamp) -> Int? {
+        var (low, high) = (0, periods.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if boundaries[middle] < time { low = middle + 1 } else { high = middle }
+        }
+        return low < periods.count ? low : nil
     }
 
     /// Apple's commission is 15% on what was bought in the Small Business Program, and on an
@@ -279,15 +333,15 @@ extension LedgerState {
     /// The books as this state knows them (`Books`), under `catalog`'s settings (the catalog in
     /// force at the state's position).
     ///
-    /// - Throws: `CancellationError` when its task is cancelled (checked between accounts: a
-    ///   server's reader that left stops it).
+    /// - Throws: `CancellationError` when its task is cancelled (checked between accounts and
+    ///   between sales: a server's reader that left stops it).
     public func books(_ query: BooksQuery, catalog: Catalog) throws(CancellationError) -> Books {
         var calculator = BooksCalculator(query: query, catalog: catalog, position: position)
         let excluded = query.excluded
         for (index, (account, state)) in accounts.keysAndValues.enumerated() {
-            if index % 1024 == 0, Task.isCancelled { throw CancellationError() }
+            if index % 64 == 0, Task.isCancelled { throw CancellationError() }
             calculator.add(AccountView(account: account.string, state: state, excluding: excluded, catalog: nil) { revocations[$0] != nil })
         }
-        return calculator.finish()
+        return try calculator.finish()
     }
 }

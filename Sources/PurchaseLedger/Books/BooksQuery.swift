@@ -70,16 +70,17 @@ public struct BooksQuery: Sendable, Hashable {
         return periods
     }
 
-    /// How many periods, without making them (checked before they are made).
+    /// How many periods, counted no further than one past the most allowed (checked before
+    /// they are made).
     private func periodCount() -> Int {
         guard let from, let to else { return 0 }
-        let days = (to.seconds - from.seconds) / 86_400 + 2
-        switch granularity {
-        case nil: return 1
-        case .day?: return Int(days)
-        case .week?: return Int(days / 7 + 2)
-        case .month?: return Int(days / 28 + 2)
+        guard let granularity else { return 1 }
+        var (count, start) = (0, from)
+        while start < to, count <= Self.maximumPeriods {
+            start = Self.nextBoundary(after: start, granularity)
+            count += 1
         }
+        return count
     }
 
     /// The first UTC midnight, Monday 00:00 or first of a month 00:00 after `time`.

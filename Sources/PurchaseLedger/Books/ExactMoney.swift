@@ -17,19 +17,6 @@ enum ExactMoney {
         if aboveHalf || (atHalf && quotient & 1 != 0) { quotient += 1 }
         return quotient
     }
-
-    /// The share `part / whole` of a span of time (0 ≤ part ≤ whole, whole > 0), in
-    /// nanoseconds, made small enough that a price × a percentage × it cannot overflow: spans
-    /// only an absurd price needs shortened lose precision below a second's billionth share.
-    static func share(_ part: Int128, of whole: Int128, price: Int128) -> (part: Int128, whole: Int128) {
-        var (part, whole) = (part, whole)
-        let limit = Int128(1) << 100
-        while whole > 1, price.magnitude > 0, (limit / Int128(price.magnitude)) / 100_000 < whole {
-            part = rounded(part, over: 10)
-            whole = rounded(whole, over: 10)
-        }
-        return (part, max(whole, 1))
-    }
 }
 
 extension Timestamp {

@@ -11,7 +11,7 @@ extension Ledger {
     ///   `CancellationError` when its task is cancelled.
     public func books(_ query: BooksQuery, atPosition position: UInt64? = nil) throws -> Books {
         let state = try position.map { try self.state(at: $0) } ?? currentState()
-        return try state.books(query, catalog: try log.catalog(inForceAfter: state.position) ?? catalog)
+        return try state.books(query, catalog: try log.catalog(governing: state.position) ?? catalog)
     }
 
     /// The last position committed by `time`, by the ledger's clock readings: the position
@@ -27,7 +27,7 @@ extension LedgerLog {
     public func books(_ query: BooksQuery, atPosition position: UInt64? = nil, useSnapshots: Bool = true,
                       progress: (UInt64) -> Void = { _ in }) throws -> Books {
         let state = try state(at: position, useSnapshots: useSnapshots, progress: progress)
-        return try state.books(query, catalog: try log.catalog(inForceAfter: state.position) ?? catalog())
+        return try state.books(query, catalog: try log.catalog(governing: state.position) ?? catalog())
     }
 
     /// The last position committed by `time`, by the ledger's clock readings.
@@ -37,10 +37,11 @@ extension LedgerLog {
 }
 
 extension LogReader {
-    /// The catalog that governs what follows event `position`: the newest recorded to govern
-    /// position `position + 1` or earlier (a catalog grown after the last event governs it).
-    func catalog(inForceAfter position: UInt64) throws -> Catalog? {
-        try catalogHistory().last { $0.effectiveFrom <= position + 1 }?.catalog
+    /// The catalog that governed event `position` (the first catalog for 0): the newest
+    /// recorded to govern it or earlier. Not one grown after it, which governs the next: the
+    /// books at a position never change.
+    func catalog(governing position: UInt64) throws -> Catalog? {
+        try catalogHistory().last { $0.effectiveFrom <= max(position, 1) }?.catalog
     }
 
     /// The greatest position of the clock readings taken at or before `time`; 0 when none was.

@@ -56,7 +56,10 @@ extension Ledger {
         }
         let recordedVersion = CatalogVersion(effectiveFrom: newest.effectiveFrom, size: newest.json.count)
         guard let given, given != recorded else { return (recorded, recordedVersion) }
-        if storage.isShared, (try? given.checkSuccessor(recorded)) != nil {
+        // Each a successor of the other: the same products and entitlements, other settings of
+        // the books (which change no rule): the given one is recorded.
+        let sameRules = (try? given.checkSuccessor(recorded)) != nil && (try? recorded.checkSuccessor(given)) != nil
+        if storage.isShared, !sameRules, (try? given.checkSuccessor(recorded)) != nil {
             // Another process sharing the ledger grew the catalog past this one's (a rolling
             // upgrade): the recorded catalog governs.
             logger.info("the ledger's catalog has grown past the one given; using the ledger's", metadata: [

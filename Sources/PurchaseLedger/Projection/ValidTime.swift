@@ -25,13 +25,22 @@ struct SubscriptionGroup {
     let records: [StoreTransactionRecord]
     /// For each record, when it stopped being in force by an upgrade (nil: not upgraded).
     let upgradedAt: [Timestamp?]
+    /// The records' indices from the earliest to the latest by start, expiry and transaction
+    /// id (`isLater(_:than:ignoringUpgrades:)`), and their starts in that order: the one in
+    /// force at an instant is found by a binary search, not a pass over every renewal.
+    private let byOrder: [Int]
+    private let starts: [Timestamp]
 
     init(name: String, records: [StoreTransactionRecord]) {
         self.name = name
         self.records = records
-        // The starts in order, for the replacement of each upgraded transaction (a log of
-        // renewals has many transactions: one pass, not one per transaction).
-        let starts = records.map(\.startsAt).sorted()
+        // Ordered once: for the replacement of each upgraded transaction, and for the one in
+        // force at any instant (a log of renewals has many transactions).
+        var byOrder = Array(records.indices)
+        byOrder.sort { Self.isLater(records[$1], than: records[$0]) }
+        let starts = byOrder.map { records[$0].startsAt }
+        self.byOrder = byOrder
+        self.starts = starts
         func firstIndex(where after: (Timestamp) -> Bool) -> Int {
             var (low, high) = (0, starts.count)
             while low < high {
@@ -56,28 +65,30 @@ struct SubscriptionGroup {
         upgradedAt[index].map { $0 <= time } ?? false
     }
 
-    /// The index of the transaction in force at `time`: the latest started by then (one
-    /// upgraded away from only when nothing else started); nil before any started.
+    /// The index of the transaction in force at `time`: of those started by then, the latest
+    /// by start, expiry (an absent one is earliest) and transaction id bytes not upgraded away
+    /// from by then; when every one is, the latest. A total order, so ties never depend on
+    /// arrival. O(log n), and a step back per upgraded transaction passed.
     func inForce(at time: Timestamp) -> Int? {
-        var best: Int?
-        for index in records.indices where records[index].hasStarted(by: time) {
-            if let current = best, !isLater(index, than: current, at: time) { continue }
-            best = index
+        // How many have started by `time`: the starts are in order.
+        var (low, high) = (0, starts.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if starts[middle] <= time { low = middle + 1 } else { high = middle }
         }
-        return best
-    }
-
-    /// Upgraded-away-from first, then by start, expiry (an absent one is earliest) and
-    /// transaction id bytes: a total order, so ties never depend on arrival.
-    private func isLater(_ index: Int, than other: Int, at time: Timestamp) -> Bool {
-        let (upgraded, otherUpgraded) = (isUpgraded(index, by: time), isUpgraded(other, by: time))
-        if upgraded != otherUpgraded { return otherUpgraded }
-        return isLater(index, than: other, ignoringUpgrades: true)
+        guard low > 0 else { return nil }
+        for position in stride(from: low - 1, through: 0, by: -1) where !isUpgraded(byOrder[position], by: time) {
+            return byOrder[position]
+        }
+        return byOrder[low - 1]
     }
 
     /// The same order without the upgrades: by start, expiry and transaction id bytes.
     func isLater(_ index: Int, than other: Int, ignoringUpgrades: Bool) -> Bool {
-        let (record, otherRecord) = (records[index], records[other])
+        Self.isLater(records[index], than: records[other])
+    }
+
+    private static func isLater(_ record: StoreTransactionRecord, than otherRecord: StoreTransactionRecord) -> Bool {
         if record.startsAt != otherRecord.startsAt { return record.startsAt > otherRecord.startsAt }
         let (expires, otherExpires) = (record.fact.expiresAt ?? .earliest, otherRecord.fact.expiresAt ?? .earliest)
         if expires != otherExpires { return expires > otherExpires }
