@@ -25,6 +25,7 @@ import ServiceLifecycle
 /// | `GET /v1/changes`, `GET /v1/changes/stream` | `changes:read` (when a feed hub is given) |
 /// | `GET /v1/checkpoint`, `GET /v1/checkpoints`, `GET /v1/proofs/inclusion`, `GET /v1/proofs/consistency` | `proofs:read` |
 /// | `GET /v1/books` | `books:read` |
+/// | `GET /dashboard` (and its script and style) | none: the page holds no data; it asks for a key |
 /// | `GET /v1/health` | none |
 /// | `GET /metrics` | `metrics:read` (when a registry is given) |
 /// | `POST /v1/appstore/notifications` | none: the payload is signed by Apple (when configured) |
@@ -87,6 +88,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         }
         addProofRoutes(to: routes)
         addBooksRoutes(to: routes)
+        addDashboardRoutes(to: routes)
         if let changeFeed {
             routes.get("/v1/changes") { request, context in try await changes(request, context: context, hub: changeFeed) }
             routes.get("/v1/changes/stream") { request, context in try changeStream(request, context: context, hub: changeFeed) }

@@ -1,0 +1,101 @@
+"""Reads ledger-server's /dashboard in a real browser (Chromium, headless, driven by Selenium)
+as a person would: gives the key, waits for the figures, searches an account. Checks that the
+page shows exactly what GET /v1/books and GET /v1/accounts/{account}?timeline=true answer,
+and that the key stays in the tab (sessionStorage), not in cookies or localStorage.
+
+usage: dashboard_check.py CHROMIUM CHROMEDRIVER BASE_URL KEY ACCOUNT SCREENSHOT
+Exit 0 when every check passes; else prints what differs and exits 1.
+"""
+import json
+import sys
+import urllib.parse
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+chromium, chromedriver, base, key, account, screenshot = sys.argv[1:7]
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+
+
+def api(path):
+    request = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + key})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+options = webdriver.ChromeOptions()
+options.binary_location = chromium
+for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1400"]:
+    options.add_argument(argument)
+driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+try:
+    wait = WebDriverWait(driver, 30)
+    driver.get(base + "/dashboard")
+    check(driver.find_element(By.ID, "summary").get_attribute("hidden") is not None, "figures shown before a key was given")
+    driver.find_element(By.ID, "key").send_keys(key)
+    driver.find_element(By.CSS_SELECTOR, "#key-form button[type=submit]").click()
+    wait.until(lambda d: d.find_element(By.ID, "months").get_attribute("data-query"))
+    table = driver.find_element(By.ID, "months")
+    query = table.get_attribute("data-query")
+    position = table.get_attribute("data-position")
+    books = api("/v1/books?" + query + "&position=" + position)
+
+    # Each month and currency: the five figures, exactly.
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    expected_rows = [(p["from"], c) for p in books["periods"] for c in sorted(p["byCurrency"])]
+    check([(r.get_attribute("data-from"), r.get_attribute("data-currency")) for r in rows] == expected_rows,
+          "the table's rows are not the answer's months and currencies")
+    for row in rows:
+        period = next(p for p in books["periods"] if p["from"] == row.get_attribute("data-from"))
+        figures = period["byCurrency"][row.get_attribute("data-currency")]
+        for cell in row.find_elements(By.CSS_SELECTOR, "td[data-figure]"):
+            name = cell.get_attribute("data-figure")
+            shown = cell.find_element(By.CSS_SELECTOR, "[data-milliunits]").get_attribute("data-milliunits")
+            check(shown == str(figures[name]), f"{row.get_attribute('data-from')} {name}: shown {shown}, answered {figures[name]}")
+    check(any(r.find_element(By.CSS_SELECTOR, "td[data-figure=sales]").text.strip() not in ("", "0.00") for r in rows),
+          "no sale is shown as text")
+
+    # The figures now: subscriptions, MRR and deferred revenue per currency.
+    at = books["at"]
+    for element, value in [("active", at["active"]), ("paid", at["paid"]), ("in-trial", at["inTrial"])]:
+        shown = driver.find_element(By.ID, element).text.strip()
+        check(shown == str(value), f"{element}: shown {shown}, answered {value}")
+    for box, amounts in [("mrr", at["mrr"]), ("deferred", at["deferred"])]:
+        shown = {e.get_attribute("data-currency"): e.get_attribute("data-milliunits")
+                 for e in driver.find_elements(By.CSS_SELECTOR, f"#{box} [data-milliunits]")}
+        check(shown == {c: str(v) for c, v in amounts.items()}, f"{box}: shown {shown}, answered {amounts}")
+    check(len(driver.find_elements(By.CSS_SELECTOR, "#chart svg polyline")) == 2, "the chart has not its two lines")
+
+    # The account's timeline: its products, and each interval's ends.
+    driver.find_element(By.ID, "account").send_keys(account)
+    driver.find_element(By.CSS_SELECTOR, "#account-form button").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#timeline [data-product]") or "could not" in d.find_element(By.ID, "account-state").text)
+    environment = urllib.parse.parse_qs(query)["environment"][0]
+    answer = api("/v1/accounts/" + urllib.parse.quote(account, safe="") + "?timeline=true&environment=" + environment)
+    products = driver.find_elements(By.CSS_SELECTOR, "#timeline [data-product]")
+    check([p.get_attribute("data-product") for p in products] == [t["product"] for t in answer["timeline"]],
+          "the timeline's products are not the answer's")
+    for element, product in zip(products, answer["timeline"]):
+        bars = [(b.get_attribute("data-from"), b.get_attribute("data-until")) for b in element.find_elements(By.CSS_SELECTOR, ".interval")]
+        check(bars == [(i.get("from", ""), i.get("until", "")) for i in product["intervals"]],
+              f"{product['product']}: intervals shown {bars}, answered {product['intervals']}")
+
+    # The key: in the tab's session storage only.
+    check(driver.execute_script("return sessionStorage.getItem('purchase-ledger-key')") == key, "the key is not kept in the tab")
+    check(driver.execute_script("return localStorage.length") == 0, "something was put in localStorage")
+    check(driver.get_cookies() == [], "a cookie was set")
+    driver.save_screenshot(screenshot)
+finally:
+    driver.quit()
+
+for failure in failures:
+    print("FAIL:", failure)
+sys.exit(1 if failures else 0)
