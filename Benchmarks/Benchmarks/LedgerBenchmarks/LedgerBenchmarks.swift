@@ -27,6 +27,7 @@ let benchmarks: @Sendable () -> Void = {
     floorBenchmarks()
     peerBenchmarks()
     openBenchmarks()
+    booksBenchmarks()
     if PostgresBench.url != nil { postgresBenchmarks() }
 }
 
@@ -354,6 +355,36 @@ func openBenchmarks() {
             },
             setup: { path.value = try await LedgerFixtures.ledger(events: events, tail: 10_000) })
     }
+}
+
+/// The books over 1,000,000 store reports, in one pass (a full replay, then every account
+/// added up by month over two years), against the full replay of the same ledger alone: the
+/// issue asks the books to run at half the replay's speed or better.
+func booksBenchmarks() {
+    let events = 1_000_000
+    let path = Box<String>()
+    let setup: @Sendable () async throws -> Void = { path.value = try await LedgerFixtures.storeLedger(events: events) }
+    Benchmark(
+        "Ledger: full replay of 1,000,000 store reports",
+        configuration: .init(warmupIterations: 1, scalingFactor: .mega, maxDuration: .seconds(20), maxIterations: 5),
+        closure: { _ in
+            let log = try! LedgerLog.open(at: path.value!)
+            blackHole(try! log.state(useSnapshots: false).position)
+            log.close()
+        },
+        setup: setup)
+    Benchmark(
+        "Ledger: books of 1,000,000 store reports, by month over two years",
+        configuration: .init(warmupIterations: 1, scalingFactor: .mega, maxDuration: .seconds(20), maxIterations: 5),
+        closure: { _ in
+            let log = try! LedgerLog.open(at: path.value!)
+            let query = try! BooksQuery(
+                from: Timestamp(rfc3339: "2023-01-01T00:00:00Z"), to: Timestamp(rfc3339: "2025-01-01T00:00:00Z"), by: .month,
+                at: Timestamp(rfc3339: "2024-01-01T00:00:00Z")!)
+            blackHole(try! log.books(query, useSnapshots: false).periods.count)
+            log.close()
+        },
+        setup: setup)
 }
 
 // MARK: 7. The PostgreSQL backend, against the LMDB backend above and raw INSERT/SELECT

@@ -40,6 +40,31 @@ public enum LedgerFixtures {
         return path
     }
 
+    /// A ledger of `events` store reports (`StoreBenchmarkEvents`, twenty an account), without
+    /// snapshots: what the books and a full replay read alike.
+    public static func storeLedger(events: Int) async throws -> String {
+        let path = "\(Scratch.root)/store-fixture-\(events)"
+        let done = path + ".complete"
+        if Scratch.exists(done) { return path }
+        Scratch.remove(path)
+        var configuration = quiet
+        configuration.snapshotInterval = nil
+        configuration.snapshotOnClose = false
+        configuration.maximumBatchEvents = 20_000
+        let ledger = try Ledger.open(at: path, catalog: StoreBenchmarkEvents.catalog, configuration: configuration)
+        var generator = StoreBenchmarkEvents(accounts: max(1000, events / 20))
+        var written = 0
+        while written < events {
+            let count = min(10_000, events - written)
+            let results = try await ledger.append(contentsOf: generator.next(count))
+            precondition(results.allSatisfy { if case .success = $0 { true } else { false } }, "fixture events must all append")
+            written += count
+        }
+        await ledger.close()
+        Scratch.touch(done)
+        return path
+    }
+
     /// A fixture written before the snapshot format last changed has snapshots this version
     /// ignores (the open benchmarks would then replay the whole log): it is built again.
     /// Whether the fixture is of the format this version writes, with usable snapshots; an
