@@ -25,7 +25,7 @@ import ServiceLifecycle
 /// | `GET /v1/changes`, `GET /v1/changes/stream` | `changes:read` (when a feed hub is given) |
 /// | `GET /v1/checkpoint`, `GET /v1/checkpoints`, `GET /v1/proofs/inclusion`, `GET /v1/proofs/consistency` | `proofs:read` |
 /// | `GET /v1/books` | `books:read` |
-/// | `GET /dashboard` (and its script and style) | none: the page holds no data; it asks for a key |
+/// | `GET /dashboard` (and its script and style) | none: the page holds no data; it asks for a key (when `dashboard`) |
 /// | `GET /v1/health` | none |
 /// | `GET /metrics` | `metrics:read` (when a registry is given) |
 /// | `POST /v1/appstore/notifications` | none: the payload is signed by Apple (when configured) |
@@ -41,6 +41,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let metricsRegistry: PrometheusCollectorRegistry?
     /// The change feed's readers are served from it; without one the routes are not mounted.
     public let changeFeed: ChangeFeedHub?
+    /// Whether `GET /dashboard` is mounted (`ledger-server` mounts it).
+    public let dashboard: Bool
     /// The slots of the expensive reads (a timeline, the books here; the hubs' catch-ups), shared with the hub.
     let reads: ExpensiveReads
     private let requestMetrics: RequestMetrics
@@ -57,13 +59,15 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     ///   - changeFeed: what `GET /v1/changes` reads; without one those routes are not mounted.
     ///   - metricsFactory: where the server's own counters go (the ledger's go where its
     ///     configuration says); nil means `MetricsSystem.factory`.
+    ///   - dashboard: whether to mount `GET /dashboard`, a page for people (docs/SERVER.md).
     public init(
         ledger: Ledger, keys: APIKeys, limits: ServerConfiguration.Limits = .init(),
         notifications: AppStoreNotificationHandler? = nil, restores: RestorePolicy? = nil,
         metricsRegistry: PrometheusCollectorRegistry? = nil, changeFeed: ChangeFeedHub? = nil,
-        metricsFactory: (any MetricsFactory)? = nil
+        metricsFactory: (any MetricsFactory)? = nil, dashboard: Bool = false
     ) {
         self.changeFeed = changeFeed
+        self.dashboard = dashboard
         reads = changeFeed?.reads ?? ExpensiveReads(limit: limits.expensiveReads)
         self.ledger = ledger
         self.keys = keys
@@ -88,7 +92,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         }
         addProofRoutes(to: routes)
         addBooksRoutes(to: routes)
-        addDashboardRoutes(to: routes)
+        if dashboard { addDashboardRoutes(to: routes) }
         if let changeFeed {
             routes.get("/v1/changes") { request, context in try await changes(request, context: context, hub: changeFeed) }
             routes.get("/v1/changes/stream") { request, context in try changeStream(request, context: context, hub: changeFeed) }
@@ -514,6 +518,9 @@ extension Response {
     static func json(_ text: String) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
+        // An answer read with a key is the key holder's: no shared cache keeps it (one sent as
+        // `X-API-Key` is not covered by the rule for `Authorization`).
+        headers[.cacheControl] = "no-store"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 }

@@ -100,7 +100,7 @@ public enum LedgerServer {
         router.addRoutes(LedgerRoutes<LedgerRequestContext>(
             ledger: ledger, keys: APIKeys(configuration.keys), limits: configuration.limits,
             notifications: notifications, restores: configuration.restoresAcrossAccounts,
-            metricsRegistry: registry, changeFeed: changeFeed, metricsFactory: factory
+            metricsRegistry: registry, changeFeed: changeFeed, metricsFactory: factory, dashboard: true
         ).collection)
         let limits = configuration.limits
         return Application(

@@ -48,6 +48,7 @@ struct BooksRouteTests {
             let sandbox = try await client.send(.get, "/v1/books?\(range)&environment=Sandbox", key: TestKeys.accountant)
             #expect(sandbox.body.contains(#""environments":["Sandbox"]"#) && !sandbox.body.contains("USD"))
 
+            #expect(answer.headers[.cacheControl] == "no-store")
             for bad in [
                 "from=2026-01-01T00:00:00Z", "from=x&to=2026-01-01T00:00:00Z", "\(range)&by=year", "by=day", "environment=Moon",
                 "position=99", "position=-1", "position=1&knownAt=2026-01-01T00:00:00Z", "at=2026-13-01T00:00:00Z",
@@ -56,6 +57,25 @@ struct BooksRouteTests {
                 let refused = try await client.send(.get, "/v1/books?\(bad)", key: TestKeys.accountant)
                 #expect(refused.status == .badRequest && refused.errorCode == "badRequest", "\(bad): \(refused.body)")
             }
+        }
+    }
+
+    /// The dashboard's files need no key (they hold no data), and come with a policy that lets
+    /// the page run only its own script, talk only to this server, and never be framed.
+    @Test func theDashboardsFilesAreServedWithoutAKeyUnderAStrictPolicy() async throws {
+        try await ServerHarness.run { _, client in
+            for (path, type) in [("/dashboard", "text/html"), ("/dashboard/dashboard.js", "text/javascript"), ("/dashboard/dashboard.css", "text/css")] {
+                let answer = try await client.send(.get, path)
+                #expect(answer.status == .ok, "\(path)")
+                #expect(answer.headers[.contentType]?.hasPrefix(type) == true, "\(path)")
+                let policy = answer.headers[.contentSecurityPolicy] ?? ""
+                for directive in ["default-src 'none'", "script-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"] {
+                    #expect(policy.contains(directive), "\(path): \(policy)")
+                }
+                #expect(answer.headers[.xContentTypeOptions] == "nosniff")
+            }
+            // The page sets no markup from answers: the script never writes innerHTML.
+            #expect(!DashboardAssets.script.contains("innerHTML") && !DashboardAssets.script.contains("insertAdjacentHTML"))
         }
     }
 }

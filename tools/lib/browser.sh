@@ -18,6 +18,9 @@ ensure_browser() {
     if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 \
         && "$venv/bin/python" -c "import selenium" >/dev/null 2>&1; then
         export PURCHASE_LEDGER_REQUIRE_BROWSER=1
+        PURCHASE_LEDGER_CHROMIUM="$(command -v chromium)"
+        PURCHASE_LEDGER_CHROMEDRIVER="$(command -v chromedriver)"
+        export PURCHASE_LEDGER_CHROMIUM PURCHASE_LEDGER_CHROMEDRIVER
     else
         echo "the dashboard's browser test will be skipped: Chromium, chromedriver or Selenium could not be installed" >&2
     fi

@@ -12,8 +12,8 @@ enum DashboardAssets {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>PurchaseLedger — the books</title>
-        <link rel="stylesheet" href="/dashboard/dashboard.css">
-        <script src="/dashboard/dashboard.js" defer></script>
+        <link rel="stylesheet" href="dashboard/dashboard.css">
+        <script src="dashboard/dashboard.js" defer></script>
         </head>
         <body>
         <header>
@@ -22,18 +22,20 @@ enum DashboardAssets {
         </header>
         <form id="key-form" autocomplete="off">
           <label for="key">API key (books:read; accounts:read to search accounts)</label>
-          <input id="key" type="password" spellcheck="false">
+          <input id="key" type="password" autocomplete="off" spellcheck="false">
           <button type="submit">Open</button>
           <button type="button" id="forget-key">Forget the key</button>
           <span id="key-state" class="note"></span>
         </form>
+        <p class="note">The key stays in this tab (its session storage): closing the tab forgets it, though a browser
+          that restores sessions may keep it on disk until then.</p>
         <section id="controls" hidden>
           <label>Months <select id="months-count"><option>6</option><option selected>12</option><option>24</option></select></label>
           <label>Environment <select id="environment"><option>Production</option><option>Sandbox</option></select></label>
           <span id="status" class="note"></span>
         </section>
         <section id="summary" hidden>
-          <div class="card"><h2>MRR</h2><div id="mrr"></div></div>
+          <div class="card"><h2>MRR</h2><div id="mrr"></div><div id="mrr-apart" class="note"></div></div>
           <div class="card"><h2>Active subscriptions</h2><div id="active" class="big"></div>
             <div class="note"><span id="paid"></span> paid, <span id="in-trial"></span> in trial</div></div>
           <div class="card"><h2>Deferred revenue</h2><div id="deferred"></div></div>
@@ -43,7 +45,7 @@ enum DashboardAssets {
           <div id="chart"></div>
         </section>
         <section id="money" hidden>
-          <h2>Sales, refunds and net by month</h2>
+          <h2>Sales, refunds and net by month (UTC; the last month to date)</h2>
           <table id="months"><thead><tr><th>month</th><th>currency</th><th>sales</th><th>refunds</th><th>net</th>
             <th>proceeds</th><th>recognised</th><th></th></tr></thead><tbody></tbody></table>
         </section>
@@ -113,8 +115,8 @@ enum DashboardAssets {
             return node;
           }
 
-          async function api(path) {
-            const response = await fetch(path, { headers: { Authorization: 'Bearer ' + key }, cache: 'no-store' });
+          async function api(path, signal) {
+            const response = await fetch(path, { signal, headers: { Authorization: 'Bearer ' + key }, cache: 'no-store' });
             const body = await response.text();
             if (!response.ok) {
               let message = response.status + '';
@@ -129,7 +131,21 @@ enum DashboardAssets {
             return new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + offset, 1)).toISOString().replace('.000Z', 'Z');
           }
 
+          let controller = new AbortController();
+          let generation = 0;
+
+          // Hides what was shown, so that figures of another query or key never stay under new choices.
+          function clear() {
+            for (const id of ['summary', 'series', 'money']) $(id).hidden = true;
+            $('months').tBodies[0].replaceChildren();
+            delete $('months').dataset.query;
+          }
+
           async function load() {
+            controller.abort();
+            controller = new AbortController();
+            const mine = ++generation;
+            clear();
             const months = Number($('months-count').value);
             const now = new Date();
             const query = new URLSearchParams({
@@ -138,10 +154,13 @@ enum DashboardAssets {
             }).toString();
             $('status').textContent = 'loading…';
             try {
-              const books = await api('/v1/books?' + query);
+              const books = await api('v1/books?' + query, controller.signal);
+              if (mine !== generation || !key) return;
               show(books, query);
               $('status').textContent = 'as known at position ' + books.position;
             } catch (error) {
+              if (mine !== generation) return;
+              clear();
               $('status').textContent = 'the books could not be read: ' + error.message;
             }
           }
@@ -161,6 +180,11 @@ enum DashboardAssets {
           function show(books, query) {
             for (const id of ['summary', 'series', 'money', 'accounts']) $(id).hidden = false;
             fill($('mrr'), books.at.mrr);
+            const apart = [];
+            const unnormalised = Object.keys(books.at.mrrUnnormalised);
+            if (unnormalised.length) apart.push('not in MRR: subscriptions of products without a period in the catalog (' + unnormalised.sort().join(', ') + ')');
+            if (books.at.unpriced) apart.push(books.at.unpriced + ' without a price');
+            $('mrr-apart').textContent = apart.join('; ');
             fill($('deferred'), books.at.deferred);
             $('active').textContent = books.at.active;
             $('paid').textContent = books.at.paid;
@@ -170,10 +194,11 @@ enum DashboardAssets {
             table.dataset.position = books.position;
             const body = table.tBodies[0];
             body.replaceChildren();
-            let widest = 0n;
+            // Bars on one scale per currency: a yen is not a dollar.
+            const widest = {};
             for (const period of books.periods) {
-              for (const figures of Object.values(period.byCurrency)) {
-                if (BigInt(figures.sales) > widest) widest = BigInt(figures.sales);
+              for (const [currency, figures] of Object.entries(period.byCurrency)) {
+                if (BigInt(figures.sales) > (widest[currency] || 0n)) widest[currency] = BigInt(figures.sales);
               }
             }
             for (const period of books.periods) {
@@ -182,7 +207,8 @@ enum DashboardAssets {
                 const row = document.createElement('tr');
                 row.dataset.from = period.from;
                 row.dataset.currency = currency;
-                row.append(text('td', period.from.slice(0, 7)), text('td', currency));
+                const last = period === books.periods[books.periods.length - 1];
+                row.append(text('td', period.from.slice(0, 7) + (last ? ' (to date)' : '')), text('td', currency));
                 for (const name of ['sales', 'refunds', 'net', 'proceeds', 'recognised']) {
                   const cell = document.createElement('td');
                   cell.dataset.figure = name;
@@ -193,7 +219,8 @@ enum DashboardAssets {
                 const bar = document.createElement('span');
                 bar.className = 'bar';
                 const sales = BigInt(figures.sales);
-                bar.style.width = widest > 0n && sales > 0n ? Math.max(1, Number((sales * 160n) / widest)) + 'px' : '0';
+                const top = widest[currency] || 0n;
+                bar.style.width = top > 0n && sales > 0n ? Math.max(1, Number((sales * 160n) / top)) + 'px' : '0';
                 barCell.append(bar);
                 row.append(barCell);
                 body.append(row);
@@ -206,9 +233,10 @@ enum DashboardAssets {
           function chart(books) {
             const points = books.periods.map((period) => ({ label: period.from.slice(0, 7), at: period.atStart }));
             points.push({ label: 'now', at: books.at });
-            const totals = {};
-            for (const point of points) for (const [currency, value] of Object.entries(point.at.mrr)) totals[currency] = (totals[currency] || 0) + Number(value);
-            const currency = Object.keys(totals).sort((a, b) => totals[b] - totals[a])[0];
+            // The currency with MRR at the most instants (amounts in different currencies do not add).
+            const counts = {};
+            for (const point of points) for (const currency of Object.keys(point.at.mrr)) counts[currency] = (counts[currency] || 0) + 1;
+            const currency = Object.keys(counts).sort((a, b) => counts[b] - counts[a] || (a < b ? -1 : 1))[0];
             const series = [
               { name: currency ? 'MRR ' + currency : 'MRR', color: '#0a84ff', values: points.map((p) => currency ? Number(p.at.mrr[currency] || 0) / 1000 : 0) },
               { name: 'active subscriptions', color: '#34c759', dashed: true, values: points.map((p) => p.at.active) },
@@ -223,6 +251,7 @@ enum DashboardAssets {
               const coordinates = line.values.map((value, index) =>
                 `${left + index * step},${(height - bottom - (value / top) * (height - bottom - 20)).toFixed(1)}`);
               const path = document.createElementNS(svg.namespaceURI, 'polyline');
+              path.dataset.values = line.values.join(' ');
               path.setAttribute('points', coordinates.join(' '));
               path.setAttribute('fill', 'none');
               path.setAttribute('stroke', line.color);
@@ -251,7 +280,7 @@ enum DashboardAssets {
             const box = $('timeline');
             box.replaceChildren();
             try {
-              const answer = await api('/v1/accounts/' + encodeURIComponent(account) + '?timeline=true&environment=' + encodeURIComponent($('environment').value));
+              const answer = await api('v1/accounts/' + encodeURIComponent(account) + '?timeline=true&environment=' + encodeURIComponent($('environment').value), undefined);
               const timeline = answer.timeline || [];
               $('account-state').textContent = timeline.length ? 'as known at position ' + answer.position : 'owned nothing, at any instant';
               const now = Date.now();
@@ -303,11 +332,19 @@ enum DashboardAssets {
             $('forget-key').addEventListener('click', () => {
               key = '';
               sessionStorage.removeItem('purchase-ledger-key');
-              for (const id of ['controls', 'summary', 'series', 'money', 'accounts']) $(id).hidden = true;
+              controller.abort();
+              generation += 1;
+              clear();
+              $('accounts').hidden = true;
+              $('timeline').replaceChildren();
               opened();
             });
             $('months-count').addEventListener('change', load);
-            $('environment').addEventListener('change', load);
+            $('environment').addEventListener('change', () => {
+              load();
+              const account = $('account').value.trim();
+              if (account && $('timeline').childElementCount) showAccount(account);
+            });
             $('account-form').addEventListener('submit', (event) => {
               event.preventDefault();
               const account = $('account').value.trim();

@@ -19,8 +19,8 @@ extension LedgerRoutes {
         headers[.contentType] = type
         headers[.cacheControl] = "no-store"
         headers[.contentSecurityPolicy] =
-            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
-            + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'none'; "
+            + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'; require-trusted-types-for 'script'"
         headers[.xContentTypeOptions] = "nosniff"
         headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))

@@ -6,6 +6,7 @@ and that the key stays in the tab (sessionStorage), not in cookies or localStora
 usage: dashboard_check.py CHROMIUM CHROMEDRIVER BASE_URL KEY ACCOUNT SCREENSHOT
 Exit 0 when every check passes; else prints what differs and exits 1.
 """
+import datetime
 import json
 import sys
 import urllib.parse
@@ -25,6 +26,22 @@ def check(condition, message):
         failures.append(message)
 
 
+def amount(milliunits):
+    """Milliunits as the page writes them: at least two decimals, `-2.495`, `9.99`."""
+    value = int(milliunits)
+    sign = "-" if value < 0 else ""
+    whole, fraction = divmod(abs(value), 1000)
+    fraction = f"{fraction:03d}"
+    if fraction.endswith("0"):
+        fraction = fraction[:2]
+    return f"{sign}{whole}.{fraction}"
+
+
+def month_start(today, offset):
+    month = today.year * 12 + today.month - 1 + offset
+    return f"{month // 12:04d}-{month % 12 + 1:02d}-01T00:00:00Z"
+
+
 def api(path):
     request = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + key})
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -33,6 +50,7 @@ def api(path):
 
 options = webdriver.ChromeOptions()
 options.binary_location = chromium
+options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
 for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1200,1400"]:
     options.add_argument(argument)
 driver = webdriver.Chrome(service=Service(chromedriver), options=options)
@@ -47,6 +65,12 @@ try:
     query = table.get_attribute("data-query")
     position = table.get_attribute("data-position")
     books = api("/v1/books?" + query + "&position=" + position)
+    # The page asked what a person expects: the last twelve months, by month, in production.
+    today = datetime.datetime.now(datetime.timezone.utc)
+    asked = urllib.parse.parse_qs(query)
+    for name, expected in [("from", month_start(today, -11)), ("to", month_start(today, 1)), ("by", "month"), ("environment", "Production")]:
+        check(asked.get(name) == [expected], f"the page asked {name}={asked.get(name)}, not {expected}")
+    check(len(books["periods"]) == 12, "not twelve months")
 
     # Each month and currency: the five figures, exactly.
     rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
@@ -60,8 +84,8 @@ try:
             name = cell.get_attribute("data-figure")
             shown = cell.find_element(By.CSS_SELECTOR, "[data-milliunits]").get_attribute("data-milliunits")
             check(shown == str(figures[name]), f"{row.get_attribute('data-from')} {name}: shown {shown}, answered {figures[name]}")
-    check(any(r.find_element(By.CSS_SELECTOR, "td[data-figure=sales]").text.strip() not in ("", "0.00") for r in rows),
-          "no sale is shown as text")
+            check(cell.text.strip() == amount(figures[name]), f"{name}: written {cell.text!r}, answered {figures[name]}")
+    check(len(rows) >= 3, "fewer rows than the test's months with sales")
 
     # The figures now: subscriptions, MRR and deferred revenue per currency.
     at = books["at"]
@@ -72,7 +96,14 @@ try:
         shown = {e.get_attribute("data-currency"): e.get_attribute("data-milliunits")
                  for e in driver.find_elements(By.CSS_SELECTOR, f"#{box} [data-milliunits]")}
         check(shown == {c: str(v) for c, v in amounts.items()}, f"{box}: shown {shown}, answered {amounts}")
-    check(len(driver.find_elements(By.CSS_SELECTOR, "#chart svg polyline")) == 2, "the chart has not its two lines")
+        check(amounts != {}, f"{box}: the test's ledger has some, the answer none")
+    # The series: active subscriptions at each month's start, then now.
+    lines = driver.find_elements(By.CSS_SELECTOR, "#chart svg polyline")
+    check(len(lines) == 2, "the chart has not its two lines")
+    if len(lines) == 2:
+        active = [p["atStart"]["active"] for p in books["periods"]] + [at["active"]]
+        check(lines[1].get_attribute("data-values") == " ".join(map(str, active)), f"active series shown {lines[1].get_attribute('data-values')}, answered {active}")
+        check(any(v > 0 for v in active), "no active subscription at any instant")
 
     # The account's timeline: its products, and each interval's ends.
     driver.find_element(By.ID, "account").send_keys(account)
@@ -93,6 +124,9 @@ try:
     check(driver.execute_script("return localStorage.length") == 0, "something was put in localStorage")
     check(driver.get_cookies() == [], "a cookie was set")
     driver.save_screenshot(screenshot)
+    # Nothing went wrong in the page: no script error, no request the policy refused.
+    for entry in driver.get_log("browser"):
+        check(entry.get("level") != "SEVERE", f"the browser's console: {entry.get('message')}")
 finally:
     driver.quit()
 

@@ -78,7 +78,7 @@ struct ServerHarness: Sendable {
                 let routes = LedgerRoutes<LedgerRequestContext>(
                     ledger: ledger, keys: APIKeys(TestKeys.configured), limits: limits,
                     notifications: try notifications?(ledger, directory), restores: restores,
-                    metricsRegistry: registry, metricsFactory: factory)
+                    metricsRegistry: registry, metricsFactory: factory, dashboard: true)
                 let router = Router(context: LedgerRequestContext.self)
                 router.addRoutes(routes.collection)
                 var logger = Logger(label: "test")
