@@ -29,21 +29,17 @@ public struct BenchmarkEvents: Sendable {
     }
 
     public let eventIDs: EventIDs
-    private var random: UInt64
+    private var random: SplitMix64
 
     public init(accounts: Int = 50_000, prefix: String = "e", seed: UInt64 = 1, eventIDs: EventIDs = .inOrder) {
         self.accounts = accounts
         self.prefix = prefix
-        self.random = seed
+        self.random = SplitMix64(seed: seed)
         self.eventIDs = eventIDs
     }
 
     private mutating func nextRandom() -> UInt64 {
-        random &+= 0x9E37_79B9_7F4A_7C15
-        var z = random
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D2_49D1_33B8_11EB
-        return z ^ (z >> 31)
+        random.next()
     }
 
     /// The next `count` events.

@@ -19,7 +19,7 @@ public struct StoreBenchmarkEvents: Sendable {
     public let accounts: Int
     private var renewals: [Int]
     private var emitted = 0
-    private var random: UInt64 = 7
+    private var random = SplitMix64(seed: 7)
 
     public init(accounts: Int) {
         self.accounts = accounts
@@ -27,11 +27,7 @@ public struct StoreBenchmarkEvents: Sendable {
     }
 
     private mutating func nextRandom() -> UInt64 {
-        random &+= 0x9E37_79B9_7F4A_7C15
-        var z = random
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D2_49D1_33B8_11EB
-        return z ^ (z >> 31)
+        random.next()
     }
 
     /// The next `count` events.

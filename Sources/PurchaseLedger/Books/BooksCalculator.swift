@@ -74,6 +74,8 @@ struct BooksCalculator {
     // MARK: Subscriptions
 
     private mutating func countSubscription(_ group: SubscriptionGroup, in view: AccountView) {
+        // Asked at every period boundary: ordered once, each answer by a binary search.
+        let group = SubscriptionGroup.Ordered(group)
         var previous = boundaries.isEmpty ? Standing.absent : standing(of: group, in: view, at: boundaries[0])
         for index in periods.indices {
             tally(previous, into: &books.periods[index].atStart)
@@ -108,8 +110,9 @@ struct BooksCalculator {
         }
     }
 
-    private func standing(of group: SubscriptionGroup, in view: AccountView, at time: Timestamp) -> Standing {
-        guard let index = group.inForce(at: time) else { return .absent }
+    private func standing(of ordered: SubscriptionGroup.Ordered, in view: AccountView, at time: Timestamp) -> Standing {
+        guard let index = ordered.inForce(at: time) else { return .absent }
+        let group = ordered.group
         let record = group.records[index]
         // Family sharing pays nothing, and a chain shared into the account (`shared`) is its
         // owner's subscription, counted there.

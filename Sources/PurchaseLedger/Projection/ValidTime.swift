@@ -25,22 +25,13 @@ struct SubscriptionGroup {
     let records: [StoreTransactionRecord]
     /// For each record, when it stopped being in force by an upgrade (nil: not upgraded).
     let upgradedAt: [Timestamp?]
-    /// The records' indices from the earliest to the latest by start, expiry and transaction
-    /// id (`isLater(_:than:ignoringUpgrades:)`), and their starts in that order: the one in
-    /// force at an instant is found by a binary search, not a pass over every renewal.
-    private let byOrder: [Int]
-    private let starts: [Timestamp]
 
     init(name: String, records: [StoreTransactionRecord]) {
         self.name = name
         self.records = records
-        // Ordered once: for the replacement of each upgraded transaction, and for the one in
-        // force at any instant (a log of renewals has many transactions).
-        var byOrder = Array(records.indices)
-        byOrder.sort { Self.isLater(records[$1], than: records[$0]) }
-        let starts = byOrder.map { records[$0].startsAt }
-        self.byOrder = byOrder
-        self.starts = starts
+        // The starts in order, for the replacement of each upgraded transaction (a log of
+        // renewals has many transactions: one pass, not one per transaction).
+        let starts = records.map(\.startsAt).sorted()
         func firstIndex(where after: (Timestamp) -> Bool) -> Int {
             var (low, high) = (0, starts.count)
             while low < high {
@@ -65,30 +56,28 @@ struct SubscriptionGroup {
         upgradedAt[index].map { $0 <= time } ?? false
     }
 
-    /// The index of the transaction in force at `time`: of those started by then, the latest
-    /// by start, expiry (an absent one is earliest) and transaction id bytes not upgraded away
-    /// from by then; when every one is, the latest. A total order, so ties never depend on
-    /// arrival. O(log n), and a step back per upgraded transaction passed.
+    /// The index of the transaction in force at `time`: the latest started by then (one
+    /// upgraded away from only when nothing else started); nil before any started.
     func inForce(at time: Timestamp) -> Int? {
-        // How many have started by `time`: the starts are in order.
-        var (low, high) = (0, starts.count)
-        while low < high {
-            let middle = (low + high) / 2
-            if starts[middle] <= time { low = middle + 1 } else { high = middle }
+        var best: Int?
+        for index in records.indices where records[index].hasStarted(by: time) {
+            if let current = best, !isLater(index, than: current, at: time) { continue }
+            best = index
         }
-        guard low > 0 else { return nil }
-        for position in stride(from: low - 1, through: 0, by: -1) where !isUpgraded(byOrder[position], by: time) {
-            return byOrder[position]
-        }
-        return byOrder[low - 1]
+        return best
+    }
+
+    /// Upgraded-away-from first, then by start, expiry (an absent one is earliest) and
+    /// transaction id bytes: a total order, so ties never depend on arrival.
+    private func isLater(_ index: Int, than other: Int, at time: Timestamp) -> Bool {
+        let (upgraded, otherUpgraded) = (isUpgraded(index, by: time), isUpgraded(other, by: time))
+        if upgraded != otherUpgraded { return otherUpgraded }
+        return isLater(index, than: other, ignoringUpgrades: true)
     }
 
     /// The same order without the upgrades: by start, expiry and transaction id bytes.
     func isLater(_ index: Int, than other: Int, ignoringUpgrades: Bool) -> Bool {
-        Self.isLater(records[index], than: records[other])
-    }
-
-    private static func isLater(_ record: StoreTransactionRecord, than otherRecord: StoreTransactionRecord) -> Bool {
+        let (record, otherRecord) = (records[index], records[other])
         if record.startsAt != otherRecord.startsAt { return record.startsAt > otherRecord.startsAt }
         let (expires, otherExpires) = (record.fact.expiresAt ?? .earliest, otherRecord.fact.expiresAt ?? .earliest)
         if expires != otherExpires { return expires > otherExpires }
@@ -106,5 +95,48 @@ struct SubscriptionGroup {
             return renewal?.gracePeriodEndsAt.map { $0 > time } == true ? .gracePeriod : .billingRetry
         }
         return .expired
+    }
+}
+
+extension SubscriptionGroup {
+    /// The group ordered once for answers at many instants (the books' period boundaries):
+    /// each then by a binary search, where `inForce(at:)` passes over every transaction. Not
+    /// for one answer: ordering costs more than the pass.
+    struct Ordered {
+        let group: SubscriptionGroup
+        /// The records' indices from the earliest to the latest by start, expiry and
+        /// transaction id, and their starts in that order.
+        private let byOrder: [Int]
+        private let starts: [Timestamp]
+
+        init(_ group: SubscriptionGroup) {
+            self.group = group
+            let records = group.records
+            let keys = records.map { (start: $0.startsAt, expires: $0.fact.expiresAt ?? .earliest) }
+            var byOrder = Array(records.indices)
+            byOrder.sort { first, second in
+                let (one, other) = (keys[first], keys[second])
+                if one.start != other.start { return one.start < other.start }
+                if one.expires != other.expires { return one.expires < other.expires }
+                return group.isLater(second, than: first, ignoringUpgrades: true)
+            }
+            self.byOrder = byOrder
+            starts = byOrder.map { keys[$0].start }
+        }
+
+        /// `group.inForce(at: time)`: of those started by then, the latest not upgraded away
+        /// from by then; when every one is, the latest.
+        func inForce(at time: Timestamp) -> Int? {
+            var (low, high) = (0, starts.count)
+            while low < high {
+                let middle = (low + high) / 2
+                if starts[middle] <= time { low = middle + 1 } else { high = middle }
+            }
+            guard low > 0 else { return nil }
+            for position in stride(from: low - 1, through: 0, by: -1) where !group.isUpgraded(byOrder[position], by: time) {
+                return byOrder[position]
+            }
+            return byOrder[low - 1]
+        }
     }
 }
