@@ -335,6 +335,8 @@ struct BooksTests {
         ] {
             #expect(throws: CatalogError.self, "\(bad)") { try Catalog(json: Array(bad.utf8)) }
         }
+        // Nor from the library: a rate of -100% would divide the proceeds by zero.
+        #expect(throws: CatalogError.self) { try Catalog(products: [], accounting: .init(taxRates: ["FRA": -1_000_000])) }
         // A later catalog may change a period: it changes no rule.
         var changed = catalog.products
         changed[0].period = .oneMonth

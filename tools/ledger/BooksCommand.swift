@@ -54,20 +54,16 @@ extension LedgerCommand {
         }
 
         func query() throws -> BooksQuery {
-            var kept: Set<StoreEnvironment> = [.production]
-            if !environments.isEmpty {
-                kept = []
-                for name in environments {
-                    guard let environment = StoreEnvironment(rawValue: name) else {
-                        throw ValidationError("--environment must be one of \(StoreEnvironment.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(name)\"")
-                    }
-                    kept.insert(environment)
-                }
+            let kept: Set<StoreEnvironment>
+            do {
+                kept = try StoreEnvironment.named(environments)
+            } catch {
+                throw ValidationError("--\(error)")
             }
             do {
                 return try BooksQuery(
                     from: try from.map(parseTimestamp), to: try to.map(parseTimestamp), by: by, at: try at.map(parseTimestamp) ?? .now(),
-                    environments: kept)
+                    environments: kept.isEmpty ? [.production] : kept)
             } catch let invalid as BooksQuery.Invalid {
                 throw ValidationError("\(invalid.message) (--from, --to, --by, --at)")
             }

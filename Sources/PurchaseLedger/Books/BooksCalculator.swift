@@ -137,10 +137,7 @@ struct BooksCalculator {
     /// The transaction's currency: an ISO 4217 code (three capital letters), as Apple sends
     /// it; anything else prices nothing (and two spellings that Swift deems equal never merge).
     private static func currency(of fact: StoreTransaction) -> String? {
-        guard let code = fact.currency, code.utf8.count == 3,
-            code.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) })
-        else { return nil }
-        return code
+        fact.currency.flatMap { isThreeCapitalLetters($0) ? $0 : nil }
     }
 
     // MARK: Money

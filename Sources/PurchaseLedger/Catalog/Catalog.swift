@@ -106,6 +106,8 @@ public struct Catalog: Sendable, Hashable {
             }
         }
         self.entitlements = entitlements
+        // The books divide by 1 + a tax rate: no rate from a caller may make that zero.
+        try accounting.check()
         self.accounting = accounting
     }
 

@@ -66,6 +66,19 @@ extension Catalog {
 
         public var isEmpty: Bool { smallBusinessProgram.isEmpty && taxRates.isEmpty }
 
+        /// Refuses what no catalog file can give (`read(from:)` checks the same): a rate out of
+        /// 0…1, a storefront not of three capital letters, a period that ends before it starts.
+        func check() throws(CatalogError) {
+            for (code, rate) in taxRates where !isThreeCapitalLetters(code) || !(0...Self.taxRateScale).contains(rate) {
+                throw CatalogError(.invalid, "taxRates: \(code) must be three capital letters with a rate from 0 to 1 (in millionths, 0 to \(Self.taxRateScale))")
+            }
+            for interval in smallBusinessProgram {
+                guard interval.from.isRepresentable, interval.to.map({ $0.isRepresentable && interval.from < $0 }) ?? true else {
+                    throw CatalogError(.invalid, "smallBusinessProgram: a period must end after it starts, within years 0000–9999")
+                }
+            }
+        }
+
         /// `smallBusinessProgram: [{"from", "to"?}]` and `taxRates: {"FRA": 0.2}`, top-level
         /// members of a catalog or of a `.storekit` file's side file; none when absent.
         static func read(from fields: [UTF8Key: JSONValue]) throws(CatalogError) -> Accounting {
@@ -102,7 +115,7 @@ extension Catalog {
             case .object(let rates)?:
                 for (storefront, value) in rates {
                     let code = storefront.string
-                    guard code.utf8.count == 3, code.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else {
+                    guard isThreeCapitalLetters(code) else {
                         throw CatalogError(.invalid, "taxRates: \"\(code)\" is not a storefront (three capital letters, as Apple's storefront)")
                     }
                     guard case .number(let number) = value, let rate = number.integer(scaledBy: 6), (0...taxRateScale).contains(rate) else {
@@ -149,4 +162,9 @@ extension Catalog {
             return "\(whole).\(fraction)"
         }
     }
+}
+
+/// An ISO 4217 currency or an Apple storefront code: three capital letters A–Z.
+func isThreeCapitalLetters(_ code: String) -> Bool {
+    code.utf8.count == 3 && code.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
 }

@@ -198,12 +198,18 @@ extension StoreEnvironment {
     /// The environments left out when only those named in `kept` (as Apple spells them) count;
     /// none when `kept` is empty. For `--environment` and `?environment=`.
     public static func excluded(keeping kept: some Sequence<String>) throws(UnknownStoreEnvironment) -> Set<StoreEnvironment> {
-        var keeping: Set<StoreEnvironment> = []
-        for name in kept {
-            guard let environment = StoreEnvironment(rawValue: name) else { throw UnknownStoreEnvironment(name: name) }
-            keeping.insert(environment)
-        }
+        let keeping = try named(kept)
         return keeping.isEmpty ? [] : Set(allCases).subtracting(keeping)
+    }
+
+    /// The environments `names` names (as Apple spells them); empty for no names.
+    public static func named(_ names: some Sequence<String>) throws(UnknownStoreEnvironment) -> Set<StoreEnvironment> {
+        var named: Set<StoreEnvironment> = []
+        for name in names {
+            guard let environment = StoreEnvironment(rawValue: name) else { throw UnknownStoreEnvironment(name: name) }
+            named.insert(environment)
+        }
+        return named
     }
 }
 

@@ -32,13 +32,11 @@ extension LedgerRoutes {
             }
             granularity = unit
         }
-        var environments: Set<StoreEnvironment> = []
-        for name in parameters.getAll("environment") {
-            guard let environment = StoreEnvironment(rawValue: name) else {
-                let known = StoreEnvironment.allCases.map(\.rawValue).joined(separator: ", ")
-                throw LedgerHTTPError.badRequest("environment must be one of \(known), not \"\(name)\"")
-            }
-            environments.insert(environment)
+        let environments: Set<StoreEnvironment>
+        do {
+            environments = try StoreEnvironment.named(parameters.getAll("environment"))
+        } catch {
+            throw LedgerHTTPError.badRequest(error.description)
         }
         let query: BooksQuery
         do {
