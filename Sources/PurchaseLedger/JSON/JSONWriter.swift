@@ -5,16 +5,14 @@ package struct JSONWriter {
     package private(set) var bytes: [UInt8] = []
     /// Separators between members: `,` and `:` when compact, `, ` and `: ` for the report and
     /// replay shapes of the spec.
-    private let comma: [UInt8]
-    private let colon: [UInt8]
+    private let spaced: Bool
     /// One flag per open object or array: true until its first member is written.
     private var isFirst: [Bool] = []
     /// True between a key and its value, which then needs no separator.
     private var afterKey = false
 
     package init(spaced: Bool = false, capacity: Int = 256) {
-        comma = spaced ? Array(", ".utf8) : Array(",".utf8)
-        colon = spaced ? Array(": ".utf8) : Array(":".utf8)
+        self.spaced = spaced
         bytes.reserveCapacity(capacity)
     }
 
@@ -56,7 +54,8 @@ package struct JSONWriter {
     package mutating func key(_ key: String) {
         separate()
         appendString(key)
-        bytes.append(contentsOf: colon)
+        bytes.append(UInt8(ascii: ":"))
+        if spaced { bytes.append(UInt8(ascii: " ")) }
         afterKey = true
     }
 
@@ -115,7 +114,8 @@ package struct JSONWriter {
         if first {
             isFirst[isFirst.count - 1] = false
         } else {
-            bytes.append(contentsOf: comma)
+            bytes.append(UInt8(ascii: ","))
+            if spaced { bytes.append(UInt8(ascii: " ")) }
         }
     }
 
@@ -126,6 +126,16 @@ package struct JSONWriter {
     /// `value` as a JSON string literal, escaped as everywhere in the ledger's output.
     static func appendQuoted(_ value: String, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings need no escape: copied whole, not byte by byte.
+        let copiedWhole: Bool? = value.utf8.withContiguousStorageIfAvailable { utf8 in
+            guard !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            bytes.append(contentsOf: utf8)
+            return true
+        }
+        if copiedWhole == true {
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: [0x5C, 0x22])

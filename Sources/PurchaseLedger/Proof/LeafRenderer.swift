@@ -30,12 +30,21 @@ struct LeafRenderer {
     mutating func leaf(
         _ bytes: [UInt8], at position: UInt64, commitment: (_ handle: UInt64, _ position: UInt64) throws -> AccountCommitment
     ) throws -> [UInt8] {
+        try withLeaf(bytes, at: position, commitment: commitment) { Array($0) }
+    }
+
+    /// Calls `body` with the leaf data of the record at `position`, in the renderer's own
+    /// buffer (valid only during the call: a leaf hashed needs no copy).
+    mutating func withLeaf<Result>(
+        _ bytes: [UInt8], at position: UInt64, commitment: (_ handle: UInt64, _ position: UInt64) throws -> AccountCommitment,
+        _ body: (UnsafeRawBufferPointer) throws -> Result
+    ) throws -> Result {
         let (handle, event) = try bytes.withUnsafeBytes { try ProofLeaf.decodeAsForgotten($0, at: position) }
         var account = try accounts[handle] ?? commitment(handle, position)
         writer.removeAll()
         ProofLeaf.write(event, commitment: account.text, previous: account.last, to: &writer)
         account.last = position
         accounts[handle] = account
-        return writer.bytes
+        return try writer.bytes.withUnsafeBytes(body)
     }
 }

@@ -1,17 +1,44 @@
 import Crypto
 
-/// A node of the log's Merkle tree (RFC 9162 §2.1.1): SHA-256, 32 bytes.
+/// A node of the log's Merkle tree (RFC 9162 §2.1.1): SHA-256, 32 bytes, held inline (a tree
+/// hashes two nodes a leaf, and none of them allocates).
 public struct MerkleHash: Hashable, Sendable, CustomStringConvertible {
-    public let bytes: [UInt8]
+    /// Four words, not a `SIMD4`: its 32-byte alignment is more than an async task's frame
+    /// promises.
+    private var words: (UInt64, UInt64, UInt64, UInt64)
+
+    public static func == (left: MerkleHash, right: MerkleHash) -> Bool {
+        left.words == right.words
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    /// The hash's 32 bytes.
+    public var bytes: [UInt8] {
+        Swift.withUnsafeBytes(of: words) { Array($0) }
+    }
 
     /// Nil unless `bytes` is 32 bytes long.
     public init?(bytes: [UInt8]) {
-        guard bytes.count == 32 else { return nil }
-        self.bytes = bytes
+        guard let hash = bytes.withUnsafeBytes({ MerkleHash(raw: $0) }) else { return nil }
+        self = hash
+    }
+
+    /// Nil unless `raw` is 32 bytes long.
+    init?(raw: UnsafeRawBufferPointer) {
+        guard raw.count == 32 else { return nil }
+        words = raw.loadUnaligned(as: (UInt64, UInt64, UInt64, UInt64).self)
     }
 
     private init(digest: SHA256.Digest) {
-        bytes = Array(digest)
+        words = digest.withUnsafeBytes { $0.loadUnaligned(as: (UInt64, UInt64, UInt64, UInt64).self) }
+    }
+
+    /// Calls `body` with the hash's 32 bytes, copying nothing.
+    func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try Swift.withUnsafeBytes(of: words, body)
     }
 
     /// The hash of the empty tree: SHA-256 of nothing.
@@ -19,18 +46,23 @@ public struct MerkleHash: Hashable, Sendable, CustomStringConvertible {
 
     /// A leaf's hash: SHA-256(0x00 ‖ data).
     public static func leaf<Bytes: Sequence<UInt8>>(_ data: Bytes) -> MerkleHash {
+        data.withContiguousStorageIfAvailable { leaf(UnsafeRawBufferPointer($0)) } ?? Array(data).withUnsafeBytes { leaf($0) }
+    }
+
+    /// A leaf's hash: SHA-256(0x00 ‖ data).
+    static func leaf(_ data: UnsafeRawBufferPointer) -> MerkleHash {
         var hasher = SHA256()
-        hasher.update(data: [0x00])
-        hasher.update(data: Array(data))
+        Swift.withUnsafeBytes(of: UInt8(0x00)) { hasher.update(bufferPointer: $0) }
+        hasher.update(bufferPointer: data)
         return MerkleHash(digest: hasher.finalize())
     }
 
     /// An interior node's hash: SHA-256(0x01 ‖ left ‖ right).
     public static func node(_ left: MerkleHash, _ right: MerkleHash) -> MerkleHash {
         var hasher = SHA256()
-        hasher.update(data: [0x01])
-        hasher.update(data: left.bytes)
-        hasher.update(data: right.bytes)
+        Swift.withUnsafeBytes(of: UInt8(0x01)) { hasher.update(bufferPointer: $0) }
+        left.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        right.withUnsafeBytes { hasher.update(bufferPointer: $0) }
         return MerkleHash(digest: hasher.finalize())
     }
 
@@ -81,18 +113,28 @@ public enum MerkleTree {
     public static func completedSubtrees(
         appending leaf: MerkleHash, at leafIndex: UInt64, reading stored: some MerkleHashReader
     ) throws -> [(subtree: Subtree, hash: MerkleHash)] {
+        var result: [(subtree: Subtree, hash: MerkleHash)] = []
+        try forEachCompletedSubtree(appending: leaf, at: leafIndex, reading: stored) { result.append(($0, $1)) }
+        return result
+    }
+
+    /// Calls `body` with each subtree the leaf at `leafIndex` completes, its own first, and its
+    /// hash (what `completedSubtrees` returns, without an array a leaf).
+    static func forEachCompletedSubtree(
+        appending leaf: MerkleHash, at leafIndex: UInt64, reading stored: some MerkleHashReader,
+        _ body: (Subtree, MerkleHash) throws -> Void
+    ) throws {
         guard leafIndex < .max else { throw OutOfRange(description: "a tree holds fewer than 2^64 leaves") }
-        var result = [(Subtree(level: 0, index: leafIndex), leaf)]
         var (level, index, hash) = (0, leafIndex, leaf)
+        try body(Subtree(level: 0, index: leafIndex), leaf)
         // A right child (odd index) completes its parent, whose left child is stored already.
         while index & 1 == 1 {
             let left = try stored.hash(level: level, index: index - 1)
             hash = MerkleHash.node(left, hash)
             level += 1
             index >>= 1
-            result.append((Subtree(level: level, index: index), hash))
+            try body(Subtree(level: level, index: index), hash)
         }
-        return result
     }
 
     /// The root of the tree of the first `size` leaves (MTH, RFC 9162 §2.1.1).

@@ -12,15 +12,16 @@ enum ProofTreeExtension {
         let last = end - size <= limit ? end : size + limit
         let hashes = StoredMerkleHashes(writer)
         var renderer = LeafRenderer()
+        var salts = SaltSource()
         for (position, bytes) in try LeafRenderer.records(writer, from: size + 1, through: last) {
-            let leaf = try renderer.leaf(bytes, at: position) { handle, position in
+            let leaf = try renderer.withLeaf(bytes, at: position, commitment: { handle, position in
                 if let stored = try AccountCommitment.read(handle, reader: writer) { return stored }
                 guard let id = try writer.accountNames(from: handle, limit: 1).first, id.handle == handle else {
                     throw StorageError(.damaged, "the record at position \(position) names account handle \(handle), which the account table lacks", position: position)
                 }
-                return AccountCommitment.make(for: id.account)
-            }
-            for (subtree, hash) in try MerkleTree.completedSubtrees(appending: .leaf(leaf), at: position - 1, reading: hashes) {
+                return AccountCommitment.make(for: id.account, salts: &salts)
+            }, MerkleHash.leaf)
+            try MerkleTree.forEachCompletedSubtree(appending: leaf, at: position - 1, reading: hashes) { subtree, hash in
                 try hashes.append(hash, level: subtree.level, index: subtree.index)
             }
         }

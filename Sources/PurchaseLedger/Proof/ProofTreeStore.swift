@@ -26,55 +26,87 @@ enum ProofTreeStore {
 /// extended (`ProofTreeExtension`) adds hashes here and writes the tiles it changed.
 final class StoredMerkleHashes: MerkleHashReader {
     private let reader: any LedgerStorageReader
-    private var tiles: [Int: [UInt64: [UInt8]]] = [:]
     private struct Tile: Hashable {
         var level: Int
         var number: UInt64
     }
 
+    /// Each level's newest tile seen: where every leaf's hashes are appended and its left
+    /// siblings read, so that a leaf costs no hashing of keys.
+    private struct OpenTile {
+        var number: UInt64
+        var bytes: [UInt8]
+        var changed: Bool
+    }
+
+    private var open: [OpenTile?] = []
+    /// The other tiles read (for roots and proofs), and the changed ones a level moved past.
+    private var tiles: [Tile: [UInt8]] = [:]
     private var changed: Set<Tile> = []
 
     init(_ reader: any LedgerStorageReader) {
         self.reader = reader
     }
 
-    private func tile(level: Int, tile: UInt64) throws -> [UInt8] {
-        if let bytes = tiles[level]?[tile] { return bytes }
-        let key = ProofTreeStore.tileKey(level: level, tile: tile)
+    private func read(_ tile: Tile) throws -> [UInt8] {
+        if let bytes = tiles[tile] { return bytes }
+        let key = ProofTreeStore.tileKey(level: tile.level, tile: tile.number)
         let bytes = try reader.feedState(key) ?? []
         guard bytes.count % 32 == 0, bytes.count <= Int(ProofTreeStore.tileWidth) * 32 else {
             throw StorageError(.damaged, "the proof state \(key) holds \(bytes.count) bytes, not a whole number of hashes")
         }
-        tiles[level, default: [:]][tile] = bytes
+        tiles[tile] = bytes
         return bytes
     }
 
     func hash(level: Int, index: UInt64) throws -> MerkleHash {
         let (number, slot) = index.quotientAndRemainder(dividingBy: ProofTreeStore.tileWidth)
-        let bytes = try tile(level: level, tile: number)
         let start = Int(slot) * 32
-        guard start + 32 <= bytes.count, let hash = MerkleHash(bytes: Array(bytes[start..<start + 32])) else {
-            throw StorageError(.damaged, "the proof tree lacks the hash of subtree \(index) at level \(level)")
+        func hash(in bytes: [UInt8]) -> MerkleHash? {
+            guard start + 32 <= bytes.count else { return nil }
+            return bytes.withUnsafeBytes { MerkleHash(raw: UnsafeRawBufferPointer(rebasing: $0[start..<start + 32])) }
         }
-        return hash
+        let found = if level < open.count, let tile = open[level], tile.number == number {
+            hash(in: tile.bytes)
+        } else {
+            hash(in: try read(Tile(level: level, number: number)))
+        }
+        guard let found else { throw StorageError(.damaged, "the proof tree lacks the hash of subtree \(index) at level \(level)") }
+        return found
     }
 
     /// Adds the hash of a subtree just completed: the next one of its level.
     func append(_ hash: MerkleHash, level: Int, index: UInt64) throws {
         let (number, slot) = index.quotientAndRemainder(dividingBy: ProofTreeStore.tileWidth)
-        guard try tile(level: level, tile: number).count == Int(slot) * 32 else {
+        while open.count <= level { open.append(nil) }
+        if open[level]?.number != number {
+            if let previous = open[level], previous.changed {
+                let tile = Tile(level: level, number: previous.number)
+                tiles[tile] = previous.bytes
+                changed.insert(tile)
+            }
+            let tile = Tile(level: level, number: number)
+            open[level] = OpenTile(number: number, bytes: try read(tile), changed: false)
+            tiles[tile] = nil
+        }
+        guard open[level]?.bytes.count == Int(slot) * 32 else {
             throw StorageError(.damaged, "the proof tree's level \(level) does not end before subtree \(index)")
         }
         // In place: the tile is not copied for each hash added to it.
-        tiles[level, default: [:]][number, default: []].append(contentsOf: hash.bytes)
-        changed.insert(Tile(level: level, number: number))
+        hash.withUnsafeBytes { open[level]?.bytes.append(contentsOf: $0) }
+        open[level]?.changed = true
     }
 
     /// Writes the tiles `append` changed.
     func writeChanged(_ writer: any LedgerStorageWriter) throws {
         for tile in changed {
-            try writer.setFeedState(ProofTreeStore.tileKey(level: tile.level, tile: tile.number), tiles[tile.level]?[tile.number])
+            try writer.setFeedState(ProofTreeStore.tileKey(level: tile.level, tile: tile.number), tiles[tile])
         }
         changed = []
+        for level in open.indices where open[level]?.changed == true {
+            guard let tile = open[level] else { continue }
+            try writer.setFeedState(ProofTreeStore.tileKey(level: level, tile: tile.number), tile.bytes)
+            open[level]?.changed = false
+        }
     }
 }
