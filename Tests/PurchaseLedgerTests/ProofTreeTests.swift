@@ -147,6 +147,41 @@ struct ProofTreeTests {
         }
     }
 
+    /// One hash of the stored tree changed is found by `verify`, whichever batch of subtrees
+    /// compared at once holds it.
+    @Test(arguments: Backend.available)
+    func aChangedHashOfTheStoredTreeIsFoundWhereverItIs(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            var ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try ForgettingTests.history())
+            let size = try await ledger.extendProofTree()
+            try #require(size >= 4)
+            await ledger.close()
+            do {
+                let log = try LedgerLog.open(location: location)
+                defer { log.close() }
+                #expect(try log.recomputedTreeProblem(size: size, comparingAtOnce: 1) == nil)
+            }
+            // The second hash of level 1: the subtree of leaves 2 and 3.
+            ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            let key = ProofTreeStore.tileKey(level: 1, tile: 0)
+            try await ledger.writer!.writeWithAppends { storage in
+                var bytes = try #require(try storage.feedState(key))
+                bytes[33] ^= 1
+                try storage.setFeedState(key, bytes)
+            }
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            for batch in [1, 2, 3, LedgerLog.subtreesComparedAtOnce] {
+                #expect(
+                    try log.recomputedTreeProblem(size: size, comparingAtOnce: batch)
+                        == "the stored tree's hash of subtree 1 at level 1 is not the records'", "comparing \(batch) at once")
+            }
+            #expect(try log.proofTreeProblem() != nil)
+        }
+    }
+
     /// A checkpoint of one ledger, checked against another holding the same proof state (its
     /// commitments, its stored tree: what an operator rolling back or rewriting would keep)
     /// but other records: rolled back below the checkpoint, or with one event changed.
@@ -220,6 +255,27 @@ struct ProofTreeTests {
                     throw TestFailure("a note that should not verify did")
                 }
             }
+        }
+    }
+}
+
+/// A tree held whole in memory, built leaf by leaf: the test's own, to compare with the stored one.
+final class MemoryMerkleHashes: MerkleHashReader {
+    private(set) var levels: [[MerkleHash]] = []
+
+    var size: UInt64 { UInt64(levels.first?.count ?? 0) }
+
+    func hash(level: Int, index: UInt64) throws -> MerkleHash {
+        guard level < levels.count, index < UInt64(levels[level].count) else {
+            throw MerkleTree.OutOfRange(description: "no subtree \(index) at level \(level)")
+        }
+        return levels[level][Int(index)]
+    }
+
+    func append(leaf data: [UInt8]) throws {
+        for (subtree, hash) in try MerkleTree.completedSubtrees(appending: .leaf(data), at: size, reading: self) {
+            if subtree.level == levels.count { levels.append([]) }
+            levels[subtree.level].append(hash)
         }
     }
 }

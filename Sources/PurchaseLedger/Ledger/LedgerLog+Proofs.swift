@@ -84,12 +84,13 @@ extension LedgerLog {
         guard checkpoint.size <= last, checkpoint.size <= stored else {
             return .failed("the checkpoint is of \(checkpoint.size) events; this ledger's log holds \(last), its tree \(stored): rolled back, or another log")
         }
-        let tree: MemoryMerkleHashes
-        switch try recomputedTree(size: stored) {
-        case .success(let recomputed): tree = recomputed
-        case .failure(let problem): return .failed(problem.reason)
+        if let problem = try recomputedTreeProblem(size: stored) { return .failed(problem) }
+        let root: MerkleHash
+        do {
+            root = try storedRoot(size: checkpoint.size)
+        } catch let error as StorageError where error.code == .damaged {
+            return .failed(error.message)
         }
-        let root = checkpoint.size == 0 ? MerkleHash.empty : try MerkleTree.root(size: checkpoint.size, reading: tree)
         guard root == checkpoint.root else {
             return .failed("the ledger's tree of \(checkpoint.size) events has root \(root.base64), the checkpoint \(checkpoint.root.base64): an event was changed, or another log")
         }
@@ -105,11 +106,7 @@ extension LedgerLog {
         } catch let error as StorageError where error.code == .damaged {
             return error.message
         }
-        let tree: MemoryMerkleHashes
-        switch try recomputedTree(size: size) {
-        case .success(let recomputed): tree = recomputed
-        case .failure(let problem): return problem.reason
-        }
+        if let problem = try recomputedTreeProblem(size: size) { return problem }
         // Every checkpoint kept is of that tree (its signature needs the key: `verifyCheckpoint`).
         let checkpoints: [StoredCheckpoint]
         do {
@@ -122,7 +119,12 @@ extension LedgerLog {
             guard checkpoint.size == stored.size, checkpoint.size <= size else {
                 return "the checkpoint kept at size \(stored.size) is beyond the stored tree (\(size) leaves)"
             }
-            let root = checkpoint.size == 0 ? MerkleHash.empty : try MerkleTree.root(size: checkpoint.size, reading: tree)
+            let root: MerkleHash
+            do {
+                root = try storedRoot(size: checkpoint.size)
+            } catch let error as StorageError where error.code == .damaged {
+                return error.message
+            }
             guard root == checkpoint.root else { return "the checkpoint kept at size \(stored.size) is not of this tree" }
         }
         return nil
@@ -152,47 +154,54 @@ extension LedgerLog {
         }
     }
 
-    struct TreeProblem: Error {
-        var reason: String
-    }
-
-    /// The tree of the first `size` leaves hashed again from the records, when the stored one is it.
-    func recomputedTree(size: UInt64) throws -> Result<MemoryMerkleHashes, TreeProblem> {
-        let tree = MemoryMerkleHashes()
+    /// Why the stored tree of `size` leaves is not the one the records make, or nil when it is:
+    /// every leaf hashed again and every complete subtree it makes compared with the stored
+    /// one, in memory of the tree's depth (a frontier) and of one batch of subtrees.
+    func recomputedTreeProblem(size: UInt64, comparingAtOnce batch: Int = subtreesComparedAtOnce) throws -> String? {
+        var frontier = MerkleFrontier()
+        var made: [(MerkleTree.Subtree, MerkleHash)] = []
+        var problem: String?
         do {
-            try ProofLeaves(storage: storage).forEach(through: size) { _, leaf in try tree.append(leaf: leaf) }
+            try ProofLeaves(storage: storage).forEach(through: size) { _, leaf in
+                guard problem == nil else { return }
+                try frontier.append(leaf: leaf) { made.append(($0, $1)) }
+                if made.count >= batch {
+                    problem = try storedTreeDiffers(from: made)
+                    made.removeAll(keepingCapacity: true)
+                }
+            }
         } catch let error as StorageError where error.code == .damaged {
-            return .failure(TreeProblem(reason: "the ledger's records do not make its tree: \(error.message)"))
+            return "the ledger's records do not make its tree: \(error.message)"
         }
-        if let problem = try storedTreeDiffers(from: tree, size: size) {
-            return .failure(TreeProblem(reason: problem))
-        }
-        if let problem = try commitmentProblem() {
-            return .failure(TreeProblem(reason: problem))
-        }
-        return .success(tree)
+        if let problem { return problem }
+        if let problem = try storedTreeDiffers(from: made) { return problem }
+        return try commitmentProblem()
     }
 
-    /// Where the stored tree differs from `tree` (hashed again from the records), if it does.
-    func storedTreeDiffers(from tree: MemoryMerkleHashes, size: UInt64) throws -> String? {
+    /// Subtrees hashed again from the records, compared with the stored tree in one read.
+    static let subtreesComparedAtOnce = 1 << 16
+
+    /// Where the stored tree differs from `subtrees` (hashed again from the records), if it does.
+    func storedTreeDiffers(from subtrees: [(MerkleTree.Subtree, MerkleHash)]) throws -> String? {
         try storage.read { reader in
             let stored = StoredMerkleHashes(reader)
-            var level = 0
-            while size >> UInt64(level) > 0 {
-                for index in 0..<(size >> UInt64(level)) {
-                    let kept: MerkleHash
-                    do {
-                        kept = try stored.hash(level: level, index: index)
-                    } catch let error as StorageError where error.code == .damaged {
-                        return error.message
-                    }
-                    if try kept != tree.hash(level: level, index: index) {
-                        return "the stored tree's hash of subtree \(index) at level \(level) is not the records'"
-                    }
+            for (subtree, hash) in subtrees {
+                let kept: MerkleHash
+                do {
+                    kept = try stored.hash(level: subtree.level, index: subtree.index)
+                } catch let error as StorageError where error.code == .damaged {
+                    return error.message
                 }
-                level += 1
+                if kept != hash {
+                    return "the stored tree's hash of subtree \(subtree.index) at level \(subtree.level) is not the records'"
+                }
             }
             return nil
         }
+    }
+
+    /// The root of the stored tree's first `size` leaves.
+    func storedRoot(size: UInt64) throws -> MerkleHash {
+        try storage.read { try MerkleTree.root(size: size, reading: StoredMerkleHashes($0)) }
     }
 }

@@ -31,23 +31,28 @@ struct ProofLeaves {
     }
 }
 
-/// A tree held in memory, built leaf by leaf (a verifier's own, to compare with the stored one).
-final class MemoryMerkleHashes: MerkleHashReader {
-    private(set) var levels: [[MerkleHash]] = []
-
-    var size: UInt64 { UInt64(levels.first?.count ?? 0) }
+/// A tree's right edge, built leaf by leaf: the newest complete subtree of each level, which is
+/// all that appending the next leaf reads (its left siblings). A verifier hashes the whole log
+/// again with it in memory of the log's depth, not its length.
+struct MerkleFrontier: MerkleHashReader {
+    private(set) var size: UInt64 = 0
+    private var newest: [(index: UInt64, hash: MerkleHash)] = []
 
     func hash(level: Int, index: UInt64) throws -> MerkleHash {
-        guard level < levels.count, index < UInt64(levels[level].count) else {
-            throw MerkleTree.OutOfRange(description: "no subtree \(index) at level \(level)")
+        guard level < newest.count, newest[level].index == index else {
+            throw MerkleTree.OutOfRange(description: "subtree \(index) at level \(level) is not on the tree's right edge")
         }
-        return levels[level][Int(index)]
+        return newest[level].hash
     }
 
-    func append(leaf data: [UInt8]) throws {
-        for (subtree, hash) in try MerkleTree.completedSubtrees(appending: .leaf(data), at: size, reading: self) {
-            if subtree.level == levels.count { levels.append([]) }
-            levels[subtree.level].append(hash)
+    /// Appends a leaf; calls `completed` with each subtree it completes, its own first.
+    mutating func append(leaf data: [UInt8], _ completed: (MerkleTree.Subtree, MerkleHash) throws -> Void) throws {
+        var made: [(MerkleTree.Subtree, MerkleHash)] = []
+        try MerkleTree.forEachCompletedSubtree(appending: .leaf(data), at: size, reading: self) { made.append(($0, $1)) }
+        for (subtree, hash) in made {
+            if subtree.level == newest.count { newest.append((subtree.index, hash)) } else { newest[subtree.level] = (subtree.index, hash) }
+            try completed(subtree, hash)
         }
+        size += 1
     }
 }
