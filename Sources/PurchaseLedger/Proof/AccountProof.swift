@@ -40,21 +40,26 @@ public struct AccountProof: Sendable {
         guard !positions.isEmpty else { throw Refusal.nothingToProve }
         guard positions.count <= limit else { throw Refusal.tooLarge(limit: limit) }
         let hashes = StoredMerkleHashes(reader)
-        var leaf = JSONWriter()
-        var previous: UInt64 = 0
+        var renderer = LeafRenderer()
         var events: [ProvenEvent] = []
         events.reserveCapacity(positions.count)
         for position in positions {
-            var decoded: (account: UInt64, event: Event)?
-            _ = try reader.record(at: position) { decoded = try ProofLeaf.decodeAsForgotten($0, at: position) }
-            guard let decoded, decoded.account == handle else {
-                throw StorageError(.damaged, "the history index names position \(position) for an account whose record it is not", position: position)
+            var record: [UInt8]?
+            _ = try reader.record(at: position) { record = Array($0) }
+            guard let record else {
+                throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)
             }
-            leaf.removeAll()
-            ProofLeaf.write(decoded.event, commitment: commitment.text, previous: previous, to: &leaf)
-            previous = position
+            let leaf = try renderer.leaf(record, at: position) { named, position in
+                guard named == handle else {
+                    throw StorageError(.damaged, "the history index names position \(position) for an account whose record it is not", position: position)
+                }
+                // Its first event: no `previous`, whatever the tree holds as its last.
+                var first = commitment
+                first.last = 0
+                return first
+            }
             let path = try MerkleTree.inclusionProof(index: position - 1, size: checkpoint.size, reading: hashes)
-            events.append(ProvenEvent(position: position, leaf: leaf.bytes, hashes: path))
+            events.append(ProvenEvent(position: position, leaf: leaf, hashes: path))
         }
         return AccountProof(checkpoint: checkpoint, salt: salt, events: events)
     }
