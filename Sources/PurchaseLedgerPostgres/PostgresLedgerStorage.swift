@@ -474,6 +474,16 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func feedStates(keys: [String]) throws -> [String: [UInt8]] {
+            guard !keys.isEmpty, present.feeds else { return [:] }
+            var values: [String: [UInt8]] = [:]
+            for row in try run("SELECT key, value FROM ledger_feeds WHERE key = ANY(\(keys.map(Keys.bytes))::bytea[])") {
+                let (key, value) = try row.decode((ByteBuffer, ByteBuffer).self)
+                values[Keys.string(key)] = Array(value.readableBytesView)
+            }
+            return values
+        }
+
         func feedStates(prefix: String) throws -> [(key: String, value: [UInt8])] {
             try feedStates(prefix: prefix, from: prefix, limit: .max)
         }

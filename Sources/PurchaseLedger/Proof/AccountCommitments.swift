@@ -66,6 +66,29 @@ struct AccountCommitment: Equatable {
         salt = bytes.count == 72 ? Array(bytes[40..<72]) : nil
     }
 
+    /// The commitments of the accounts `handles` name, those stored and, for the others, new
+    /// ones made from their ids: two reads in all (a remote storage's round trips), not two an
+    /// account.
+    /// - Throws: `StorageError.damaged` for a handle the account table lacks.
+    static func readOrMake(
+        _ handles: Set<UInt64>, salts: inout SaltSource, reader: any LedgerStorageReader
+    ) throws -> [UInt64: AccountCommitment] {
+        var commitments: [UInt64: AccountCommitment] = [:]
+        let stored = try reader.feedStates(keys: handles.map(key))
+        var missing: [UInt64] = []
+        for handle in handles {
+            let key = key(handle)
+            if let bytes = stored[key] { commitments[handle] = try AccountCommitment(stored: bytes, key: key) } else { missing.append(handle) }
+        }
+        for (handle, id) in try reader.accountNames(handles: missing.sorted()) {
+            commitments[handle] = make(for: id, salts: &salts)
+        }
+        if let lacking = missing.first(where: { commitments[$0] == nil }) {
+            throw StorageError(.damaged, "the log names account handle \(lacking), which the account table lacks")
+        }
+        return commitments
+    }
+
     /// The account's stored commitment, nil when none was made yet.
     static func read(_ handle: UInt64, reader: any LedgerStorageReader) throws -> AccountCommitment? {
         let key = key(handle)

@@ -11,15 +11,23 @@ enum ProofTreeExtension {
         guard end > size, limit > 0 else { return size }
         let last = end - size <= limit ? end : size + limit
         let hashes = StoredMerkleHashes(writer)
-        var renderer = LeafRenderer()
+        let records = try LeafRenderer.records(writer, from: size + 1, through: last)
+        var handles = Set<UInt64>()
+        for (position, bytes) in records {
+            guard let handle = bytes.withUnsafeBytes({ LogRecordCodec.accountHandle(in: $0) }) else {
+                throw StorageError(.damaged, "the record at position \(position) names its account by no handle (format 1: copy the ledger first)", position: position)
+            }
+            handles.insert(handle)
+        }
         var salts = SaltSource()
-        for (position, bytes) in try LeafRenderer.records(writer, from: size + 1, through: last) {
+        let commitments = try AccountCommitment.readOrMake(handles, salts: &salts, reader: writer)
+        var renderer = LeafRenderer()
+        for (position, bytes) in records {
             let leaf = try renderer.withLeaf(bytes, at: position, commitment: { handle, position in
-                if let stored = try AccountCommitment.read(handle, reader: writer) { return stored }
-                guard let id = try writer.accountNames(from: handle, limit: 1).first, id.handle == handle else {
+                guard let commitment = commitments[handle] else {
                     throw StorageError(.damaged, "the record at position \(position) names account handle \(handle), which the account table lacks", position: position)
                 }
-                return AccountCommitment.make(for: id.account, salts: &salts)
+                return commitment
             }, MerkleHash.leaf)
             try MerkleTree.forEachCompletedSubtree(appending: leaf, at: position - 1, reading: hashes) { subtree, hash in
                 try hashes.append(hash, level: subtree.level, index: subtree.index)

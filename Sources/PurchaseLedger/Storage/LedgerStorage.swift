@@ -182,6 +182,8 @@ package protocol LedgerStorageReader {
     /// The same from the key `first` on (inclusive; the prefix itself when `first` sorts
     /// before it), at most `limit`.
     func feedStates(prefix: String, from first: String, limit: Int) throws -> [(key: String, value: [UInt8])]
+    /// The values stored under those of `keys` that have one, by key.
+    func feedStates(keys: [String]) throws -> [String: [UInt8]]
 
     // MARK: The account table
 
@@ -224,6 +226,15 @@ extension LedgerStorageReader {
         try handles.compactMap { handle in
             try accountNames(from: handle, limit: 1).first.flatMap { $0.handle == handle ? $0 : nil }
         }
+    }
+
+    /// One lookup per key: what an embedded storage costs nothing more for.
+    package func feedStates(keys: [String]) throws -> [String: [UInt8]] {
+        var values: [String: [UInt8]] = [:]
+        for key in keys {
+            if let value = try feedState(key) { values[key] = value }
+        }
+        return values
     }
 
     /// One lookup per account: what an embedded storage costs nothing more for.
