@@ -22,7 +22,7 @@ struct InterruptedCopyTests {
         let catalog = directory.appendingPathComponent("catalog.json")
         try Data(#"{"products": [{"id": "coins", "type": "consumable", "grants": {"coins": 10}}]}"#.utf8).write(to: catalog)
         var lines = ""
-        for index in 0..<60_000 {
+        for index in 0..<20_000 {
             lines += #"{"id":"e\#(index)","type":"paymentAdded","account":"u\#(index % 500)","at":"2026-01-01T00:00:00Z","payment":"p\#(index)","product":"coins"}"# + "\n"
         }
         let events = directory.appendingPathComponent("events.jsonl")
