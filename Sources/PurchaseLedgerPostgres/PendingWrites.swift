@@ -24,6 +24,8 @@ struct PendingWrites {
     private var customers: [UTF8Key: String] = [:]
     /// Account states to put (their bytes) or delete (nil), the last of each kept.
     private var states: [AccountStateKey: ByteBuffer?] = [:]
+    /// Feed and proof state to set (its bytes) or delete (nil), the last of each key kept.
+    private var feeds: [UTF8Key: ByteBuffer?] = [:]
 
     private struct AccountStateKey: Hashable {
         let account: UTF8Key
@@ -32,6 +34,7 @@ struct PendingWrites {
 
     var isEmpty: Bool {
         positions.isEmpty && holders.isEmpty && revocations.isEmpty && customers.isEmpty && states.isEmpty && accountNames.isEmpty && proofs.isEmpty
+            && feeds.isEmpty
     }
 
     mutating func append(record: [UInt8], at position: UInt64, eventID: String, account: String) {
@@ -69,6 +72,10 @@ struct PendingWrites {
 
     mutating func deleteAccountState(account: String, version: UInt64) {
         states[AccountStateKey(account: UTF8Key(account), version: version)] = .some(nil)
+    }
+
+    mutating func setFeedState(_ key: String, _ value: [UInt8]?) {
+        feeds[UTF8Key(key)] = .some(value.map { ByteBuffer(bytes: $0) })
     }
 
     /// Every account state is being deleted: those pending need not be sent.
@@ -149,6 +156,21 @@ struct PendingWrites {
                 SELECT * FROM unnest(\(bind(put.map { Keys.bytes($0.key.account.string) }))::bytea[], \(bind(put.map { Int64($0.key.version) }))::bigint[],
                     \(bind(put.map(\.bytes)))::bytea[])
                 ON CONFLICT (account, version) DO UPDATE SET state = excluded.state
+                """)
+        }
+        var feedsDeleted: [ByteBuffer] = []
+        var feedsSet: [(key: ByteBuffer, value: ByteBuffer)] = []
+        for (key, value) in feeds {
+            if let value { feedsSet.append((Keys.bytes(key.string), value)) } else { feedsDeleted.append(Keys.bytes(key.string)) }
+        }
+        if !feedsDeleted.isEmpty {
+            writes.append("DELETE FROM ledger_feeds WHERE key = ANY(\(bind(feedsDeleted))::bytea[])")
+        }
+        if !feedsSet.isEmpty {
+            writes.append("""
+                INSERT INTO ledger_feeds (key, value)
+                SELECT * FROM unnest(\(bind(feedsSet.map(\.key)))::bytea[], \(bind(feedsSet.map(\.value)))::bytea[])
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value
                 """)
         }
         if let head {

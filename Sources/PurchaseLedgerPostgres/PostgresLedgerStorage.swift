@@ -865,14 +865,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func setFeedState(_ key: String, _ value: [UInt8]?) throws {
-            if let value {
-                connection.send("""
-                    INSERT INTO ledger_feeds (key, value) VALUES (\(Keys.bytes(key)), \(ByteBuffer(bytes: value)))
-                    ON CONFLICT (key) DO UPDATE SET value = excluded.value
-                    """)
-            } else {
-                connection.send("DELETE FROM ledger_feeds WHERE key = \(Keys.bytes(key))")
-            }
+            pending.setFeedState(key, value)
         }
 
         func recordCatalog(_ json: [UInt8], effectiveFrom position: UInt64) throws {
