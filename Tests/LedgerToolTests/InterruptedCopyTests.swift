@@ -22,7 +22,7 @@ struct InterruptedCopyTests {
         let catalog = directory.appendingPathComponent("catalog.json")
         try Data(#"{"products": [{"id": "coins", "type": "consumable", "grants": {"coins": 10}}]}"#.utf8).write(to: catalog)
         var lines = ""
-        for index in 0..<20_000 {
+        for index in 0..<30_000 {
             lines += #"{"id":"e\#(index)","type":"paymentAdded","account":"u\#(index % 500)","at":"2026-01-01T00:00:00Z","payment":"p\#(index)","product":"coins"}"# + "\n"
         }
         let events = directory.appendingPathComponent("events.jsonl")
@@ -32,7 +32,8 @@ struct InterruptedCopyTests {
 
         let copy = try tool.makeLedgerLocation(destination, in: directory, name: "copy")
         defer { tool.dropLedgerLocation(copy) }
-        // One event a commit, so that the copy is still running when it is killed.
+        // One event a commit, so that the copy is still running when it is killed (30,000 of
+        // them take this debug build about 14 s on a disk; the kill comes at 1.5 s).
         let process = try ChildProcess(LedgerToolTests.binary("ledger"), ["copy", "--batch-size", "1", source, copy])
         try await Task.sleep(for: .milliseconds(1500))
         process.send(SIGKILL)

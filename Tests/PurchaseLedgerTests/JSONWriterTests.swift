@@ -29,8 +29,10 @@ struct JSONWriterTests {
         "", "a", "plain ascii", "forgotten/12", String(repeating: "x", count: 40),
         "quote \" inside", "back\\slash", "new\nline", "\u{01}\u{1F}", "tab\there",
         "é", "日本語の長い文字列ですね", "emoji 🧾 and \u{7F}", String(repeating: "🧾", count: 20) + "\"",
-        // A long string stored natively and one built from a substring (both copied whole).
-        String(repeating: "ab", count: 500), String("xx\"yy".dropFirst()),
+        // A long string stored natively, strings built from substrings (with and without a
+        // character to escape), a long one bridged from UTF-16.
+        String(repeating: "ab", count: 500), String("xx\"yy".dropFirst()), String(String(repeating: "cd", count: 40).dropFirst(3)),
+        String(decoding: Array("utf16 ✓ text \u{01}".utf16), as: UTF16.self),
     ]
 
     @Test(arguments: strings)

@@ -147,6 +147,11 @@ struct ProofTreeTests {
         }
     }
 
+    static func treeProblem(_ log: LedgerLog, size: UInt64, comparingAtOnce batch: Int) throws -> String? {
+        guard case .failure(let problem) = try log.recomputedTree(size: size, rootsAt: [], comparingAtOnce: batch) else { return nil }
+        return problem.reason
+    }
+
     /// One hash of the stored tree changed is found by `verify`, whichever batch of subtrees
     /// compared at once holds it.
     @Test(arguments: Backend.available)
@@ -160,7 +165,7 @@ struct ProofTreeTests {
             do {
                 let log = try LedgerLog.open(location: location)
                 defer { log.close() }
-                #expect(try log.recomputedTreeProblem(size: size, comparingAtOnce: 1) == nil)
+                #expect(try Self.treeProblem(log, size: size, comparingAtOnce: 1) == nil)
             }
             // The second hash of level 1: the subtree of leaves 2 and 3.
             ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
@@ -175,10 +180,48 @@ struct ProofTreeTests {
             defer { log.close() }
             for batch in [1, 2, 3, LedgerLog.subtreesComparedAtOnce] {
                 #expect(
-                    try log.recomputedTreeProblem(size: size, comparingAtOnce: batch)
+                    try Self.treeProblem(log, size: size, comparingAtOnce: batch)
                         == "the stored tree's hash of subtree 1 at level 1 is not the records'", "comparing \(batch) at once")
             }
             #expect(try log.proofTreeProblem() != nil)
+        }
+    }
+
+    /// A tree of more leaves than three tiles of level 1 hold (32² · 3 + 5), extended in parts
+    /// of 1, 31, 33 and 1,024 leaves (so that levels move past tiles within a write and
+    /// between writes), is the tree its leaves make, and verifying it hashes again the roots
+    /// the stored tree gives.
+    @Test(arguments: Backend.available)
+    func aTreeOverManyTilesExtendedInUnevenPartsIsTheTreeOfItsLeaves(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            let count = 32 * 32 * 3 + 5
+            let events = try (0..<count).map { index in
+                try Event(jsonLine: #"{"id":"m\#(index)","type":"paymentAdded","account":"a\#(index % 97)","at":"2026-01-01T00:00:00Z","payment":"p\#(index)","product":"coins"}"#)
+            }
+            for start in stride(from: 0, to: count, by: 1000) {
+                try await ledger.appendAll(Array(events[start..<min(count, start + 1000)]))
+            }
+            let last = ledger.position
+            var limits = [1, 31, 33, 1024].makeIterator()
+            var size: UInt64 = 0
+            while size < last {
+                let limit = UInt64(limits.next() ?? 1024)
+                size = try await ledger.writer!.writeWithAppends { try ProofTreeExtension.extend($0, through: last, limit: limit) }
+            }
+            let sizes: [UInt64] = [1, 31, 32, 64, 65, 1024, 1025, 2048, 3071, last]
+            let stored = try sizes.map { try ledger.proofTreeRoot(size: $0) }
+            await ledger.close()
+            let tree = MemoryMerkleHashes()
+            for leaf in try Self.leaves(at: location) { try tree.append(leaf: leaf) }
+            #expect(tree.size == last)
+            #expect(try sizes.map { try MerkleTree.root(size: $0, reading: tree) } == stored)
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            guard case .success(let roots) = try log.recomputedTree(size: last, rootsAt: Set(sizes), comparingAtOnce: 100) else {
+                throw TestFailure("the stored tree is not its records'")
+            }
+            #expect(sizes.map { roots[$0] } == stored)
         }
     }
 
@@ -277,5 +320,15 @@ final class MemoryMerkleHashes: MerkleHashReader {
             if subtree.level == levels.count { levels.append([]) }
             levels[subtree.level].append(hash)
         }
+    }
+}
+
+/// Salts are never handed out twice: each account's commitment is its own.
+struct SaltSourceTests {
+    @Test func everySaltIsNewAndThirtyTwoBytes() {
+        var salts = SaltSource()
+        let drawn = (0..<100).map { _ in salts.next() }
+        #expect(drawn.allSatisfy { $0.count == 32 })
+        #expect(Set(drawn).count == drawn.count)
     }
 }

@@ -84,12 +84,10 @@ extension LedgerLog {
         guard checkpoint.size <= last, checkpoint.size <= stored else {
             return .failed("the checkpoint is of \(checkpoint.size) events; this ledger's log holds \(last), its tree \(stored): rolled back, or another log")
         }
-        if let problem = try recomputedTreeProblem(size: stored) { return .failed(problem) }
         let root: MerkleHash
-        do {
-            root = try storedRoot(size: checkpoint.size)
-        } catch let error as StorageError where error.code == .damaged {
-            return .failed(error.message)
+        switch try recomputedTree(size: stored, rootsAt: [checkpoint.size]) {
+        case .failure(let problem): return .failed(problem.reason)
+        case .success(let roots): root = roots[checkpoint.size] ?? .empty
         }
         guard root == checkpoint.root else {
             return .failed("the ledger's tree of \(checkpoint.size) events has root \(root.base64), the checkpoint \(checkpoint.root.base64): an event was changed, or another log")
@@ -106,7 +104,6 @@ extension LedgerLog {
         } catch let error as StorageError where error.code == .damaged {
             return error.message
         }
-        if let problem = try recomputedTreeProblem(size: size) { return problem }
         // Every checkpoint kept is of that tree (its signature needs the key: `verifyCheckpoint`).
         let checkpoints: [StoredCheckpoint]
         do {
@@ -114,18 +111,21 @@ extension LedgerLog {
         } catch let error as StorageError where error.code == .damaged {
             return error.message
         }
+        var notes: [(size: UInt64, checkpoint: Checkpoint)] = []
         for stored in checkpoints {
             guard let checkpoint = stored.checkpoint else { return "the checkpoint kept at size \(stored.size) is not a checkpoint note" }
             guard checkpoint.size == stored.size, checkpoint.size <= size else {
                 return "the checkpoint kept at size \(stored.size) is beyond the stored tree (\(size) leaves)"
             }
-            let root: MerkleHash
-            do {
-                root = try storedRoot(size: checkpoint.size)
-            } catch let error as StorageError where error.code == .damaged {
-                return error.message
-            }
-            guard root == checkpoint.root else { return "the checkpoint kept at size \(stored.size) is not of this tree" }
+            notes.append((stored.size, checkpoint))
+        }
+        let roots: [UInt64: MerkleHash]
+        switch try recomputedTree(size: size, rootsAt: Set(notes.map(\.size))) {
+        case .failure(let problem): return problem.reason
+        case .success(let recomputed): roots = recomputed
+        }
+        for (size, checkpoint) in notes where roots[size] != checkpoint.root {
+            return "the checkpoint kept at size \(size) is not of this tree"
         }
         return nil
     }
@@ -154,35 +154,44 @@ extension LedgerLog {
         }
     }
 
-    /// Why the stored tree of `size` leaves is not the one the records make, or nil when it is:
-    /// every leaf hashed again and every complete subtree it makes compared with the stored
-    /// one, in memory of the tree's depth (a frontier) and of one batch of subtrees.
-    func recomputedTreeProblem(size: UInt64, comparingAtOnce batch: Int = subtreesComparedAtOnce) throws -> String? {
+    struct TreeProblem: Error {
+        var reason: String
+    }
+
+    /// The roots at `sizes` of the tree the records make, when the stored tree of `size`
+    /// leaves is that tree: every leaf hashed again and every complete subtree it makes
+    /// compared with the stored one, in memory of the tree's depth (a frontier), of one batch
+    /// of subtrees and of the accounts. The roots come from the records, not the stored tree.
+    func recomputedTree(
+        size: UInt64, rootsAt sizes: Set<UInt64>, comparingAtOnce batch: Int = subtreesComparedAtOnce
+    ) throws -> Result<[UInt64: MerkleHash], TreeProblem> {
         var frontier = MerkleFrontier()
         var made: [(MerkleTree.Subtree, MerkleHash)] = []
-        var problem: String?
+        var roots: [UInt64: MerkleHash] = sizes.contains(0) ? [0: .empty] : [:]
         do {
             try ProofLeaves(storage: storage).forEach(through: size) { _, leaf in
-                guard problem == nil else { return }
                 try frontier.append(leaf: leaf) { made.append(($0, $1)) }
+                if sizes.contains(frontier.size) { roots[frontier.size] = frontier.root }
                 if made.count >= batch {
-                    problem = try storedTreeDiffers(from: made)
+                    if let problem = try storedTreeDiffers(from: made) { throw problem }
                     made.removeAll(keepingCapacity: true)
                 }
             }
+        } catch let problem as TreeProblem {
+            return .failure(problem)
         } catch let error as StorageError where error.code == .damaged {
-            return "the ledger's records do not make its tree: \(error.message)"
+            return .failure(TreeProblem(reason: "the ledger's records do not make its tree: \(error.message)"))
         }
-        if let problem { return problem }
-        if let problem = try storedTreeDiffers(from: made) { return problem }
-        return try commitmentProblem()
+        if let problem = try storedTreeDiffers(from: made) { return .failure(problem) }
+        if let problem = try commitmentProblem() { return .failure(TreeProblem(reason: problem)) }
+        return .success(roots)
     }
 
     /// Subtrees hashed again from the records, compared with the stored tree in one read.
     static let subtreesComparedAtOnce = 1 << 16
 
     /// Where the stored tree differs from `subtrees` (hashed again from the records), if it does.
-    func storedTreeDiffers(from subtrees: [(MerkleTree.Subtree, MerkleHash)]) throws -> String? {
+    func storedTreeDiffers(from subtrees: [(MerkleTree.Subtree, MerkleHash)]) throws -> TreeProblem? {
         try storage.read { reader in
             let stored = StoredMerkleHashes(reader)
             for (subtree, hash) in subtrees {
@@ -190,18 +199,13 @@ extension LedgerLog {
                 do {
                     kept = try stored.hash(level: subtree.level, index: subtree.index)
                 } catch let error as StorageError where error.code == .damaged {
-                    return error.message
+                    return TreeProblem(reason: error.message)
                 }
                 if kept != hash {
-                    return "the stored tree's hash of subtree \(subtree.index) at level \(subtree.level) is not the records'"
+                    return TreeProblem(reason: "the stored tree's hash of subtree \(subtree.index) at level \(subtree.level) is not the records'")
                 }
             }
             return nil
         }
-    }
-
-    /// The root of the stored tree's first `size` leaves.
-    func storedRoot(size: UInt64) throws -> MerkleHash {
-        try storage.read { try MerkleTree.root(size: size, reading: StoredMerkleHashes($0)) }
     }
 }

@@ -107,8 +107,9 @@ struct AccountCommitment: Equatable {
 
 /// Salts of 32 bytes from the system's generator, drawn eight at a time: an extension of the
 /// tree that meets many new accounts makes one system call per eight of them, not four each.
-/// The salts drawn and not used die with the value.
-struct SaltSource {
+/// The salts drawn and not used die with the value, which cannot be copied: a copy would hand
+/// the same salts to other accounts.
+struct SaltSource: ~Copyable {
     private var drawn: [UInt8] = []
     private var used = 0
 

@@ -45,6 +45,16 @@ struct MerkleFrontier: MerkleHashReader {
         return newest[level].hash
     }
 
+    /// The root of the leaves appended so far (MTH): the right edge's subtrees at the set bits
+    /// of the size, folded from the right (the smallest is the rightmost).
+    var root: MerkleHash {
+        var root: MerkleHash?
+        for level in newest.indices where size >> UInt64(level) & 1 == 1 {
+            root = root.map { MerkleHash.node(newest[level].hash, $0) } ?? newest[level].hash
+        }
+        return root ?? .empty
+    }
+
     /// Appends a leaf; calls `completed` with each subtree it completes, its own first.
     mutating func append(leaf data: [UInt8], _ completed: (MerkleTree.Subtree, MerkleHash) throws -> Void) throws {
         var made: [(MerkleTree.Subtree, MerkleHash)] = []

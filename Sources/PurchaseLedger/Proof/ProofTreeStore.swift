@@ -86,7 +86,8 @@ final class StoredMerkleHashes: MerkleHashReader {
                 changed.insert(tile)
             }
             let tile = Tile(level: level, number: number)
-            open[level] = OpenTile(number: number, bytes: try read(tile), changed: false)
+            // A tile changed and moved past, opened again, is written from here only.
+            open[level] = OpenTile(number: number, bytes: try read(tile), changed: changed.remove(tile) != nil)
             tiles[tile] = nil
         }
         guard open[level]?.bytes.count == Int(slot) * 32 else {
@@ -100,7 +101,8 @@ final class StoredMerkleHashes: MerkleHashReader {
     /// Writes the tiles `append` changed.
     func writeChanged(_ writer: any LedgerStorageWriter) throws {
         for tile in changed {
-            try writer.setFeedState(ProofTreeStore.tileKey(level: tile.level, tile: tile.number), tiles[tile])
+            guard let bytes = tiles[tile] else { continue }
+            try writer.setFeedState(ProofTreeStore.tileKey(level: tile.level, tile: tile.number), bytes)
         }
         changed = []
         for level in open.indices where open[level]?.changed == true {
