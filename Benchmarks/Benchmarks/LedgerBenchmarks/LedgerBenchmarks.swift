@@ -85,18 +85,33 @@ func appendBenchmarks(on backend: BenchedBackend) {
     for order in BenchmarkEvents.EventIDs.allCases {
         batchedAppendBenchmark(
             on: backend, named: "append, 1,000 events per commit\(order.suiteSuffix)", scratch: "batched\(order.scratchSuffix)",
-            events: BenchmarkEvents(prefix: "b", eventIDs: order), extendingTheProofTree: false)
+            events: BenchmarkEvents(prefix: "b", eventIDs: order), extendingTheProofTree: false,
+            iterations: order == .inOrder ? ProofTreeComparison.iterations : nil)
+    }
+}
+
+/// The suites with the proof tree and their twins without it run the same number of
+/// iterations, not for the same time: the ledger grows through a suite, and a suite timed out
+/// earlier would be measured on a smaller ledger than its twin.
+enum ProofTreeComparison {
+    static let iterations = 200
+
+    static func configuration(iterations: Int?) -> Benchmark.Configuration {
+        guard let iterations else { return .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300) }
+        return .init(scalingFactor: .kilo, maxDuration: .seconds(120), maxIterations: iterations)
     }
 }
 
 /// 1,000 events a commit, an iteration; with the proof tree extended over them before it ends.
+/// `iterations`: a fixed number of them (`ProofTreeComparison`), else as many as 5 s allow.
 func batchedAppendBenchmark(
-    on backend: BenchedBackend, named name: String, scratch: String, events: BenchmarkEvents, extendingTheProofTree: Bool
+    on backend: BenchedBackend, named name: String, scratch: String, events: BenchmarkEvents, extendingTheProofTree: Bool,
+    iterations: Int? = nil
 ) {
     let batched = Box<(Ledger, String, BenchmarkEvents)>()
     Benchmark(
         "\(backend.subject): \(name)",
-        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 300),
+        configuration: ProofTreeComparison.configuration(iterations: iterations),
         closure: { benchmark in
             var (ledger, _, events) = batched.value!
             let batch = events.next(1000)
@@ -122,10 +137,10 @@ func batchedAppendBenchmark(
 func proofTreeBenchmarks(on backend: BenchedBackend) {
     batchedAppendBenchmark(
         on: backend, named: "append, 1,000 events per commit, with the proof tree", scratch: "treebatched",
-        events: BenchmarkEvents(prefix: "t"), extendingTheProofTree: true)
+        events: BenchmarkEvents(prefix: "t"), extendingTheProofTree: true, iterations: ProofTreeComparison.iterations)
     groupCommitBenchmark(
         on: backend, appenders: 64, named: "group commit, 64 concurrent appenders, with the proof tree", scratch: "treeconcurrent",
-        prefix: "tc", extendingTheProofTree: true)
+        prefix: "tc", extendingTheProofTree: true, iterations: ProofTreeComparison.iterations)
 }
 
 extension BenchmarkEvents.EventIDs {
@@ -154,19 +169,22 @@ func concurrencyBenchmarks(on backend: BenchedBackend, appenders: [Int]) {
     for tasks in appenders {
         groupCommitBenchmark(
             on: backend, appenders: tasks, named: "group commit, \(tasks) concurrent appenders", scratch: "concurrent\(tasks)",
-            prefix: "c\(tasks)", extendingTheProofTree: false)
+            prefix: "c\(tasks)", extendingTheProofTree: false, iterations: tasks == 64 ? ProofTreeComparison.iterations : nil)
     }
 }
 
 /// 1,000 events an iteration, one a call, from `tasks` concurrent appenders; with the proof
 /// tree extended over them before it ends.
 func groupCommitBenchmark(
-    on backend: BenchedBackend, appenders tasks: Int, named name: String, scratch: String, prefix: String, extendingTheProofTree: Bool
+    on backend: BenchedBackend, appenders tasks: Int, named name: String, scratch: String, prefix: String, extendingTheProofTree: Bool,
+    iterations: Int? = nil
 ) {
     let state = Box<(Ledger, String)>()
+    var configuration = ProofTreeComparison.configuration(iterations: iterations)
+    if iterations == nil { configuration.maxIterations = 200 }
     Benchmark(
         "\(backend.subject): \(name)",
-        configuration: .init(scalingFactor: .kilo, maxDuration: .seconds(5), maxIterations: 200),
+        configuration: configuration,
         closure: { benchmark in
             let (ledger, _) = state.value!
             // 1,000 events per iteration, shared out among the tasks: each task its own
