@@ -187,6 +187,25 @@ struct ProofTreeTests {
         }
     }
 
+    /// A tile of the stored tree with a byte too many is damage `verify` names, even where
+    /// every hash in it is right.
+    @Test(arguments: Backend.available)
+    func aTileOfTheStoredTreeWithAByteTooManyIsFound(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try ForgettingTests.history())
+            let size = try await ledger.extendProofTree()
+            let key = ProofTreeStore.tileKey(level: 0, tile: 0)
+            try await ledger.writer!.writeWithAppends { storage in
+                try storage.setFeedState(key, try #require(try storage.feedState(key)) + [0])
+            }
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(try Self.treeProblem(log, size: size, comparingAtOnce: 1) == "the proof state \(key) holds \(min(size, 32) * 32 + 1) bytes, not a whole number of hashes")
+        }
+    }
+
     /// A tree of more leaves than three tiles of level 1 hold (32² · 3 + 5), extended in parts
     /// of 1, 31, 33 and 1,024 leaves (so that levels move past tiles within a write and
     /// between writes), is the tree its leaves make, and verifying it hashes again the roots

@@ -191,21 +191,27 @@ extension LedgerLog {
     static let subtreesComparedAtOnce = 1 << 16
 
     /// Where the stored tree differs from `subtrees` (hashed again from the records), if it does.
+    /// Reads the tiles that hold them in one read (a remote storage's one query).
     func storedTreeDiffers(from subtrees: [(MerkleTree.Subtree, MerkleHash)]) throws -> TreeProblem? {
-        try storage.read { reader in
-            let stored = StoredMerkleHashes(reader)
-            for (subtree, hash) in subtrees {
-                let kept: MerkleHash
-                do {
-                    kept = try stored.hash(level: subtree.level, index: subtree.index)
-                } catch let error as StorageError where error.code == .damaged {
-                    return TreeProblem(reason: error.message)
-                }
-                if kept != hash {
-                    return TreeProblem(reason: "the stored tree's hash of subtree \(subtree.index) at level \(subtree.level) is not the records'")
-                }
-            }
-            return nil
+        let width = ProofTreeStore.tileWidth
+        var keys = Set<String>()
+        for (subtree, _) in subtrees { keys.insert(ProofTreeStore.tileKey(level: subtree.level, tile: subtree.index / width)) }
+        let tiles = try storage.read { try $0.feedStates(keys: Array(keys)) }
+        for (key, tile) in tiles where tile.count % 32 != 0 || tile.count > Int(width) * 32 {
+            return TreeProblem(reason: "the proof state \(key) holds \(tile.count) bytes, not a whole number of hashes")
         }
+        for (subtree, hash) in subtrees {
+            let start = Int(subtree.index % width) * 32
+            let key = ProofTreeStore.tileKey(level: subtree.level, tile: subtree.index / width)
+            guard let tile = tiles[key], start + 32 <= tile.count,
+                  let kept = tile.withUnsafeBytes({ MerkleHash(raw: UnsafeRawBufferPointer(rebasing: $0[start..<start + 32])) })
+            else {
+                return TreeProblem(reason: "the proof tree lacks the hash of subtree \(subtree.index) at level \(subtree.level)")
+            }
+            if kept != hash {
+                return TreeProblem(reason: "the stored tree's hash of subtree \(subtree.index) at level \(subtree.level) is not the records'")
+            }
+        }
+        return nil
     }
 }
