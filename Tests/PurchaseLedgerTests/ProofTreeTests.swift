@@ -152,30 +152,41 @@ struct ProofTreeTests {
         return problem.reason
     }
 
+    /// A ledger of `ForgettingTests.history()` with its tree extended over it; the tree's size.
+    static func historyWithItsTree(at location: String) async throws -> UInt64 {
+        let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+        try await ledger.appendAll(try ForgettingTests.history())
+        let size = try await ledger.extendProofTree()
+        await ledger.close()
+        return size
+    }
+
+    /// Rewrites one tile of the stored tree, as damage would.
+    static func changeTile(at location: String, level: Int, tile: UInt64, _ change: @escaping @Sendable (inout [UInt8]) -> Void) async throws {
+        let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+        let key = ProofTreeStore.tileKey(level: level, tile: tile)
+        try await ledger.writer!.writeWithAppends { storage in
+            var bytes = try #require(try storage.feedState(key))
+            change(&bytes)
+            try storage.setFeedState(key, bytes)
+        }
+        await ledger.close()
+    }
+
     /// One hash of the stored tree changed is found by `verify`, whichever batch of subtrees
     /// compared at once holds it.
     @Test(arguments: Backend.available)
     func aChangedHashOfTheStoredTreeIsFoundWhereverItIs(on backend: Backend) async throws {
         try await withLocation(on: backend) { location in
-            var ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-            try await ledger.appendAll(try ForgettingTests.history())
-            let size = try await ledger.extendProofTree()
+            let size = try await Self.historyWithItsTree(at: location)
             try #require(size >= 4)
-            await ledger.close()
             do {
                 let log = try LedgerLog.open(location: location)
                 defer { log.close() }
                 #expect(try Self.treeProblem(log, size: size, comparingAtOnce: 1) == nil)
             }
             // The second hash of level 1: the subtree of leaves 2 and 3.
-            ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-            let key = ProofTreeStore.tileKey(level: 1, tile: 0)
-            try await ledger.writer!.writeWithAppends { storage in
-                var bytes = try #require(try storage.feedState(key))
-                bytes[33] ^= 1
-                try storage.setFeedState(key, bytes)
-            }
-            await ledger.close()
+            try await Self.changeTile(at: location, level: 1, tile: 0) { $0[33] ^= 1 }
             let log = try LedgerLog.open(location: location)
             defer { log.close() }
             for batch in [1, 2, 3, LedgerLog.subtreesComparedAtOnce] {
@@ -192,16 +203,11 @@ struct ProofTreeTests {
     @Test(arguments: Backend.available)
     func aTileOfTheStoredTreeWithAByteTooManyIsFound(on backend: Backend) async throws {
         try await withLocation(on: backend) { location in
-            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-            try await ledger.appendAll(try ForgettingTests.history())
-            let size = try await ledger.extendProofTree()
-            let key = ProofTreeStore.tileKey(level: 0, tile: 0)
-            try await ledger.writer!.writeWithAppends { storage in
-                try storage.setFeedState(key, try #require(try storage.feedState(key)) + [0])
-            }
-            await ledger.close()
+            let size = try await Self.historyWithItsTree(at: location)
+            try await Self.changeTile(at: location, level: 0, tile: 0) { $0.append(0) }
             let log = try LedgerLog.open(location: location)
             defer { log.close() }
+            let key = ProofTreeStore.tileKey(level: 0, tile: 0)
             #expect(try Self.treeProblem(log, size: size, comparingAtOnce: 1) == "the proof state \(key) holds \(min(size, 32) * 32 + 1) bytes, not a whole number of hashes")
         }
     }
