@@ -250,6 +250,89 @@ struct ProofTreeTests {
         }
     }
 
+    /// Alice's leaves worked out on a reader (`ProofLeafBatch`, as `extendProofTree()` does, off
+    /// the writer) before any commitment of hers was kept, then her forget, which makes her
+    /// commitment without a salt: the batch is not written, and the tree made after carries the
+    /// forget's commitment, with no salt kept anywhere.
+    @Test(arguments: Backend.available)
+    func aBatchWorkedOutBeforeAForgetMadeTheCommitmentIsNotWritten(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try ForgettingTests.history())
+            let early = try #require(try ledger.storage.read { try ProofLeafBatch.prepare($0, through: try $0.lastPosition(), limit: .max) })
+            _ = try #require(try await ledger.forget(ForgettingTests.alice, requestedBy: "ticket-4711"))
+            let forgotten = try #require(try ledger.feedStates(prefix: "proof/account/1").first?.value)
+            #expect(forgotten.count == 40)
+            #expect(try await ledger.writer!.writeWithAppends { try early.write($0) } == false)
+            #expect(try ledger.proofTreeSize() == 0)
+            #expect(try await ledger.extendProofTree() == ledger.position)
+            let kept = try #require(try ledger.feedStates(prefix: "proof/account/1").first?.value)
+            #expect(kept.count == 40 && kept.prefix(32) == forgotten.prefix(32))
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(try log.proofTreeProblem() == nil)
+        }
+    }
+
+    /// Alice's later leaves worked out on a reader while her salt was kept, then her forget:
+    /// the batch is written (nothing it depends on moved), and her salt stays destroyed.
+    @Test(arguments: Backend.available)
+    func aBatchWrittenAfterAForgetKeepsNoSalt(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try ForgettingTests.history())
+            // Her first event (position 1) in the tree: her salt is kept.
+            #expect(try await ledger.writer!.writeWithAppends { try ProofTreeExtension.extend($0, through: 1, limit: 1) } == 1)
+            #expect(try ledger.feedStates(prefix: "proof/account/1").first?.value.count == 72)
+            let rest = try #require(try ledger.storage.read { try ProofLeafBatch.prepare($0, through: try $0.lastPosition(), limit: .max) })
+            _ = try #require(try await ledger.forget(ForgettingTests.alice, requestedBy: "ticket-4711"))
+            #expect(try await ledger.writer!.writeWithAppends { try rest.write($0) } == true)
+            #expect(try ledger.proofTreeSize() == rest.last && rest.last < ledger.position)
+            #expect(try ledger.feedStates(prefix: "proof/account/1").first?.value.count == 40)
+            try await ledger.extendProofTree()
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(try log.proofTreeProblem() == nil)
+        }
+    }
+
+    /// A tree that follows the log (`followProofTree()`) while events are appended and
+    /// checkpoints signed, both extending it at once: it reaches the log's head by itself,
+    /// every checkpoint verifies, and the stored tree is its records'.
+    @Test(.timeLimit(.minutes(2)), arguments: Backend.available)
+    func aFollowedTreeReachesTheHeadAndAgreesWithSignedCheckpoints(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            let following = Task { await ledger.followProofTree() }
+            var checkpoints: [StoredCheckpoint] = []
+            for part in 0..<5 {
+                try await ledger.appendAll(try (0..<300).map { index in
+                    try Event(jsonLine: #"{"id":"f\#(part)-\#(index)","type":"paymentAdded","account":"a\#(index % 13)","at":"2026-01-01T00:00:00Z","payment":"p\#(part)-\#(index)","product":"coins"}"#)
+                })
+                checkpoints.append(try await ledger.signCheckpoint(with: Self.signer))
+            }
+            try await ledger.appendAll(try (0..<700).map { index in
+                try Event(jsonLine: #"{"id":"g\#(index)","type":"paymentAdded","account":"b\#(index % 7)","at":"2026-01-01T00:00:00Z","payment":"q\#(index)","product":"coins"}"#)
+            })
+            // Reached by the follower alone: nothing else extends the tree from here.
+            while try ledger.proofTreeSize() < ledger.position { await Task.yield() }
+            following.cancel()
+            await following.value
+            #expect(checkpoints.map(\.size) == [300, 600, 900, 1200, 1500])
+            await ledger.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            #expect(try log.proofTreeProblem() == nil)
+            for checkpoint in checkpoints {
+                guard case .verified = try log.verifyCheckpoint(Array(checkpoint.note.utf8), verifier: try NoteVerifier(text: Self.signer.verifierKey)) else {
+                    throw TestFailure("the checkpoint of \(checkpoint.size) does not verify")
+                }
+            }
+        }
+    }
+
     /// A checkpoint of one ledger, checked against another holding the same proof state (its
     /// commitments, its stored tree: what an operator rolling back or rewriting would keep)
     /// but other records: rolled back below the checkpoint, or with one event changed.

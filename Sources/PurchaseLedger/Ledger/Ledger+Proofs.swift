@@ -1,3 +1,5 @@
+import Logging
+
 /// The proof-carrying ledger (docs/FORMAT.md, "The proof tree"): the tree kept beside the log,
 /// its signed checkpoints and its proofs.
 ///
@@ -11,19 +13,55 @@ extension Ledger {
     /// with it, for a bounded time.
     public static let proofTreeLeavesPerWrite: UInt64 = 1024
 
-    /// Extends the tree by every record after its size, in writes of a bounded number of
-    /// leaves queued with the appends.
-    /// - Returns: the tree's size after (the log's last position when it returned, or later).
-    /// - Throws: `StorageError` (`.readOnly` on a ledger open read-only).
+    /// Extends the tree by every record after its size (or, with `target`, until it holds at
+    /// least that many leaves), a batch of at most `proofTreeLeavesPerWrite` leaves at a time:
+    /// each rendered and hashed on a read transaction, off the writer, which only checks that
+    /// the tree and the batch's accounts did not move and writes the batch, queued with the
+    /// appends (`ProofLeafBatch`). A batch that moved (another process's extension, a forget in
+    /// between) is worked out again from what moved it.
+    /// - Returns: the tree's size after (the log's last position when it returned, or later;
+    ///   with `target`, at least `target` when the log holds that many events).
+    /// - Throws: `StorageError` (`.readOnly` on a ledger open read-only); `CancellationError`
+    ///   between batches when the calling task is cancelled (the batches written stay).
     @discardableResult
-    public func extendProofTree() async throws -> UInt64 {
+    public func extendProofTree(through target: UInt64? = nil) async throws -> UInt64 {
         guard let writer else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
         while true {
-            let (size, last) = try await writer.writeWithAppends { storage in
-                let last = try storage.lastPosition()
-                return (try ProofTreeExtension.extend(storage, through: last, limit: Self.proofTreeLeavesPerWrite), last)
+            // Between batches: a follower stops when its task is cancelled, even behind a busy log.
+            try Task.checkCancellation()
+            // Not waiting for a turn that would only extend past `target`.
+            if let target, case let size = try proofTreeSize(), size >= target { return size }
+            let extended = try await proofTreeTurns.inTurn {
+                let batch = try storage.read { reader -> ProofLeafBatch? in
+                    if let target, try ProofTreeStore.size(reader) >= target { return nil }
+                    return try ProofLeafBatch.prepare(reader, through: try reader.lastPosition(), limit: Self.proofTreeLeavesPerWrite)
+                }
+                guard let batch else { return false }
+                // Not written when it moved: the next turn starts from what moved it.
+                _ = try await writer.writeWithAppends { try batch.write($0) }
+                return true
             }
-            if size >= last { return size }
+            guard extended else { return try proofTreeSize() }
+        }
+    }
+
+    /// Extends the tree as the log grows, until the calling task is cancelled: after each
+    /// commit, the leaves it added (`extendProofTree()`), so that the writer folds hashes
+    /// worked out on another core while it commits the next appends, and a checkpoint finds
+    /// the tree nearly there. Errors are logged and the next commit tries again.
+    public func followProofTree() async {
+        while !Task.isCancelled {
+            do {
+                if try proofTreeSize() < position {
+                    try await extendProofTree()
+                    continue
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                configuration.logger.error("the proof tree could not be extended; the next commit tries again", metadata: ["error": "\(error)"])
+            }
+            await commitSignal.wait(timeout: .milliseconds(250))
         }
     }
 

@@ -71,6 +71,8 @@ public final class Ledger: Sendable {
     let writer: LedgerWriter?
     /// Wakes the change feeds that follow this ledger when it commits.
     let commitSignal = CommitSignal()
+    /// One extension of the proof tree at a time (`extendProofTree()`).
+    let proofTreeTurns = ProofTreeTurns()
     /// Shared storage only: catches up with other processes.
     private let follower: OtherProcessesFollower?
     private let isClosed = Atomic<Bool>(false)

@@ -66,13 +66,13 @@ struct AccountCommitment: Equatable {
         salt = bytes.count == 72 ? Array(bytes[40..<72]) : nil
     }
 
-    /// The commitments of the accounts `handles` name, those stored and, for the others, new
-    /// ones made from their ids: two reads in all (a remote storage's round trips), not two an
-    /// account.
+    /// The commitments of the accounts `handles` name, those stored and, for the others
+    /// (`made`), new ones made from their ids: two reads in all (a remote storage's round
+    /// trips), not two an account.
     /// - Throws: `StorageError.damaged` for a handle the account table lacks.
     static func readOrMake(
         _ handles: Set<UInt64>, salts: inout SaltSource, reader: any LedgerStorageReader
-    ) throws -> [UInt64: AccountCommitment] {
+    ) throws -> (commitments: [UInt64: AccountCommitment], made: Set<UInt64>) {
         var commitments: [UInt64: AccountCommitment] = [:]
         let stored = try reader.feedStates(keys: handles.map(key))
         var missing: [UInt64] = []
@@ -86,7 +86,7 @@ struct AccountCommitment: Equatable {
         if let lacking = missing.first(where: { commitments[$0] == nil }) {
             throw StorageError(.damaged, "the log names account handle \(lacking), which the account table lacks")
         }
-        return commitments
+        return (commitments, Set(missing))
     }
 
     /// The account's stored commitment, nil when none was made yet.

@@ -98,17 +98,17 @@ final class StoredMerkleHashes: MerkleHashReader {
         open[level]?.changed = true
     }
 
-    /// Writes the tiles `append` changed.
-    func writeChanged(_ writer: any LedgerStorageWriter) throws {
+    /// The tiles `append` changed, whole, under their keys.
+    func changedTiles() -> [(key: String, bytes: [UInt8])] {
+        var result: [(key: String, bytes: [UInt8])] = []
         for tile in changed {
             guard let bytes = tiles[tile] else { continue }
-            try writer.setFeedState(ProofTreeStore.tileKey(level: tile.level, tile: tile.number), bytes)
+            result.append((ProofTreeStore.tileKey(level: tile.level, tile: tile.number), bytes))
         }
-        changed = []
         for level in open.indices where open[level]?.changed == true {
             guard let tile = open[level] else { continue }
-            try writer.setFeedState(ProofTreeStore.tileKey(level: level, tile: tile.number), tile.bytes)
-            open[level]?.changed = false
+            result.append((ProofTreeStore.tileKey(level: level, tile: tile.number), tile.bytes))
         }
+        return result
     }
 }

@@ -4,26 +4,36 @@ import ServiceLifecycle
 
 /// Signs a checkpoint of the log's Merkle tree (`"checkpoints"` in the configuration) every
 /// `interval` when the log has grown since the newest one kept, and once more on shutdown, so
-/// that what the server acknowledged last is covered by a signed head.
+/// that what the server acknowledged last is covered by a signed head. Meanwhile the tree
+/// follows the log (`Ledger.followProofTree()`) at the feed's priority (`feedPriority`), so
+/// that each signing finds it nearly there.
 struct CheckpointService: Service {
     let ledger: Ledger
     let signer: NoteSigner
     let origin: String?
     let interval: Duration
+    let priority: FeedPriority
     let logger: Logger
 
     static func configured(by configuration: ServerConfiguration, ledger: Ledger, logger: Logger) throws -> CheckpointService? {
         guard let checkpoints = configuration.checkpoints else { return nil }
         return CheckpointService(
             ledger: ledger, signer: try checkpoints.signer(), origin: checkpoints.origin,
-            interval: .seconds(checkpoints.everySeconds ?? ServerConfiguration.Checkpoints.defaultEverySeconds), logger: logger)
+            interval: .seconds(checkpoints.everySeconds ?? ServerConfiguration.Checkpoints.defaultEverySeconds),
+            priority: configuration.feedPriority ?? .background, logger: logger)
     }
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                await signIfMoved()
-                try? await Task.sleep(for: interval)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { [ledger, priority] in
+                    await withTaskExecutorPreference(priority.executor) { await ledger.followProofTree() }
+                }
+                while !Task.isCancelled {
+                    await signIfMoved()
+                    try? await Task.sleep(for: interval)
+                }
+                group.cancelAll()
             }
         }
         // In a task a shutdown has not cancelled: a cancelled task's write is withdrawn. Only
