@@ -259,7 +259,7 @@ struct ProofTreeTests {
         try await withLocation(on: backend) { location in
             let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
             try await ledger.appendAll(try ForgettingTests.history())
-            let early = try #require(try ledger.storage.read { try ProofLeafBatch.prepare($0, through: try $0.lastPosition(), limit: .max) })
+            let early = try ProofLeafBatch(working: try #require(try ledger.storage.read { try ProofLeafBatch.read($0, through: try $0.lastPosition(), limit: .max) }))
             _ = try #require(try await ledger.forget(ForgettingTests.alice, requestedBy: "ticket-4711"))
             let forgotten = try #require(try ledger.feedStates(prefix: "proof/account/1").first?.value)
             #expect(forgotten.count == 40)
@@ -275,17 +275,21 @@ struct ProofTreeTests {
         }
     }
 
-    /// Alice's later leaves worked out on a reader while her salt was kept, then her forget:
-    /// the batch is written (nothing it depends on moved), and her salt stays destroyed.
+    /// A batch worked out before the tree grew is not written. Alice's later leaves worked
+    /// out on a reader while her salt was kept, then her forget: that batch is written
+    /// (nothing it depends on moved), and her salt stays destroyed.
     @Test(arguments: Backend.available)
     func aBatchWrittenAfterAForgetKeepsNoSalt(on backend: Backend) async throws {
         try await withLocation(on: backend) { location in
             let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
             try await ledger.appendAll(try ForgettingTests.history())
+            let stale = try ProofLeafBatch(working: try #require(try ledger.storage.read { try ProofLeafBatch.read($0, through: try $0.lastPosition(), limit: .max) }))
             // Her first event (position 1) in the tree: her salt is kept.
             #expect(try await ledger.writer!.writeWithAppends { try ProofTreeExtension.extend($0, through: 1, limit: 1) } == 1)
+            #expect(try await ledger.writer!.writeWithAppends { try stale.write($0) } == false)
+            #expect(try ledger.proofTreeSize() == 1)
             #expect(try ledger.feedStates(prefix: "proof/account/1").first?.value.count == 72)
-            let rest = try #require(try ledger.storage.read { try ProofLeafBatch.prepare($0, through: try $0.lastPosition(), limit: .max) })
+            let rest = try ProofLeafBatch(working: try #require(try ledger.storage.read { try ProofLeafBatch.read($0, through: try $0.lastPosition(), limit: .max) }))
             _ = try #require(try await ledger.forget(ForgettingTests.alice, requestedBy: "ticket-4711"))
             #expect(try await ledger.writer!.writeWithAppends { try rest.write($0) } == true)
             #expect(try ledger.proofTreeSize() == rest.last && rest.last < ledger.position)
@@ -298,6 +302,36 @@ struct ProofTreeTests {
         }
     }
 
+    /// `ledger copy` of a ledger in use reads the consumers' state (Alice's commitment, with
+    /// its salt) before it copies the events, her forget among them: the copy's commitment
+    /// is the source's, and its salt stays destroyed.
+    @Test(arguments: Backend.available)
+    func aCopyNeverBringsBackASaltItsForgetDestroyed(on backend: Backend) async throws {
+        try await withLocation(on: backend) { sourceLocation in
+            let source = try Ledger.open(location: sourceLocation, catalog: TransferTests.catalog, configuration: .testing)
+            try await source.appendAll(try ForgettingTests.history())
+            try await source.extendProofTree()
+            let states = try source.feedStates(prefix: "")
+            let salted = try #require(states.first { $0.key == "proof/account/1" }?.value)
+            #expect(salted.count == 72)
+            _ = try #require(try await source.forget(ForgettingTests.alice, requestedBy: "ticket-4711"))
+            await source.close()
+            let log = try LedgerLog.open(location: sourceLocation)
+            defer { log.close() }
+            try await withLocation(on: backend) { location in
+                var configuration = Ledger.Configuration.testing
+                configuration.copying = true
+                let copy = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: configuration)
+                try await copy.appendAll(try ForgettingTests.history())
+                _ = try #require(try await copy.forget(ForgettingTests.alice, requestedBy: "ticket-4711"))
+                try await copy.copyFeed(from: log, through: try log.lastPosition(), states: states)
+                let copied = try #require(try copy.feedStates(prefix: "proof/account/1").first?.value)
+                #expect(copied == Array(salted.prefix(40)))
+                await copy.close()
+            }
+        }
+    }
+
     /// A tree that follows the log (`followProofTree()`) while events are appended and
     /// checkpoints signed, both extending it at once: it reaches the log's head by itself,
     /// every checkpoint verifies, and the stored tree is its records'.
@@ -306,6 +340,7 @@ struct ProofTreeTests {
         try await withLocation(on: backend) { location in
             let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
             let following = Task { await ledger.followProofTree() }
+            defer { following.cancel() }
             var checkpoints: [StoredCheckpoint] = []
             for part in 0..<5 {
                 try await ledger.appendAll(try (0..<300).map { index in
@@ -317,7 +352,10 @@ struct ProofTreeTests {
                 try Event(jsonLine: #"{"id":"g\#(index)","type":"paymentAdded","account":"b\#(index % 7)","at":"2026-01-01T00:00:00Z","payment":"q\#(index)","product":"coins"}"#)
             })
             // Reached by the follower alone: nothing else extends the tree from here.
-            while try ledger.proofTreeSize() < ledger.position { await Task.yield() }
+            while try ledger.proofTreeSize() < ledger.position {
+                try Task.checkCancellation()
+                await Task.yield()
+            }
             following.cancel()
             await following.value
             #expect(checkpoints.map(\.size) == [300, 600, 900, 1200, 1500])

@@ -46,7 +46,7 @@ extension LedgerCommand {
                 var output = BatchedOutput()
                 for try await change in log.changes(after: cursor, follow: follow) {
                     if let account, !change.account.utf8.elementsEqual(account.utf8) { continue }
-                    try output.append(format.json ? change.json + "\n" : Self.line(change, style: .output))
+                    if format.json { try output.append(change.appendJSONLine) } else { try output.append(Self.line(change, style: .output)) }
                     // A follower shows each change as it comes.
                     if follow { try output.flush() }
                     printed += 1

@@ -72,6 +72,12 @@ struct BatchedOutput {
         if bytes.count >= Self.batchBytes { try flush() }
     }
 
+    /// Appends what `write` appends to the bytes gathered.
+    mutating func append(_ write: (inout [UInt8]) -> Void) throws {
+        write(&bytes)
+        if bytes.count >= Self.batchBytes { try flush() }
+    }
+
     mutating func flush() throws {
         guard !bytes.isEmpty else { return }
         try Console.output(bytes: bytes)

@@ -75,8 +75,10 @@ extension Ledger {
             }
             newest = readings.last
         }
-        try await updateFeedState { state in
-            for (key, value) in states { try state.set(key, value) }
+        try await writer.writeWithAppends { storage in
+            for (key, value) in states {
+                try storage.setFeedState(key, try AccountCommitment.copied(value, under: key, over: try storage.feedState(key)))
+            }
         }
     }
 }

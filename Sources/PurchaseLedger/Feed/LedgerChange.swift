@@ -148,10 +148,21 @@ extension LedgerChange {
         return writer.string
     }
 
+    /// Appends `json` and a newline to `bytes`, without a `String` between: a feed printed
+    /// whole writes a line a change.
+    package func appendJSONLine(to bytes: inout [UInt8]) {
+        var writer = JSONWriter(spaced: false)
+        write(to: &writer)
+        bytes += writer.bytes
+        bytes.append(0x0A)
+    }
+
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
+        // The id is the cursor's text: made once for both.
+        let id = id
         writer.member("id", id)
-        writer.member("cursor", cursor.description)
+        writer.member("cursor", id)
         writer.member("account", account)
         writer.member("position", Int64(position))
         writer.key("cause")

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// The proof-carrying ledger (docs/FORMAT.md, "The proof tree"): the tree kept beside the log,
 /// its signed checkpoints and its proofs.
@@ -15,10 +16,11 @@ extension Ledger {
 
     /// Extends the tree by every record after its size (or, with `target`, until it holds at
     /// least that many leaves), a batch of at most `proofTreeLeavesPerWrite` leaves at a time:
-    /// each rendered and hashed on a read transaction, off the writer, which only checks that
-    /// the tree and the batch's accounts did not move and writes the batch, queued with the
-    /// appends (`ProofLeafBatch`). A batch that moved (another process's extension, a forget in
-    /// between) is worked out again from what moved it.
+    /// what each is worked out from read in a short read transaction, its leaves rendered and
+    /// hashed after it, off the writer, which only checks that the tree and the batch's
+    /// accounts did not move and writes the batch, queued with the appends (`ProofLeafBatch`).
+    /// A batch that moved (another process's extension, a forget in between) is worked out
+    /// again from what moved it.
     /// - Returns: the tree's size after (the log's last position when it returned, or later;
     ///   with `target`, at least `target` when the log holds that many events).
     /// - Throws: `StorageError` (`.readOnly` on a ledger open read-only); `CancellationError`
@@ -32,11 +34,14 @@ extension Ledger {
             // Not waiting for a turn that would only extend past `target`.
             if let target, case let size = try proofTreeSize(), size >= target { return size }
             let extended = try await proofTreeTurns.inTurn {
-                let batch = try storage.read { reader -> ProofLeafBatch? in
+                let reading = try storage.read { reader -> ProofLeafBatch.Reading? in
                     if let target, try ProofTreeStore.size(reader) >= target { return nil }
-                    return try ProofLeafBatch.prepare(reader, through: try reader.lastPosition(), limit: Self.proofTreeLeavesPerWrite)
+                    return try ProofLeafBatch.read(reader, through: try reader.lastPosition(), limit: Self.proofTreeLeavesPerWrite)
                 }
-                guard let batch else { return false }
+                guard let reading else { return false }
+                // Rendered and hashed with no transaction open: a reader that works holds
+                // back nothing of the writer's (RELIABILITY.md).
+                let batch = try ProofLeafBatch(working: reading)
                 // Not written when it moved: the next turn starts from what moved it.
                 _ = try await writer.writeWithAppends { try batch.write($0) }
                 return true
@@ -45,12 +50,13 @@ extension Ledger {
         }
     }
 
-    /// Extends the tree as the log grows, until the calling task is cancelled: after each
-    /// commit, the leaves it added (`extendProofTree()`), so that the writer folds hashes
-    /// worked out on another core while it commits the next appends, and a checkpoint finds
-    /// the tree nearly there. Errors are logged and the next commit tries again.
+    /// Extends the tree as the log grows, until the calling task is cancelled or the ledger
+    /// closed: after each commit, the leaves it added (`extendProofTree()`), so that the
+    /// writer only writes batches worked out on another core while it commits the next
+    /// appends, and a checkpoint finds the tree nearly there. An error is logged, and the
+    /// next commit after a second tries again.
     public func followProofTree() async {
-        while !Task.isCancelled {
+        while !Task.isCancelled, !isClosed.load(ordering: .acquiring) {
             do {
                 if try proofTreeSize() < position {
                     try await extendProofTree()
@@ -59,7 +65,9 @@ extension Ledger {
             } catch is CancellationError {
                 return
             } catch {
+                guard !isClosed.load(ordering: .acquiring) else { return }
                 configuration.logger.error("the proof tree could not be extended; the next commit tries again", metadata: ["error": "\(error)"])
+                await commitSignal.wait(timeout: .seconds(1))
             }
             await commitSignal.wait(timeout: .milliseconds(250))
         }
@@ -73,7 +81,9 @@ extension Ledger {
     /// - Throws: `StorageError`, or `NoteError` for an origin that is not one line.
     public func signCheckpoint(with signer: NoteSigner, origin: String? = nil) async throws -> StoredCheckpoint {
         guard let writer else { throw StorageError(.readOnly, "the ledger at \(location) is open read-only") }
-        try await extendProofTree()
+        // Up to the head as it is now, in batches off the writer; the write below adds what
+        // was appended meanwhile.
+        try await extendProofTree(through: position)
         let origin = origin ?? signer.name
         return try await writer.writeWithAppends { storage in
             let size = try ProofTreeExtension.extend(storage, through: try storage.lastPosition(), limit: .max)

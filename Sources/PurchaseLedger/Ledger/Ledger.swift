@@ -75,7 +75,7 @@ public final class Ledger: Sendable {
     let proofTreeTurns = ProofTreeTurns()
     /// Shared storage only: catches up with other processes.
     private let follower: OtherProcessesFollower?
-    private let isClosed = Atomic<Bool>(false)
+    let isClosed = Atomic<Bool>(false)
 
     /// The catalog in force: the one given or recorded at open, or a larger one another
     /// process sharing the ledger recorded since.

@@ -95,6 +95,18 @@ struct AccountCommitment: Equatable {
         return try reader.feedState(key).map { try AccountCommitment(stored: $0, key: key) }
     }
 
+    /// `ledger copy` (`Ledger.copyFeed`): the feed state `value` the source held under `key`,
+    /// as the copy stores it over what it holds (`existing`). An account's commitment read
+    /// from the source before a forget the copy has replayed since keeps no salt: the
+    /// forget destroyed it in the copy, and a copy never brings a salt back. Any other value
+    /// as it is.
+    static func copied(_ value: [UInt8], under key: String, over existing: [UInt8]?) throws -> [UInt8] {
+        guard key.hasPrefix(prefix), let existing else { return value }
+        var copied = try AccountCommitment(stored: value, key: key)
+        if try AccountCommitment(stored: existing, key: key).salt == nil { copied.salt = nil }
+        return copied.bytes
+    }
+
     /// Forgetting (`Forgetting.perform`): makes the account's commitment from its id when it has
     /// none yet (its events' leaves still to come carry it), then destroys the salt.
     static func forget(_ handle: UInt64, id: String, writer: any LedgerStorageWriter) throws {

@@ -2,13 +2,15 @@
 /// writer: what lets every leaf be rendered and hashed off the writer, which only checks that
 /// nothing it depends on moved and writes what it changed.
 ///
-/// `prepare` reads the tree's size, the records after it and their accounts' commitments in one
-/// view, renders each leaf (`LeafRenderer`), hashes it with the subtrees it completes, and
-/// keeps the tiles it changed and each account's record after. `write` holds only if, in the
-/// writer's view, the tree still has that size (its tiles are then the same: only an extension
-/// from that size changes them) and each account's record still has the commitment and last
-/// position the batch started from (a forget in between may have made an account's commitment,
-/// or destroyed its salt: the salt written is always the writer's, never one read before).
+/// `read` reads, in one transaction, the tree's size, the records after it, their accounts'
+/// commitments and the tiles on the tree's right edge; `init(working:)` then, with no
+/// transaction open, renders each leaf (`LeafRenderer`), hashes it with the subtrees it
+/// completes, and keeps the tiles it changed and each account's record after. `write` holds
+/// only if, in the writer's view, the tree still has that size (its tiles are then the same:
+/// only an extension from that size changes them) and each account's record still has the
+/// commitment and last position the batch started from (a forget in between may have made an
+/// account's commitment, or destroyed its salt: the salt written is always the writer's, never
+/// one read before).
 struct ProofLeafBatch {
     /// The first and last positions added.
     let first: UInt64
@@ -19,9 +21,21 @@ struct ProofLeafBatch {
     /// after the batch.
     private let accounts: [(handle: UInt64, read: AccountCommitment?, after: AccountCommitment)]
 
-    /// The leaves of positions after the stored size through `end`, at most `limit` of them, as
-    /// `reader` sees them; nil when the tree holds them all.
-    static func prepare(_ reader: any LedgerStorageReader, through end: UInt64, limit: UInt64) throws -> ProofLeafBatch? {
+    /// What a batch is worked out from, read in one transaction: the tree's size, the records
+    /// after it, their accounts' commitments (made now for accounts without one) and the
+    /// tiles on the tree's right edge.
+    struct Reading {
+        let size: UInt64
+        let records: [(position: UInt64, bytes: [UInt8])]
+        let commitments: [UInt64: AccountCommitment]
+        /// The accounts whose commitment this reading made.
+        let made: Set<UInt64>
+        let hashes: StoredMerkleHashes
+    }
+
+    /// What the batch of positions after the stored size through `end` (at most `limit` of
+    /// them) is worked out from, as `reader` sees it; nil when the tree holds them all.
+    static func read(_ reader: any LedgerStorageReader, through end: UInt64, limit: UInt64) throws -> Reading? {
         let size = try ProofTreeStore.size(reader)
         guard end > size, limit > 0 else { return nil }
         let last = end - size <= limit ? end : size + limit
@@ -35,11 +49,19 @@ struct ProofLeafBatch {
         }
         var salts = SaltSource()
         let (commitments, made) = try AccountCommitment.readOrMake(handles, salts: &salts, reader: reader)
-        let hashes = StoredMerkleHashes(reader)
+        return Reading(
+            size: size, records: records, commitments: commitments, made: made,
+            hashes: try StoredMerkleHashes(rightEdgeAt: size, reader: reader))
+    }
+
+    /// Works the batch out from `reading`, with no transaction open: each leaf rendered and
+    /// hashed, and the subtrees it completes.
+    init(working reading: Reading) throws {
         var renderer = LeafRenderer()
-        for (position, bytes) in records {
+        let hashes = reading.hashes
+        for (position, bytes) in reading.records {
             let leaf = try renderer.withLeaf(bytes, at: position, commitment: { handle, position in
-                guard let commitment = commitments[handle] else {
+                guard let commitment = reading.commitments[handle] else {
                     throw StorageError(.damaged, "the record at position \(position) names account handle \(handle), which the account table lacks", position: position)
                 }
                 return commitment
@@ -48,10 +70,12 @@ struct ProofLeafBatch {
                 try hashes.append(hash, level: subtree.level, index: subtree.index)
             }
         }
-        let accounts = renderer.accounts.map { handle, after in
-            (handle: handle, read: made.contains(handle) ? nil : commitments[handle], after: after)
+        first = reading.size + 1
+        last = reading.records.last?.position ?? reading.size
+        tiles = hashes.changedTiles()
+        accounts = renderer.accounts.map { handle, after in
+            (handle: handle, read: reading.made.contains(handle) ? nil : reading.commitments[handle], after: after)
         }
-        return ProofLeafBatch(first: size + 1, last: last, tiles: hashes.changedTiles(), accounts: accounts)
     }
 
     /// Writes the batch if nothing it was worked out from has moved in `writer`'s view.

@@ -10,7 +10,8 @@ enum ProofTreeExtension {
     /// them; returns the stored tree's size after. Derives everything from `writer`'s view, so
     /// a write that runs again (a storage that grew) does the same.
     static func extend(_ writer: any LedgerStorageWriter, through end: UInt64, limit: UInt64) throws -> UInt64 {
-        guard let batch = try ProofLeafBatch.prepare(writer, through: end, limit: limit) else { return try ProofTreeStore.size(writer) }
+        guard let reading = try ProofLeafBatch.read(writer, through: end, limit: limit) else { return try ProofTreeStore.size(writer) }
+        let batch = try ProofLeafBatch(working: reading)
         guard try batch.write(writer) else {
             throw StorageError(.damaged, "the proof tree moved within one write while it was extended")
         }

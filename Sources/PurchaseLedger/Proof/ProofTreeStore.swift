@@ -25,7 +25,10 @@ enum ProofTreeStore {
 /// The stored tree's hashes as one read or write sees them, each tile read once; a tree being
 /// extended (`ProofTreeExtension`) adds hashes here and writes the tiles it changed.
 final class StoredMerkleHashes: MerkleHashReader {
-    private let reader: any LedgerStorageReader
+    /// Nil when the tiles were read up front (`init(rightEdgeAt:reader:)`).
+    private let reader: (any LedgerStorageReader)?
+    /// Without a reader: the size whose right edge was read.
+    private let edge: UInt64
     private struct Tile: Hashable {
         var level: Int
         var number: UInt64
@@ -46,15 +49,47 @@ final class StoredMerkleHashes: MerkleHashReader {
 
     init(_ reader: any LedgerStorageReader) {
         self.reader = reader
+        edge = 0
+    }
+
+    /// Everything appending leaves after `size` reads, read now in one query: each level's tile
+    /// holding the tree's right edge at that size (a left sibling is always in its right
+    /// sibling's tile); the tiles after them are new. What follows needs no transaction.
+    init(rightEdgeAt size: UInt64, reader: any LedgerStorageReader) throws {
+        self.reader = nil
+        edge = size
+        var edgeTiles: [(tile: Tile, key: String)] = []
+        var level = 0
+        while level < UInt64.bitWidth, size >> level > 0 {
+            let tile = Tile(level: level, number: (size >> level) / ProofTreeStore.tileWidth)
+            edgeTiles.append((tile, ProofTreeStore.tileKey(level: level, tile: tile.number)))
+            level += 1
+        }
+        let stored = try reader.feedStates(keys: edgeTiles.map(\.key))
+        for (tile, key) in edgeTiles { tiles[tile] = try Self.checked(stored[key] ?? [], key: key) }
+    }
+
+    private static func checked(_ bytes: [UInt8], key: String) throws -> [UInt8] {
+        guard bytes.count % 32 == 0, bytes.count <= Int(ProofTreeStore.tileWidth) * 32 else {
+            throw StorageError(.damaged, "the proof state \(key) holds \(bytes.count) bytes, not a whole number of hashes")
+        }
+        return bytes
     }
 
     private func read(_ tile: Tile) throws -> [UInt8] {
         if let bytes = tiles[tile] { return bytes }
         let key = ProofTreeStore.tileKey(level: tile.level, tile: tile.number)
-        let bytes = try reader.feedState(key) ?? []
-        guard bytes.count % 32 == 0, bytes.count <= Int(ProofTreeStore.tileWidth) * 32 else {
-            throw StorageError(.damaged, "the proof state \(key) holds \(bytes.count) bytes, not a whole number of hashes")
+        guard let reader else {
+            // Read up front: a tile after a level's right edge (or on a level the tree did
+            // not reach) is new; one before it is never needed to append.
+            let edgeTile = (edge >> tile.level) / ProofTreeStore.tileWidth
+            guard tile.number > edgeTile || edge >> tile.level == 0 else {
+                throw StorageError(.damaged, "the proof tree's tile \(key) is before the right edge read")
+            }
+            tiles[tile] = []
+            return []
         }
+        let bytes = try Self.checked(try reader.feedState(key) ?? [], key: key)
         tiles[tile] = bytes
         return bytes
     }
