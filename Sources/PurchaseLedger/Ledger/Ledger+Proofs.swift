@@ -5,13 +5,14 @@ import Synchronization
 /// its signed checkpoints and its proofs.
 ///
 /// ## Topics
-/// - ``extendProofTree()``
+/// - ``extendProofTree(through:)``
+/// - ``followProofTree()``
 /// - ``signCheckpoint(with:origin:)``
 /// - ``inclusionProof(position:size:)``
 /// - ``consistencyProof(from:size:)``
 extension Ledger {
-    /// Leaves added to the tree per write: a write holds the writer, and the appends committed
-    /// with it, for a bounded time.
+    /// Leaves added to the tree per batch: a batch holds its reader, and its write the writer
+    /// (and the appends committed with it), for a bounded time.
     public static let proofTreeLeavesPerWrite: UInt64 = 1024
 
     /// Extends the tree by every record after its size (or, with `target`, until it holds at
@@ -58,10 +59,10 @@ extension Ledger {
     public func followProofTree() async {
         while !Task.isCancelled, !isClosed.load(ordering: .acquiring) {
             do {
-                if try proofTreeSize() < position {
-                    try await extendProofTree()
-                    continue
-                }
+                let size = try proofTreeSize()
+                // Again at once only when the tree grew: one that could not (the log as
+                // storage shows it not yet where the ledger is) waits for the next commit.
+                if size < position, try await extendProofTree() > size { continue }
             } catch is CancellationError {
                 return
             } catch {
