@@ -21,7 +21,7 @@ extension Ledger {
     /// hashed after it, off the writer, which only checks that the tree and the batch's
     /// accounts did not move and writes the batch, queued with the appends (`ProofLeafBatch`).
     /// A batch that moved (another process's extension, a forget in between) is worked out
-    /// again in that write, on the writer: every turn makes progress.
+    /// again from what moved it.
     /// - Returns: the tree's size after (the log's last position when it returned, or later;
     ///   with `target`, at least `target` when the log holds that many events).
     /// - Throws: `StorageError` (`.readOnly` on a ledger open read-only); `CancellationError`
@@ -43,13 +43,8 @@ extension Ledger {
                 // Rendered and hashed with no transaction open: a reader that works holds
                 // back nothing of the writer's (RELIABILITY.md).
                 let batch = try ProofLeafBatch(working: reading)
-                // Not written when it moved: then worked out again on the writer, within the
-                // same bounds, so that every turn adds leaves (or finds them added).
-                _ = try await writer.writeWithAppends { storage in
-                    if try !batch.write(storage) {
-                        _ = try ProofTreeExtension.extend(storage, through: batch.last, limit: Self.proofTreeLeavesPerWrite)
-                    }
-                }
+                // Not written when it moved: the next turn starts from what moved it.
+                _ = try await writer.writeWithAppends { try batch.write($0) }
                 return true
             }
             guard extended else { return try proofTreeSize() }
