@@ -125,6 +125,19 @@ struct PostgresBackendTests {
         }
     }
 
+
+    /// A test that nests more databases than there are slots for tests with databases (a copy
+    /// nests two) gets them all. When nested databases each took a slot, this test waited
+    /// forever for its seventh, and a run in which six copies waited for their second hung.
+    /// (No time limit: one would count the wait for the test's own slot behind the others.)
+    @Test func aTestNestsMoreDatabasesThanThereAreSlots() async throws {
+        func nest(_ depth: Int) async throws -> Set<String> {
+            try await withTemporaryDatabase { location in
+                depth == 1 ? [location] : try await nest(depth - 1).union([location])
+            }
+        }
+        #expect(try await nest(DatabaseSlots.limit + 1).count == DatabaseSlots.limit + 1)
+    }
     /// Only the events table checks its positions: a negative one elsewhere (a damaged or
     /// hand-edited database) is reported as damage where it is read, not a trap.
     @Test func aNegativePositionInTheDatabaseIsDamage() async throws {

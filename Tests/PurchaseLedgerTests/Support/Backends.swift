@@ -30,10 +30,18 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
 /// A new, empty PostgreSQL database on the test cluster, dropped (connections and all) when
 /// `body` returns: the PostgreSQL counterpart of a temporary directory.
 func withTemporaryDatabase<R>(_ body: (String) async throws -> R) async throws -> R {
-    // Tests run in parallel, each ledger holds a few connections: a few databases at a time
-    // keep the cluster under its connection limit.
+    // Tests run in parallel, each ledger holds a few connections: a few tests with databases
+    // at a time keep the cluster under its connection limit. A test holds one slot however
+    // many databases it nests (a copy's source and its destination): were a nested database to
+    // ask for a slot of its own, every slot could be held by a test waiting for its second,
+    // and the whole run would wait forever.
+    if DatabaseSlots.isHeld { return try await withNewDatabase(body) }
     await DatabaseSlots.shared.acquire()
     defer { Task { await DatabaseSlots.shared.release() } }
+    return try await DatabaseSlots.$isHeld.withValue(true) { try await withNewDatabase(body) }
+}
+
+private func withNewDatabase<R>(_ body: (String) async throws -> R) async throws -> R {
     guard let adminURL = Backend.postgresURL else { throw TestFailure("no PostgreSQL test cluster") }
     let admin = try PostgresLocation(url: adminURL)
     let name = "ledger_test_\(UInt64.random(in: 0...UInt64.max))"
@@ -74,9 +82,12 @@ func withLedger<R>(
     }
 }
 
-/// At most `limit` temporary databases at once, handed out in order of asking.
+/// At most `limit` tests with temporary databases at once, let in in order of asking.
 actor DatabaseSlots {
-    static let shared = DatabaseSlots(limit: 6)
+    static let limit = 6
+    static let shared = DatabaseSlots(limit: limit)
+    /// The current task (a test, and the tasks it starts) holds a slot.
+    @TaskLocal static var isHeld = false
     private var free: Int
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
