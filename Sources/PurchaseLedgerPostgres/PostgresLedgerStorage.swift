@@ -297,6 +297,16 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             return true
         }
 
+        func records(at positions: [UInt64], _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+            guard !positions.isEmpty else { return }
+            let keys = positions.map { Int64(clamping: $0) }
+            for row in try run("SELECT position, record FROM ledger_events WHERE position = ANY(\(keys)::bigint[]) ORDER BY position") {
+                let (position, record) = try row.decode((Int64, ByteBuffer).self)
+                let at = try StoredPosition.from(position)
+                try record.withUnsafeReadableBytes { try body(at, $0) }
+            }
+        }
+
         func position(ofEventID id: String) throws -> UInt64? {
             try run("SELECT position FROM ledger_events WHERE event_id = \(Keys.bytes(id))")
                 .first.map { try StoredPosition.from(try $0.decode(Int64.self)) }
@@ -319,6 +329,17 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func revocation(ofTransaction transaction: String) throws -> UInt64? {
             try run("SELECT position FROM ledger_revocations WHERE transaction_id = \(Keys.bytes(transaction))")
                 .first.map { try StoredPosition.from(try $0.decode(Int64.self)) }
+        }
+
+        func revocations(ofTransactions transactions: [UTF8Key]) throws -> [UTF8Key: UInt64] {
+            guard !transactions.isEmpty else { return [:] }
+            var found: [UTF8Key: UInt64] = [:]
+            let keys = transactions.map { Keys.bytes($0.string) }
+            for row in try run("SELECT transaction_id, position FROM ledger_revocations WHERE transaction_id = ANY(\(keys)::bytea[])") {
+                let (transaction, position) = try row.decode((ByteBuffer, Int64).self)
+                found[UTF8Key(Keys.string(transaction))] = try StoredPosition.from(position)
+            }
+            return found
         }
 
         func forEachHolder(_ body: (String, TransactionHolder) throws -> Void) throws {

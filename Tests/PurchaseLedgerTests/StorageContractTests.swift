@@ -82,6 +82,12 @@ struct StorageContractTests {
                 #expect(try reader.record(at: 7) { bytes = Array($0) })
                 #expect(bytes == Self.record(7))
                 #expect(try reader.record(at: 11) { _ in } == false)
+                var some: [UInt64] = []
+                try reader.records(at: [9, 2, 11, 5, 2]) { position, bytes in
+                    #expect(Array(bytes) == Self.record(position))
+                    some.append(position)
+                }
+                #expect(some == [2, 5, 9], "those the log holds, in order, once each")
                 #expect(try reader.position(ofEventID: "e4") == 4)
                 #expect(try reader.position(ofEventID: "e11") == nil)
                 #expect(try reader.positions(ofAccount: "a1", after: 0, limit: .max) == [1, 4, 7, 10])
@@ -181,20 +187,25 @@ struct StorageContractTests {
                 try writer.setHolder(first, ofTransaction: composed)
                 try writer.setHolder(second, ofTransaction: decomposed)
                 try writer.setRevocation(3, ofTransaction: composed)
+                try writer.setRevocation(2, ofTransaction: "t8")
             }
             try storage.read { (reader: any LedgerStorageReader) throws in
                 #expect(try reader.holder(ofTransaction: composed) == first)
                 #expect(try reader.holder(ofTransaction: decomposed) == second)
                 #expect(try reader.revocation(ofTransaction: composed) == 3)
                 #expect(try reader.revocation(ofTransaction: decomposed) == nil)
+                // At once, as an answer about an account reads them: the same, by their bytes.
+                #expect(try reader.revocations(ofTransactions: [UTF8Key(decomposed), UTF8Key(composed), "t9"]) == [UTF8Key(composed): 3])
+                #expect(try reader.revocations(ofTransactions: [UTF8Key(decomposed)]).isEmpty)
+                #expect(try reader.revocations(ofTransactions: []).isEmpty)
                 var holders: [[UInt8]: TransactionHolder] = [:]
                 try reader.forEachHolder { holders[Array($0.utf8)] = $1 }
                 #expect(holders == [Array(composed.utf8): first, Array(decomposed.utf8): second])
                 var revocations: [[UInt8]: UInt64] = [:]
                 try reader.forEachRevocation { revocations[Array($0.utf8)] = $1 }
-                #expect(revocations == [Array(composed.utf8): 3])
+                #expect(revocations == [Array(composed.utf8): 3, Array("t8".utf8): 2])
                 #expect(try reader.counts().transactions == 2)
-                #expect(try reader.counts().revocations == 1)
+                #expect(try reader.counts().revocations == 2)
             }
         }
     }

@@ -13,10 +13,7 @@ extension Ledger {
             guard let state else { return nil }
             return try AccountProjection(
                 account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements,
-                catalog: catalog
-            ) {
-                try reader.revocation(ofTransaction: $0.string).map { $0 <= position } ?? false
-            }
+                catalog: catalog, isRevoked: RevokedTransactions(of: state, by: position, reader: reader).isRevoked)
         }
     }
 
@@ -51,10 +48,7 @@ extension LedgerLog {
             guard let state else { return nil }
             return try AccountProjection(
                 account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements,
-                catalog: catalog
-            ) {
-                try reader.revocation(ofTransaction: $0.string).map { $0 <= target } ?? false
-            }
+                catalog: catalog, isRevoked: RevokedTransactions(of: state, by: target, reader: reader).isRevoked)
         }
     }
 }

@@ -210,11 +210,10 @@ final class LiveProjections: Sendable {
         let catalog = self.catalog
         let (view, position) = try self.view(of: account) { state, position, reader in
             let view = try state.map { state in
-                try AccountView(
-                    account: account.string, state: state, excluding: environments, entitlements: catalog.entitlements, catalog: catalog
-                ) {
-                    try Self.isRevoked($0, by: position, reader: reader)
-                }
+                let revoked = RevokedTransactions(of: state, by: position, reader: reader)
+                return try AccountView(
+                    account: account.string, state: state, excluding: environments, entitlements: catalog.entitlements, catalog: catalog,
+                    isRevoked: revoked.isRevoked)
             }
             return (view, position)
         }
@@ -236,7 +235,7 @@ final class LiveProjections: Sendable {
     ) throws -> R? {
         try view(of: account) { state, position, reader in
             guard let state else { return nil }
-            return try body(state, position) { try Self.isRevoked($0, by: position, reader: reader) }
+            return try body(state, position, RevokedTransactions(of: state, by: position, reader: reader).isRevoked)
         }
     }
 
@@ -253,10 +252,6 @@ final class LiveProjections: Sendable {
             }
             return try body(state, position, reader)
         }
-    }
-
-    private static func isRevoked(_ transaction: UTF8Key, by position: UInt64, reader: any LedgerStorageReader) throws -> Bool {
-        try reader.revocation(ofTransaction: transaction.string).map { $0 <= position } ?? false
     }
 
     /// The whole state, every account decoded (for audits and tests: O(accounts)).

@@ -10,19 +10,34 @@ struct AccountRebuilder {
     let catalog: Catalog
     let names: AccountNames
 
+    /// Events of the history read at once: a bound on what is held decoded ahead.
+    static let recordsPerRead = 512
+
     func state(of account: String, through end: UInt64) throws -> AccountState? {
         let own = try reader.positions(ofAccount: account, after: 0, limit: .max).filter { $0 <= end }
         guard !own.isEmpty else { return nil }
         var pending = Set(own)
         var queue = own
         var store = SingleAccountStore(account: UTF8Key(account), facts: FactsAsOf(reader: reader, position: 0))
+        // Read ahead, a bounded run of the history at a time (one query, not one per event, on
+        // PostgreSQL), each record decoded in its turn; a refund found meanwhile is read alone.
+        var readAhead: [UInt64: [UInt8]] = [:]
         var index = 0
         while index < queue.count {
             let position = queue[index]
             index += 1
+            if readAhead.isEmpty {
+                try reader.records(at: Array(queue[(index - 1)..<min(queue.count, index - 1 + Self.recordsPerRead)])) { at, bytes in
+                    readAhead[at] = Array(bytes)
+                }
+            }
             var event: Event?
-            _ = try reader.record(at: position) { bytes in
-                event = try LogReader.decode(bytes, at: position, reader: reader, names: names, readingProofs: false)
+            if let bytes = readAhead.removeValue(forKey: position) {
+                event = try bytes.withUnsafeBytes { try LogReader.decode($0, at: position, reader: reader, names: names, readingProofs: false) }
+            } else {
+                _ = try reader.record(at: position) { bytes in
+                    event = try LogReader.decode(bytes, at: position, reader: reader, names: names, readingProofs: false)
+                }
             }
             guard let event else {
                 throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)

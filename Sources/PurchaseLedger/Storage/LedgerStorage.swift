@@ -137,11 +137,17 @@ package protocol LedgerStorageReader {
     func forEachRecord(from start: UInt64, through end: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool) throws
     /// Calls `body` with the record at `position`; false when there is none.
     func record(at position: UInt64, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool
+    /// Calls `body` with the position and record of each of `positions` the log holds, in
+    /// ascending order, each once: in one query where the storage is remote.
+    func records(at positions: [UInt64], _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) throws
 
     func position(ofEventID id: String) throws -> UInt64?
     func holder(ofTransaction transaction: String) throws -> TransactionHolder?
     /// The position of the first revocation of `transaction`.
     func revocation(ofTransaction transaction: String) throws -> UInt64?
+    /// `revocation(ofTransaction:)` of each of `transactions` that has one, by transaction
+    /// (compared by their bytes): in one query where the storage is remote.
+    func revocations(ofTransactions transactions: [UTF8Key]) throws -> [UTF8Key: UInt64]
     func forEachHolder(_ body: (String, TransactionHolder) throws -> Void) throws
     func forEachRevocation(_ body: (String, UInt64) throws -> Void) throws
 
@@ -226,6 +232,22 @@ extension LedgerStorageReader {
         try handles.compactMap { handle in
             try accountNames(from: handle, limit: 1).first.flatMap { $0.handle == handle ? $0 : nil }
         }
+    }
+
+    /// One lookup per position: what an embedded storage costs nothing more for.
+    package func records(at positions: [UInt64], _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) throws {
+        for position in Set(positions).sorted() {
+            _ = try record(at: position) { try body(position, $0) }
+        }
+    }
+
+    /// One lookup per transaction: what an embedded storage costs nothing more for.
+    package func revocations(ofTransactions transactions: [UTF8Key]) throws -> [UTF8Key: UInt64] {
+        var found: [UTF8Key: UInt64] = [:]
+        for transaction in transactions {
+            if let position = try revocation(ofTransaction: transaction.string) { found[transaction] = position }
+        }
+        return found
     }
 
     /// One lookup per key: what an embedded storage costs nothing more for.
