@@ -125,7 +125,6 @@ struct PostgresBackendTests {
         }
     }
 
-
     /// A test that nests more databases than there are slots for tests with databases (a copy
     /// nests two) gets them all. When nested databases each took a slot, this test waited
     /// forever for its seventh, and a run in which six copies waited for their second hung.
@@ -138,6 +137,7 @@ struct PostgresBackendTests {
         }
         #expect(try await nest(DatabaseSlots.limit + 1).count == DatabaseSlots.limit + 1)
     }
+
     /// Only the events table checks its positions: a negative one elsewhere (a damaged or
     /// hand-edited database) is reported as damage where it is read, not a trap.
     @Test func aNegativePositionInTheDatabaseIsDamage() async throws {

@@ -10,7 +10,7 @@ struct AccountRebuilder {
     let catalog: Catalog
     let names: AccountNames
 
-    /// Events of the history read at once: a bound on what is held decoded ahead.
+    /// Records of the history read at once: a bound on what is held read ahead.
     static let recordsPerRead = 512
 
     func state(of account: String, through end: UInt64) throws -> AccountState? {
