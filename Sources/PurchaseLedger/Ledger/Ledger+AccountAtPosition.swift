@@ -10,10 +10,8 @@ extension Ledger {
     ) throws -> AccountProjection? {
         let catalog = self.catalog
         return try accountState(account, atPosition: position) { state, reader in
-            guard let state else { return nil }
-            return try AccountProjection(
-                account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements,
-                catalog: catalog, isRevoked: RevokedTransactions(of: state, by: position, reader: reader).isRevoked)
+            try AccountAtPosition.projection(
+                of: account, state: state, at: position, reader: reader, catalog: catalog, asOf: time, excluding: environments, timeline: timeline)
         }
     }
 
@@ -45,10 +43,8 @@ extension LedgerLog {
         let target = position ?? last
         let catalog = try catalog()
         return try AccountAtPosition.read(account, at: target, last: last, storage: storage, catalog: catalog) { state, reader in
-            guard let state else { return nil }
-            return try AccountProjection(
-                account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements,
-                catalog: catalog, isRevoked: RevokedTransactions(of: state, by: target, reader: reader).isRevoked)
+            try AccountAtPosition.projection(
+                of: account, state: state, at: target, reader: reader, catalog: catalog, asOf: time, excluding: environments, timeline: timeline)
         }
     }
 }
@@ -68,5 +64,16 @@ enum AccountAtPosition {
             let state = try AccountRebuilder(reader: reader, catalog: catalog, names: storage.accountNames).state(of: account, through: position)
             return try body(state, reader)
         }
+    }
+
+    /// What the account owned, as `state` (rebuilt at `position`, in `reader`'s read) shows it.
+    static func projection(
+        of account: String, state: AccountState?, at position: UInt64, reader: any LedgerStorageReader, catalog: Catalog,
+        asOf time: Timestamp, excluding environments: Set<StoreEnvironment>, timeline: Bool
+    ) throws -> AccountProjection? {
+        guard let state else { return nil }
+        return try AccountProjection(
+            account: account, state: state, asOf: time, excluding: environments, timeline: timeline, entitlements: catalog.entitlements,
+            catalog: catalog, isRevoked: RevokedTransactions(of: state, by: position, reader: reader).isRevoked)
     }
 }

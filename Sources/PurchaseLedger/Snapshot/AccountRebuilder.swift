@@ -20,26 +20,20 @@ struct AccountRebuilder {
         var queue = own
         var store = SingleAccountStore(account: UTF8Key(account), facts: FactsAsOf(reader: reader, position: 0))
         // Read ahead, a bounded run of the history at a time (one query, not one per event, on
-        // PostgreSQL), each record decoded in its turn; a refund found meanwhile is read alone.
-        var readAhead: [UInt64: [UInt8]] = [:]
+        // PostgreSQL), each record decoded in place; its failure is thrown in its turn. A refund
+        // found meanwhile is read alone.
+        var readAhead: [UInt64: Result<Event, any Error>] = [:]
         var index = 0
         while index < queue.count {
             let position = queue[index]
+            if readAhead[position] == nil {
+                let run = readAhead.isEmpty ? Array(queue[index..<min(queue.count, index + Self.recordsPerRead)]) : [position]
+                try reader.records(at: run) { at, bytes in
+                    readAhead[at] = Result { try LogReader.decode(bytes, at: at, reader: reader, names: names, readingProofs: false) }
+                }
+            }
             index += 1
-            if readAhead.isEmpty {
-                try reader.records(at: Array(queue[(index - 1)..<min(queue.count, index - 1 + Self.recordsPerRead)])) { at, bytes in
-                    readAhead[at] = Array(bytes)
-                }
-            }
-            var event: Event?
-            if let bytes = readAhead.removeValue(forKey: position) {
-                event = try bytes.withUnsafeBytes { try LogReader.decode($0, at: position, reader: reader, names: names, readingProofs: false) }
-            } else {
-                _ = try reader.record(at: position) { bytes in
-                    event = try LogReader.decode(bytes, at: position, reader: reader, names: names, readingProofs: false)
-                }
-            }
-            guard let event else {
+            guard let event = try readAhead.removeValue(forKey: position)?.get() else {
                 throw StorageError(.damaged, "the history index names position \(position), which the log lacks", position: position)
             }
             store.facts.position = position - 1
