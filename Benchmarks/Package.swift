@@ -42,6 +42,7 @@ let package = Package(
                 "Workloads",
                 .product(name: "PurchaseLedger", package: ledgerPackage),
                 .product(name: "PurchaseLedgerPostgres", package: ledgerPackage),
+                .product(name: "PurchaseLedgerServer", package: ledgerPackage),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/LedgerBenchmarks",

@@ -9,8 +9,10 @@ public enum FeedPriority: String, Codable, Sendable {
     /// On the threads that serve requests and appends.
     case normal
 
-    /// Where its tasks run: nil, the global executor.
-    var executor: (any TaskExecutor)? {
+    /// Where its tasks run: nil, the global executor. Public so that a process linking the
+    /// library runs its own background work (`Ledger.followProofTree()`, say) where the
+    /// server runs its.
+    public var executor: (any TaskExecutor)? {
         switch self {
         case .background: BackgroundExecutor.shared
         case .normal: nil
