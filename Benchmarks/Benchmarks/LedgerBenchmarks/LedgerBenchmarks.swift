@@ -96,10 +96,10 @@ func appendBenchmarks(on backend: BenchedBackend) {
 /// earlier would be measured on a smaller ledger than its twin.
 ///
 /// With the tree, the ledger keeps it as a server whose checkpoints are on does: following
-/// the log (`Ledger.followProofTree()`, each commit's leaves worked out on the other core while
-/// the writer commits the next appends), and an iteration ends only once the tree holds every
-/// event of the iterations before it: the tree is at most one iteration (1,000 events) behind
-/// the log, never further, however long the suite.
+/// the log (`Ledger.followProofTree()` on the feed's executor, each commit's leaves worked out
+/// there while the writer commits the next appends), and an iteration ends only once the tree
+/// holds every event of the iterations before the one preceding it (`Target`): the tree is at
+/// most two iterations (2,000 events) behind the log, never further, however long the suite.
 enum ProofTreeComparison {
     static let iterations = 200
 
@@ -112,7 +112,8 @@ enum ProofTreeComparison {
 
     /// The size the tree must reach before an iteration ends: the log's before the iteration
     /// preceding it, so that the tree lags by at most two iterations (2,000 events), and its
-    /// batch rides in the next iteration's commit rather than in one of its own.
+    /// batch rides in the next iteration's commit rather than in one of its own. Unchecked:
+    /// a suite's iterations run one at a time.
     final class Target: @unchecked Sendable {
         private var previous: UInt64 = 0
 
@@ -166,7 +167,7 @@ func batchedAppendBenchmark(
 }
 
 /// The same appends with the proof tree (docs/FORMAT.md, "The proof tree") following the log,
-/// at most one iteration behind (`ProofTreeComparison`): what keeping the tree costs an import
+/// at most two iterations behind (`ProofTreeComparison`): what keeping the tree costs an import
 /// and group commit (issue 44's bound: at most a tenth), beside the suites without it in the
 /// same run.
 func proofTreeBenchmarks(on backend: BenchedBackend) {

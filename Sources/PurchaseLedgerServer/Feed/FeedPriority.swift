@@ -9,9 +9,9 @@ public enum FeedPriority: String, Codable, Sendable {
     /// On the threads that serve requests and appends.
     case normal
 
-    /// Where its tasks run: nil, the global executor. Public so that a process linking the
-    /// library runs its own background work (`Ledger.followProofTree()`, say) where the
-    /// server runs its.
+    /// Where its tasks run: nil, the global executor. Public so that a process linking this
+    /// library can run its own background work (`Ledger.followProofTree()`, say) where the
+    /// server runs its own.
     public var executor: (any TaskExecutor)? {
         switch self {
         case .background: BackgroundExecutor.shared
