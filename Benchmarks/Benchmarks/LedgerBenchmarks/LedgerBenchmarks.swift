@@ -111,8 +111,8 @@ enum ProofTreeComparison {
     }
 
     /// The size the tree must reach before an iteration ends: the log's before the iteration
-    /// preceding it, so that the tree lags by at most two iterations (2,000 events), and its
-    /// batch rides in the next iteration's commit rather than in one of its own. Unchecked:
+    /// preceding it, so that the tree lags by at most two iterations (2,000 events), and no
+    /// iteration waits for the commit of the batch worked out during it. Unchecked:
     /// a suite's iterations run one at a time.
     final class Target: @unchecked Sendable {
         private var previous: UInt64 = 0

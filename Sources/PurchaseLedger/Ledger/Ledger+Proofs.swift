@@ -58,7 +58,7 @@ extension Ledger {
     /// next commit after a second tries again.
     ///
     /// Each batch is a few milliseconds of CPU work without a suspension point: run this on
-    /// an executor of its own (the server runs it on `FeedPriority.background`'s), not on the
+    /// an executor of its own (the server's default: `FeedPriority.background`'s), not on the
     /// global executor, where it holds one of the threads the appenders resume on for that long.
     public func followProofTree() async {
         while !Task.isCancelled, !isClosed.load(ordering: .acquiring) {
