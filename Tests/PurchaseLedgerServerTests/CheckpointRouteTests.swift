@@ -20,9 +20,6 @@ struct CheckpointRouteTests {
         try (signer.text + "\n").write(toFile: directory + "/checkpoint.key", atomically: true, encoding: .utf8)
         var configuration = try LedgerServerTests.configuration(in: directory)
         configuration.checkpoints = .init(keyFile: directory + "/checkpoint.key", everySeconds: 1)
-        // Every request on a connection of its own (`PatientClient`), and connections kept:
-        // on a loaded machine the test can sit longer than the default 30 s between requests.
-        configuration.limits.idleTimeoutSeconds = 600
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let app = try await LedgerServer.application(configuration: configuration, logger: logger)

@@ -17,11 +17,19 @@ import LedgerTestSupport
 struct LedgerServerTests {
     static let catalogJSON = #"{"products": [{"id": "com.example.tenhints", "type": "consumable", "grants": {"hints": 10}}, {"id": "com.example.hardwords", "type": "nonConsumable"}]}"#
 
+    /// A test server's configuration. Its deadlines for reading a request and for an idle
+    /// connection are wide: on two cores loaded by the whole suite a test can sit longer than
+    /// the defaults (15 s, 30 s) between two requests on one connection, and the server then
+    /// closes it ("I/O on closed channel" at the test's next request, seen in full runs). The
+    /// tests of those deadlines set their own.
     static func configuration(in directory: String, port: Int = 0) throws -> ServerConfiguration {
         try catalogJSON.write(toFile: directory + "/catalog.json", atomically: true, encoding: .utf8)
-        return ServerConfiguration(
+        var configuration = ServerConfiguration(
             ledger: directory + "/ledger", catalog: directory + "/catalog.json",
             bind: .init(host: "127.0.0.1", port: port), keys: TestKeys.configured)
+        configuration.limits.requestTimeoutSeconds = 90
+        configuration.limits.idleTimeoutSeconds = 600
+        return configuration
     }
 
     @Test func aConfiguredServerIsFilledAndQueriedOnLoopbackThenClosesItsLedger() async throws {
