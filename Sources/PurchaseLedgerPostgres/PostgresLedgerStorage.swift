@@ -319,9 +319,28 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 """).first.map(Self.holder)
         }
 
+        func holders(ofTransactions transactions: [UTF8Key]) throws -> [UTF8Key: TransactionHolder] {
+            guard !transactions.isEmpty else { return [:] }
+            var found: [UTF8Key: TransactionHolder] = [:]
+            let keys = transactions.map { Keys.bytes($0.string) }
+            for row in try run("""
+                SELECT transaction_id, account, payment, position, credits_consumable FROM ledger_transactions
+                WHERE transaction_id = ANY(\(keys)::bytea[])
+                """) {
+                let (transaction, account, payment, position, credits) = try row.decode((ByteBuffer, ByteBuffer, ByteBuffer, Int64, Bool).self)
+                found[UTF8Key(Keys.string(transaction))] = try Self.holder(account, payment, position, credits)
+            }
+            return found
+        }
+
         static func holder(_ row: PostgresRow) throws -> TransactionHolder {
             let (account, payment, position, credits) = try row.decode((ByteBuffer, ByteBuffer, Int64, Bool).self)
-            return TransactionHolder(
+            return try holder(account, payment, position, credits)
+        }
+
+        /// A holder from the columns `account, payment, position, credits_consumable`.
+        static func holder(_ account: ByteBuffer, _ payment: ByteBuffer, _ position: Int64, _ credits: Bool) throws -> TransactionHolder {
+            TransactionHolder(
                 entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
                 position: try StoredPosition.from(position), creditsConsumable: credits)
         }
@@ -345,9 +364,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
         func forEachHolder(_ body: (String, TransactionHolder) throws -> Void) throws {
             try scanByKey(table: "ledger_transactions", columns: "account, payment, position, credits_consumable") { row in
                 let (key, account, payment, position, credits) = try row.decode((ByteBuffer, ByteBuffer, ByteBuffer, Int64, Bool).self)
-                try body(Keys.string(key), TransactionHolder(
-                    entry: EntryReference(account: Keys.string(account), payment: Keys.string(payment)),
-                    position: try StoredPosition.from(position), creditsConsumable: credits))
+                try body(Keys.string(key), try Self.holder(account, payment, position, credits))
                 return key
             }
         }

@@ -198,6 +198,10 @@ struct StorageContractTests {
                 #expect(try reader.revocations(ofTransactions: [UTF8Key(decomposed), UTF8Key(composed), "t9"]) == [UTF8Key(composed): 3])
                 #expect(try reader.revocations(ofTransactions: [UTF8Key(decomposed)]).isEmpty)
                 #expect(try reader.revocations(ofTransactions: []).isEmpty)
+                #expect(try reader.holders(ofTransactions: [UTF8Key(decomposed), "t9", UTF8Key(composed)])
+                    == [UTF8Key(composed): first, UTF8Key(decomposed): second])
+                #expect(try reader.holders(ofTransactions: ["t8"]).isEmpty)
+                #expect(try reader.holders(ofTransactions: []).isEmpty)
                 var holders: [[UInt8]: TransactionHolder] = [:]
                 try reader.forEachHolder { holders[Array($0.utf8)] = $1 }
                 #expect(holders == [Array(composed.utf8): first, Array(decomposed.utf8): second])

@@ -188,7 +188,8 @@ enum Opening {
         guard next <= end else { return }
         let facts = FactsAsOf(reader: reader, position: next - 1)
         var session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: next - 1)
-        try LogReader.forEachDecoded(reader, storage: live.storage, from: next, through: end, readingProofs: false) { record in
+        let ahead = { (events: [Event]) in try facts.prefetch(events.compactMap { Projector.transactionLookedUp(by: $0).map { UTF8Key($0) } }) }
+        try LogReader.forEachDecoded(reader, storage: live.storage, from: next, through: end, readingProofs: false, ahead: ahead) { record in
             facts.position = record.position - 1
             if record.event.type == .forgotten {
                 // Another process forgot a customer (or this open replays a forget): what this

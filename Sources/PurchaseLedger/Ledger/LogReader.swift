@@ -54,10 +54,12 @@ struct LogReader: Sendable {
 
     /// Decodes the records `start...end` as `reader` sees them, in order, checking that they run
     /// without a gap. On a remote storage the chunk is read whole first, and the accounts it
-    /// names that this process has not seen are read in one query, not one each.
+    /// names that this process has not seen are read in one query, not one each; then `ahead`
+    /// gets the events decoded, for what else to read at once, before `body` gets each in turn
+    /// (a record that does not decode is thrown in its turn).
     static func forEachDecoded(
         _ reader: any LedgerStorageReader, storage: any LedgerStorage, from start: UInt64, through end: UInt64,
-        readingProofs: Bool, _ body: (consuming LogRecord) throws -> Void
+        readingProofs: Bool, ahead: (([Event]) throws -> Void)? = nil, _ body: (consuming LogRecord) throws -> Void
     ) throws {
         var expected = start
         func checkSequence(_ position: UInt64) throws {
@@ -75,11 +77,24 @@ struct LogReader: Sendable {
                 return true
             }
             try names.prefetch(chunk.compactMap { $0.bytes.withUnsafeBytes(LogRecordCodec.accountHandle(in:)) }, reader: reader)
-            for (position, bytes) in chunk {
-                let event = try bytes.withUnsafeBytes { raw in
-                    try decode(raw, at: position, reader: reader, names: names, readingProofs: readingProofs)
+            func decoded(_ index: Int) throws -> Event {
+                try chunk[index].bytes.withUnsafeBytes { raw in
+                    try decode(raw, at: chunk[index].position, reader: reader, names: names, readingProofs: readingProofs)
                 }
-                try body(LogRecord(position: position, event: event))
+            }
+            if let ahead {
+                let events = chunk.indices.map { index in Result { try decoded(index) } }
+                try ahead(events.compactMap { try? $0.get() })
+                // A forget renames accounts (`body` takes the renames in): the records after it
+                // are decoded again, with the names it left.
+                var forgot = false
+                for index in chunk.indices {
+                    let event = forgot ? try decoded(index) : try events[index].get()
+                    forgot = forgot || event.type == .forgotten
+                    try body(LogRecord(position: chunk[index].position, event: event))
+                }
+            } else {
+                for index in chunk.indices { try body(LogRecord(position: chunk[index].position, event: try decoded(index))) }
             }
         } else {
             try reader.forEachRecord(from: start, through: end) { position, bytes in

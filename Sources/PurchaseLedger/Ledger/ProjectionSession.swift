@@ -31,22 +31,54 @@ struct IndexedFacts: GlobalFacts {
 /// Replaying a tail of the log whose index entries already exist: facts as they stood before
 /// the event being replayed (each fact carries the position that made it), and nothing to
 /// write.
+///
+/// The indexes hold each fact as the whole log made it, the same for every position of one
+/// read: what `prefetch` read of them at once (one query each on a remote storage) answers
+/// every later question about those transactions.
 final class FactsAsOf: GlobalFacts {
     let reader: any LedgerStorageReader
     /// Facts made after this position are not yet visible.
     var position: UInt64
+    /// The indexes' entries read by `prefetch`, by transaction: nil, known to have none.
+    private var holders: [UTF8Key: TransactionHolder?] = [:]
+    private var revocations: [UTF8Key: UInt64?] = [:]
 
     init(reader: any LedgerStorageReader, position: UInt64) {
         self.reader = reader
         self.position = position
     }
 
+    /// Reads the holders and revocations of those of `transactions` not read yet, in one
+    /// query each where the storage is remote.
+    func prefetch(_ transactions: some Sequence<UTF8Key>) throws {
+        let unknown = Array(Set(transactions.lazy.filter { self.holders[$0] == nil }))
+        guard !unknown.isEmpty else { return }
+        let holders = try reader.holders(ofTransactions: unknown)
+        let revocations = try reader.revocations(ofTransactions: unknown)
+        for transaction in unknown {
+            self.holders[transaction] = .some(holders[transaction])
+            self.revocations[transaction] = .some(revocations[transaction])
+        }
+    }
+
     func holder(of transaction: UTF8Key) throws -> TransactionHolder? {
-        try reader.holder(ofTransaction: transaction.string).flatMap { $0.position <= position ? $0 : nil }
+        try anyHolder(of: transaction).flatMap { $0.position <= position ? $0 : nil }
     }
 
     func revocation(of transaction: UTF8Key) throws -> UInt64? {
-        try reader.revocation(ofTransaction: transaction.string).flatMap { $0 <= position ? $0 : nil }
+        try anyRevocation(of: transaction).flatMap { $0 <= position ? $0 : nil }
+    }
+
+    /// The transaction's holder, whatever position made it.
+    func anyHolder(of transaction: UTF8Key) throws -> TransactionHolder? {
+        if let known = holders[transaction] { return known }
+        return try reader.holder(ofTransaction: transaction.string)
+    }
+
+    /// The transaction's first revocation, whatever position made it.
+    func anyRevocation(of transaction: UTF8Key) throws -> UInt64? {
+        if let known = revocations[transaction] { return known }
+        return try reader.revocation(ofTransaction: transaction.string)
     }
 
     func setHolder(_ holder: TransactionHolder, of transaction: UTF8Key) throws {}

@@ -7,6 +7,17 @@ struct ProjectionInconsistency: Error, CustomStringConvertible {
 /// The rules decide beforehand whether an event may be appended; replaying the log through
 /// `apply` rebuilds exactly the state that appending built.
 enum Projector {
+    /// The store transaction whose holder and revocation `apply` may look up for `event`:
+    /// what a reader of a remote storage reads ahead for a run of events, in one query.
+    static func transactionLookedUp(by event: Event) -> String? {
+        switch event.payload {
+        case .transactionUpdated(let update): update.transaction
+        case .revoked(let revoked): revoked.transaction
+        case .storeTransaction(let fact): fact.transaction
+        default: nil
+        }
+    }
+
     /// Throws `ProjectionInconsistency` when the event cannot be applied, and whatever the
     /// store throws when it reads from storage.
     static func apply(

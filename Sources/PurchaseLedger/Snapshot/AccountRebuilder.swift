@@ -21,16 +21,23 @@ struct AccountRebuilder {
         var store = SingleAccountStore(account: UTF8Key(account), facts: FactsAsOf(reader: reader, position: 0))
         // Read ahead, a bounded run of the history at a time (one query, not one per event, on
         // PostgreSQL), each record decoded in place; its failure is thrown in its turn. A refund
-        // found meanwhile is read alone.
+        // found meanwhile is read alone. The facts the run's events ask about are read with it,
+        // one query each.
         var readAhead: [UInt64: Result<Event, any Error>] = [:]
         var index = 0
         while index < queue.count {
             let position = queue[index]
             if readAhead[position] == nil {
                 let run = readAhead.isEmpty ? Array(queue[index..<min(queue.count, index + Self.recordsPerRead)]) : [position]
+                var named: [UTF8Key] = []
                 try reader.records(at: run) { at, bytes in
-                    readAhead[at] = Result { try LogReader.decode(bytes, at: at, reader: reader, names: names, readingProofs: false) }
+                    let decoded = Result { try LogReader.decode(bytes, at: at, reader: reader, names: names, readingProofs: false) }
+                    if case .success(let event) = decoded, let transaction = Projector.transactionLookedUp(by: event) {
+                        named.append(UTF8Key(transaction))
+                    }
+                    readAhead[at] = decoded
                 }
+                try store.facts.prefetch(named)
             }
             index += 1
             guard let event = try readAhead.removeValue(forKey: position)?.get() else {
@@ -45,7 +52,7 @@ struct AccountRebuilder {
             // A consumable bought here and refunded later through another account.
             if case .transactionUpdated(let update) = event.payload, sameBytes(event.account, account),
                update.state == .purchased, let transaction = update.transaction,
-               let refund = try reader.revocation(ofTransaction: transaction), refund > position, refund <= end,
+               let refund = try store.facts.anyRevocation(of: UTF8Key(transaction)), refund > position, refund <= end,
                pending.insert(refund).inserted {
                 let insertAt = queue[index...].firstIndex { $0 > refund } ?? queue.endIndex
                 queue.insert(refund, at: insertAt)

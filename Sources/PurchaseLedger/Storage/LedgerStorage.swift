@@ -143,6 +143,9 @@ package protocol LedgerStorageReader {
 
     func position(ofEventID id: String) throws -> UInt64?
     func holder(ofTransaction transaction: String) throws -> TransactionHolder?
+    /// `holder(ofTransaction:)` of each of `transactions` that has one, by transaction
+    /// (compared by their bytes): in one query where the storage is remote.
+    func holders(ofTransactions transactions: [UTF8Key]) throws -> [UTF8Key: TransactionHolder]
     /// The position of the first revocation of `transaction`.
     func revocation(ofTransaction transaction: String) throws -> UInt64?
     /// `revocation(ofTransaction:)` of each of `transactions` that has one, by transaction
@@ -239,6 +242,15 @@ extension LedgerStorageReader {
         for position in Set(positions).sorted() {
             _ = try record(at: position) { try body(position, $0) }
         }
+    }
+
+    /// One lookup per transaction: what an embedded storage costs nothing more for.
+    package func holders(ofTransactions transactions: [UTF8Key]) throws -> [UTF8Key: TransactionHolder] {
+        var found: [UTF8Key: TransactionHolder] = [:]
+        for transaction in transactions {
+            if let holder = try holder(ofTransaction: transaction.string) { found[transaction] = holder }
+        }
+        return found
     }
 
     /// One lookup per transaction: what an embedded storage costs nothing more for.
