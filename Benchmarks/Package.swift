@@ -42,7 +42,6 @@ let package = Package(
                 "Workloads",
                 .product(name: "PurchaseLedger", package: ledgerPackage),
                 .product(name: "PurchaseLedgerPostgres", package: ledgerPackage),
-                .product(name: "PurchaseLedgerServer", package: ledgerPackage),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/LedgerBenchmarks",

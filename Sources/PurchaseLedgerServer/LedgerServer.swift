@@ -52,6 +52,8 @@ public enum LedgerServer {
         let metrics = LedgerMetrics(factory: factory)
         ledgerConfiguration.onCommit = { metrics.record($0) }
         ledgerConfiguration.snapshotInterval = configuration.snapshotEvery
+        // The ledger's own background work (the proof tree's leaves) at the feed's priority.
+        ledgerConfiguration.backgroundExecutor = (configuration.feedPriority ?? .background).executor
         let catalog = try configuration.catalog.map { try Catalog(contentsOfFile: $0) }
         let ledger = try LedgerLocation(configuration.ledger).openLedger(catalog: catalog, configuration: ledgerConfiguration)
 

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import LedgerTestSupport
 import Testing
 @testable import PurchaseLedger
@@ -332,6 +333,27 @@ struct ProofTreeTests {
         }
     }
 
+    /// The tree's leaves are read and hashed on the ledger's background executor, not on the
+    /// caller's: by default threads of its own; here one that counts what it runs. Without one
+    /// (nil), on the caller's executor, the same tree.
+    @Test func theTreesLeavesAreWorkedOutOnTheBackgroundExecutor() async throws {
+        let counting = CountingExecutor()
+        for executor in [counting, nil] as [CountingExecutor?] {
+            try await withTemporaryDirectory { directory in
+                var configuration = Ledger.Configuration.testing
+                configuration.backgroundExecutor = executor
+                let ledger = try Ledger.open(location: directory + "/ledger", catalog: TransferTests.catalog, configuration: configuration)
+                try await ledger.appendAll(try (0..<300).map { index in
+                    try Event(jsonLine: #"{"id":"w\#(index)","type":"paymentAdded","account":"a\#(index % 5)","at":"2026-01-01T00:00:00Z","payment":"p\#(index)","product":"coins"}"#)
+                })
+                #expect(try await ledger.extendProofTree() == 300)
+                #expect(try await ledger.signCheckpoint(with: Self.signer).size == 300)
+                await ledger.close()
+            }
+            if executor != nil { #expect(counting.jobsRun > 0) }
+        }
+    }
+
     /// A tree that follows the log (`followProofTree()`) while events are appended and
     /// checkpoints signed, both extending it at once: it reaches the log's head by itself,
     /// every checkpoint verifies, and the stored tree is its records'. Within two minutes of
@@ -487,5 +509,21 @@ struct SaltSourceTests {
         let drawn = (0..<100).map { _ in salts.next() }
         #expect(drawn.allSatisfy { $0.count == 32 })
         #expect(Set(drawn).count == drawn.count)
+    }
+}
+
+/// A task executor on a thread of its own that counts the jobs it runs.
+final class CountingExecutor: TaskExecutor, @unchecked Sendable {
+    private let queue = DispatchQueue(label: "counting-executor")
+    private let count = Mutex(0)
+
+    var jobsRun: Int { count.withLock { $0 } }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { [self] in
+            count.withLock { $0 += 1 }
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
     }
 }

@@ -4,7 +4,6 @@ import Glibc
 #endif
 import PurchaseLedgerLMDB
 import PurchaseLedgerPostgres
-import PurchaseLedgerServer
 import Synchronization
 import Workloads
 
@@ -96,18 +95,19 @@ func appendBenchmarks(on backend: BenchedBackend) {
 /// earlier would be measured on a smaller ledger than its twin.
 ///
 /// With the tree, the ledger keeps it as a server whose checkpoints are on does: following
-/// the log (`Ledger.followProofTree()` on the feed's executor, each commit's leaves worked out
-/// there while the writer commits the next appends), and an iteration ends only once the tree
+/// the log (`Ledger.followProofTree()`, each commit's leaves worked out on the ledger's
+/// background executor while the writer commits the next appends), and an iteration ends only once the tree
 /// holds every event of the iterations before the one preceding it (`Target`): the tree is at
 /// most two iterations (2,000 events) behind the log, never further, however long the suite.
 enum ProofTreeComparison {
     static let iterations = 200
 
-    /// The tree following the log where the server's follows it (`CheckpointService`): on the
-    /// feed's executor at its default priority, not on the global executor beside the
-    /// appenders, whose threads the harness holds one of while it waits for an iteration.
+    /// The tree following the log as the server's does (`CheckpointService`): its batches
+    /// worked out on the ledger's background executor (`Ledger.Configuration`'s default), not
+    /// on the global executor beside the appenders, whose threads the harness holds one of
+    /// while it waits for an iteration.
     static func follow(_ ledger: Ledger) -> Task<Void, Never> {
-        Task { await withTaskExecutorPreference(FeedPriority.background.executor) { await ledger.followProofTree() } }
+        Task { await ledger.followProofTree() }
     }
 
     /// The size the tree must reach before an iteration ends: the log's before the iteration

@@ -35,14 +35,18 @@ extension Ledger {
             // Not waiting for a turn that would only extend past `target`.
             if let target, case let size = try proofTreeSize(), size >= target { return size }
             let extended = try await proofTreeTurns.inTurn {
-                let reading = try storage.read { reader -> ProofLeafBatch.Reading? in
-                    if let target, try ProofTreeStore.size(reader) >= target { return nil }
-                    return try ProofLeafBatch.read(reader, through: try reader.lastPosition(), limit: Self.proofTreeLeavesPerWrite)
+                // Milliseconds of CPU work without a suspension point: on the background
+                // executor, not on a thread the appenders resume on.
+                let worked = try await withTaskExecutorPreference(configuration.backgroundExecutor) { () throws -> ProofLeafBatch? in
+                    let reading = try storage.read { reader -> ProofLeafBatch.Reading? in
+                        if let target, try ProofTreeStore.size(reader) >= target { return nil }
+                        return try ProofLeafBatch.read(reader, through: try reader.lastPosition(), limit: Self.proofTreeLeavesPerWrite)
+                    }
+                    // Rendered and hashed with no transaction open: a reader that works holds
+                    // back nothing of the writer's (RELIABILITY.md).
+                    return try reading.map { try ProofLeafBatch(working: $0) }
                 }
-                guard let reading else { return false }
-                // Rendered and hashed with no transaction open: a reader that works holds
-                // back nothing of the writer's (RELIABILITY.md).
-                let batch = try ProofLeafBatch(working: reading)
+                guard let batch = worked else { return false }
                 // Not written when it moved: the next turn starts from what moved it.
                 _ = try await writer.writeWithAppends { try batch.write($0) }
                 return true
@@ -57,9 +61,9 @@ extension Ledger {
     /// appends, and a checkpoint finds the tree nearly there. An error is logged, and the
     /// next commit after a second tries again.
     ///
-    /// Each batch is a few milliseconds of CPU work without a suspension point: run this on
-    /// an executor of its own (the server's default: `FeedPriority.background`'s), not on the
-    /// global executor, where it holds one of the threads the appenders resume on for that long.
+    /// Each batch is a few milliseconds of CPU work without a suspension point, done on
+    /// `Configuration.backgroundExecutor` (by default threads of the ledger's own), so that it
+    /// holds none of the threads the appenders resume on.
     public func followProofTree() async {
         while !Task.isCancelled, !isClosed.load(ordering: .acquiring) {
             do {

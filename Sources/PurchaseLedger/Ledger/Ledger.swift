@@ -54,6 +54,13 @@ public final class Ledger: Sendable {
         /// Called on the writer's thread after each write transaction (keep it quick): what
         /// it held and how long it took, for metrics.
         public var onCommit: (@Sendable (CommitReport) -> Void)? = nil
+        /// Where the ledger does CPU work of its own off the writer: the proof tree's leaves,
+        /// read and hashed a batch at a time (`extendProofTree()`, `followProofTree()`,
+        /// `signCheckpoint(with:origin:)`). By default threads of its own in Linux's idle
+        /// class, started at first use: a batch holds none of the threads the appenders resume
+        /// on, and on a saturated machine the tree lags instead of the appends slowing. Nil:
+        /// the calling task's executor.
+        public var backgroundExecutor: (any TaskExecutor)? = BackgroundExecutor.shared
         /// Opens (or creates) a ledger that `ledger copy` is copying into, whose format marker
         /// says so until `markCopyComplete()`; every other open refuses such a ledger.
         package var copying = false

@@ -1,27 +1,18 @@
 import Foundation
-import NIOCore
-import NIOPosix
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Threads of their own in Linux's idle scheduling class, for the server's work that must never
-/// slow its appends: deriving the change feed and delivering webhooks. On a machine with a core
+/// Threads of their own in Linux's idle scheduling class, for work that must never slow the
+/// appends: the proof tree's leaves (`Ledger.Configuration.backgroundExecutor`'s default), and
+/// the server's change feed, webhook deliveries and expensive reads. On a machine with a core
 /// to spare they run as fast as on any thread; on a saturated one they get what the appends
-/// leave, and the feed lags (its metrics say by how much) instead of the writer slowing. Tasks
-/// run here under `withTaskExecutorPreference(BackgroundExecutor.shared)`, and the webhook
-/// client's connections on `eventLoopGroup`.
-final class BackgroundExecutor: TaskExecutor, @unchecked Sendable {
-    static let shared = BackgroundExecutor(threads: max(1, ProcessInfo.processInfo.activeProcessorCount))
-
-    /// One event loop, its thread as low as the executor's, for the webhook client. Its
-    /// threads live as long as the process, like the executor's.
-    static let eventLoopGroup: MultiThreadedEventLoopGroup = {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        for loop in group.makeIterator() { loop.execute { lowerThisThreadsPriority() } }
-        return group
-    }()
+/// leave, and that work lags instead of the writer slowing. Tasks run here under
+/// `withTaskExecutorPreference(BackgroundExecutor.shared)`. The threads are started at first
+/// use and live as long as the process.
+package final class BackgroundExecutor: TaskExecutor, @unchecked Sendable {
+    package static let shared = BackgroundExecutor(threads: max(1, ProcessInfo.processInfo.activeProcessorCount))
 
     // Guarded by `condition`.
     private let condition = NSCondition()
@@ -39,7 +30,7 @@ final class BackgroundExecutor: TaskExecutor, @unchecked Sendable {
         }
     }
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         condition.lock()
         jobs.append(job)
@@ -73,7 +64,7 @@ let linuxIdleSchedulingPolicy: Int32 = 5
 
 /// The calling thread to Linux's idle scheduling class (`SCHED_IDLE`): any other thread that
 /// wakes takes its core at once. Where that is refused, nice 19 (a thread's own on Linux).
-func lowerThisThreadsPriority() {
+package func lowerThisThreadsPriority() {
     #if os(Linux)
     var parameters = sched_param()
     parameters.sched_priority = 0

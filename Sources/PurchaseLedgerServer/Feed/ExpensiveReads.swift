@@ -1,4 +1,5 @@
 import Foundation
+import PurchaseLedger
 import Synchronization
 
 #if canImport(Glibc)

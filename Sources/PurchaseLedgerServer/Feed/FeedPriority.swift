@@ -1,4 +1,5 @@
 import NIOPosix
+import PurchaseLedger
 
 /// How the server schedules its change feed's derivation and webhook delivery
 /// (`feedPriority` in its configuration).
@@ -9,9 +10,8 @@ public enum FeedPriority: String, Codable, Sendable {
     /// On the threads that serve requests and appends.
     case normal
 
-    /// Where its tasks run: nil, the global executor. Public so that a process linking this
-    /// library can run its own background work (`Ledger.followProofTree()`, say) where the
-    /// server runs its own.
+    /// Where its tasks run: nil, the global executor. The server gives it to its ledger as
+    /// `Ledger.Configuration.backgroundExecutor`.
     public var executor: (any TaskExecutor)? {
         switch self {
         case .background: BackgroundExecutor.shared

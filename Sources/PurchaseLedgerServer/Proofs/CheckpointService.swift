@@ -5,14 +5,14 @@ import ServiceLifecycle
 /// Signs a checkpoint of the log's Merkle tree (`"checkpoints"` in the configuration) every
 /// `interval` when the log has grown since the newest one kept, and once more on shutdown, so
 /// that what the server acknowledged last is covered by a signed head. Meanwhile the tree
-/// follows the log (`Ledger.followProofTree()`) at the feed's priority (`feedPriority`), so
-/// that each signing finds it nearly there.
+/// follows the log (`Ledger.followProofTree()`, its leaves worked out at the feed's priority,
+/// `feedPriority`: the ledger's `backgroundExecutor`), so that each signing finds it nearly
+/// there.
 struct CheckpointService: Service {
     let ledger: Ledger
     let signer: NoteSigner
     let origin: String?
     let interval: Duration
-    let priority: FeedPriority
     let logger: Logger
 
     static func configured(by configuration: ServerConfiguration, ledger: Ledger, logger: Logger) throws -> CheckpointService? {
@@ -20,15 +20,13 @@ struct CheckpointService: Service {
         return CheckpointService(
             ledger: ledger, signer: try checkpoints.signer(), origin: checkpoints.origin,
             interval: .seconds(checkpoints.everySeconds ?? ServerConfiguration.Checkpoints.defaultEverySeconds),
-            priority: configuration.feedPriority ?? .background, logger: logger)
+            logger: logger)
     }
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
-                group.addTask { [ledger, priority] in
-                    await withTaskExecutorPreference(priority.executor) { await ledger.followProofTree() }
-                }
+                group.addTask { [ledger] in await ledger.followProofTree() }
                 while !Task.isCancelled {
                     await signIfMoved()
                     try? await Task.sleep(for: interval)
