@@ -39,7 +39,7 @@ final class FactsAsOf: GlobalFacts {
     let reader: any LedgerStorageReader
     /// Facts made after this position are not yet visible.
     var position: UInt64
-    /// The indexes' entries read by `prefetch`, by transaction: nil, known to have none.
+    /// The indexes' entries the last `prefetch` read, by transaction: nil, known to have none.
     private var holders: [UTF8Key: TransactionHolder?] = [:]
     private var revocations: [UTF8Key: UInt64?] = [:]
 
@@ -48,14 +48,16 @@ final class FactsAsOf: GlobalFacts {
         self.position = position
     }
 
-    /// Reads the holders and revocations of those of `transactions` not read yet, in one
-    /// query each where the storage is remote.
+    /// Reads the holders and revocations of `transactions` (a run of events' own), in one
+    /// query each where the storage is remote, in place of those the run before read: what is
+    /// kept is bounded by a run, however long the history.
     func prefetch(_ transactions: some Sequence<UTF8Key>) throws {
-        let unknown = Array(Set(transactions.lazy.filter { self.holders[$0] == nil }))
-        guard !unknown.isEmpty else { return }
-        let holders = try reader.holders(ofTransactions: unknown)
-        let revocations = try reader.revocations(ofTransactions: unknown)
-        for transaction in unknown {
+        let asked = Array(Set(transactions))
+        let holders = try reader.holders(ofTransactions: asked)
+        let revocations = try reader.revocations(ofTransactions: asked)
+        self.holders.removeAll(keepingCapacity: true)
+        self.revocations.removeAll(keepingCapacity: true)
+        for transaction in asked {
             self.holders[transaction] = .some(holders[transaction])
             self.revocations[transaction] = .some(revocations[transaction])
         }

@@ -21,14 +21,15 @@ struct AccountRebuilder {
         var store = SingleAccountStore(account: UTF8Key(account), facts: FactsAsOf(reader: reader, position: 0))
         // Read ahead, a bounded run of the history at a time (one query, not one per event, on
         // PostgreSQL), each record decoded in place; its failure is thrown in its turn. A refund
-        // found meanwhile is read alone. The facts the run's events ask about are read with it,
-        // one query each.
+        // found meanwhile is read alone. The facts a run's events ask about are read with it,
+        // one query each (a refund read alone asks about its own).
         var readAhead: [UInt64: Result<Event, any Error>] = [:]
         var index = 0
         while index < queue.count {
             let position = queue[index]
             if readAhead[position] == nil {
-                let run = readAhead.isEmpty ? Array(queue[index..<min(queue.count, index + Self.recordsPerRead)]) : [position]
+                let isRun = readAhead.isEmpty
+                let run = isRun ? Array(queue[index..<min(queue.count, index + Self.recordsPerRead)]) : [position]
                 var named: [UTF8Key] = []
                 try reader.records(at: run) { at, bytes in
                     let decoded = Result { try LogReader.decode(bytes, at: at, reader: reader, names: names, readingProofs: false) }
@@ -37,7 +38,7 @@ struct AccountRebuilder {
                     }
                     readAhead[at] = decoded
                 }
-                try store.facts.prefetch(named)
+                if isRun { try store.facts.prefetch(named) }
             }
             index += 1
             guard let event = try readAhead.removeValue(forKey: position)?.get() else {
