@@ -188,6 +188,10 @@ struct StorageContractTests {
                 try writer.setHolder(second, ofTransaction: decomposed)
                 try writer.setRevocation(3, ofTransaction: composed)
                 try writer.setRevocation(2, ofTransaction: "t8")
+                // A write reads its own, at once too (a forget rebuilds accounts in its write).
+                #expect(try writer.holders(ofTransactions: [UTF8Key(composed), "t8"]) == [UTF8Key(composed): first])
+                #expect(try writer.revocations(ofTransactions: [UTF8Key(composed), "t8", UTF8Key(decomposed)])
+                    == [UTF8Key(composed): 3, "t8": 2])
             }
             try storage.read { (reader: any LedgerStorageReader) throws in
                 #expect(try reader.holder(ofTransaction: composed) == first)

@@ -18,6 +18,9 @@ extension LocationArgument {
         var configuration = Ledger.Configuration()
         configuration.logger.logLevel = .warning
         configuration.snapshotOnClose = false
+        // The leaves at this command's own priority: an operator waits for it, and on a host
+        // kept busy by a server the idle class would leave it next to nothing.
+        configuration.backgroundExecutor = nil
         let ledger = try openLedger(configuration: configuration)
         do {
             try await ledger.extendProofTree()

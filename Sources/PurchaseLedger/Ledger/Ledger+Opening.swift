@@ -189,23 +189,30 @@ enum Opening {
         let facts = FactsAsOf(reader: reader, position: next - 1)
         var session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: next - 1)
         let ahead = { (events: [Event]) in try facts.prefetch(events.compactMap { Projector.transactionLookedUp(by: $0).map { UTF8Key($0) } }) }
-        try LogReader.forEachDecoded(reader, storage: live.storage, from: next, through: end, readingProofs: false, ahead: ahead) { record in
-            facts.position = record.position - 1
-            if record.event.type == .forgotten {
-                // Another process forgot a customer (or this open replays a forget): what this
-                // one read of the names it renamed is stale, and so is what it holds under them.
-                session.publish(to: live)
-                let renames = try LogReader.renames(ofForgetAt: record.position, reader: reader, names: live.storage.accountNames)
-                live.abandonSnapshot()
-                live.publish(position: record.position - 1) { $0.rename(renames, droppingCache: true) }
-                session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: record.position - 1)
+        // A chunk at a time (a catch-up after a long silence may span millions of events): what
+        // a remote storage's reading holds at once, and its read-ahead, stay bounded.
+        var first = next
+        while first <= end {
+            let last = end - first < UInt64(LogReader.chunkSize) ? end : first + UInt64(LogReader.chunkSize) - 1
+            try LogReader.forEachDecoded(reader, storage: live.storage, from: first, through: last, readingProofs: false, ahead: ahead) { record in
+                facts.position = record.position - 1
+                if record.event.type == .forgotten {
+                    // Another process forgot a customer (or this open replays a forget): what this
+                    // one read of the names it renamed is stale, and so is what it holds under them.
+                    session.publish(to: live)
+                    let renames = try LogReader.renames(ofForgetAt: record.position, reader: reader, names: live.storage.accountNames)
+                    live.abandonSnapshot()
+                    live.publish(position: record.position - 1) { $0.rename(renames, droppingCache: true) }
+                    session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: record.position - 1)
+                    try session.apply(record.event, at: record.position)
+                    session.publish(to: live)
+                    session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: record.position)
+                    live.forgets.publish(position: record.position, renames: renames)
+                    return
+                }
                 try session.apply(record.event, at: record.position)
-                session.publish(to: live)
-                session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: record.position)
-                live.forgets.publish(position: record.position, renames: renames)
-                return
             }
-            try session.apply(record.event, at: record.position)
+            first = last + 1
         }
         session.publish(to: live)
     }

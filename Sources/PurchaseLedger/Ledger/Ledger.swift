@@ -56,11 +56,16 @@ public final class Ledger: Sendable {
         public var onCommit: (@Sendable (CommitReport) -> Void)? = nil
         /// Where the ledger does CPU work of its own off the writer: the proof tree's leaves,
         /// read and hashed a batch at a time (`extendProofTree()`, `followProofTree()`,
-        /// `signCheckpoint(with:origin:)`). By default threads of its own in Linux's idle
-        /// class, started at first use: a batch holds none of the threads the appenders resume
-        /// on, and on a saturated machine the tree lags instead of the appends slowing. Nil:
-        /// the calling task's executor.
-        public var backgroundExecutor: (any TaskExecutor)? = BackgroundExecutor.shared
+        /// `signCheckpoint(with:origin:)`). By default `defaultBackgroundExecutor`; nil, the
+        /// calling task's executor. (`ledger-server` gives its own, by its `feedPriority`.)
+        public var backgroundExecutor: (any TaskExecutor)? = Configuration.defaultBackgroundExecutor
+
+        /// Threads of the ledger's own in Linux's idle class, one a core, started at their
+        /// first job: a batch of leaves (milliseconds of CPU work without a suspension point)
+        /// holds none of the cooperative pool's threads, which the appenders resume on, and on
+        /// a saturated machine the tree lags instead of the appends slowing. A command that has
+        /// nothing else to do (the `ledger` tool's proofs and checkpoints) takes nil instead.
+        public static var defaultBackgroundExecutor: any TaskExecutor { BackgroundExecutor.shared }
         /// Opens (or creates) a ledger that `ledger copy` is copying into, whose format marker
         /// says so until `markCopyComplete()`; every other open refuses such a ledger.
         package var copying = false

@@ -11,7 +11,7 @@ enum Projector {
     /// what a reader of a remote storage reads ahead for a run of events, in one query.
     static func transactionLookedUp(by event: Event) -> String? {
         switch event.payload {
-        case .transactionUpdated(let update): update.transaction
+        case .transactionUpdated(let update) where update.state == .purchased || update.state == .restored: update.transaction
         case .revoked(let revoked): revoked.transaction
         case .storeTransaction(let fact): fact.transaction
         default: nil

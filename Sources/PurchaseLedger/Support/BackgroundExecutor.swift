@@ -4,23 +4,29 @@ import Foundation
 import Glibc
 #endif
 
-/// Threads of their own in Linux's idle scheduling class, for work that must never slow the
-/// appends: the proof tree's leaves (`Ledger.Configuration.backgroundExecutor`'s default), and
-/// the server's change feed, webhook deliveries and expensive reads. On a machine with a core
-/// to spare they run as fast as on any thread; on a saturated one they get what the appends
-/// leave, and that work lags instead of the writer slowing. Tasks run here under
-/// `withTaskExecutorPreference(BackgroundExecutor.shared)`. The threads are started at first
-/// use and live as long as the process.
+/// Threads of their own in Linux's idle scheduling class, off the cooperative pool the
+/// appenders resume on, for work that must never slow the appends: the ledger's own
+/// (`Ledger.Configuration.backgroundExecutor`'s default: the proof tree's leaves) and the
+/// server's change feed, webhook deliveries and expensive reads. On a machine with a core to
+/// spare they run as fast as on any thread; on a saturated one they get what the appends
+/// leave, and that work lags instead of the writer slowing. One a core, started at the first
+/// job and kept as long as the process. Tasks run here under
+/// `withTaskExecutorPreference(BackgroundExecutor.shared)`.
 package final class BackgroundExecutor: TaskExecutor, @unchecked Sendable {
-    package static let shared = BackgroundExecutor(threads: max(1, ProcessInfo.processInfo.activeProcessorCount))
+    package static let shared = BackgroundExecutor()
 
     // Guarded by `condition`.
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
     private var first = 0
+    private var started = false
 
-    private init(threads: Int) {
-        for index in 0..<threads {
+    private init() {}
+
+    /// Starts the threads; called under `condition`, at the first job.
+    private func start() {
+        started = true
+        for index in 0..<max(1, ProcessInfo.processInfo.activeProcessorCount) {
             let thread = Thread { [unowned self] in
                 lowerThisThreadsPriority()
                 self.work()
@@ -33,6 +39,7 @@ package final class BackgroundExecutor: TaskExecutor, @unchecked Sendable {
     package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         condition.lock()
+        if !started { start() }
         jobs.append(job)
         condition.signal()
         condition.unlock()
