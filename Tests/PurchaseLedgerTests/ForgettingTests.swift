@@ -286,6 +286,58 @@ struct ForgettingTests {
     /// captured before the forget, some naming her) when the other forgets her. The rest of the
     /// snapshot must not store her id again: the forget renamed the stored states it found, not
     /// those still in the first process's memory. So the first drops its snapshot.
+    /// PostgreSQL: another server catches up, in one read, with a refund of her consumable and
+    /// then her forget, having known her by her name: it takes the credit back as the server that
+    /// appended them did. (Its watching is stopped, so that one catch-up reads both.)
+    @Test(arguments: Backend.available.filter { $0 == .postgres })
+    func aCatchUpWithARefundThenAForgetTakesTheCreditBack(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await first.appendAll(try Self.history() + TransferTests.purchase(
+                "c1", account: Self.alice, transaction: "C1", original: "C1", product: "coins", expires: nil))
+            _ = try await second.catchUp()
+            #expect(try second.balances(of: Self.alice) == ["coin": 10])
+            await second.follower?.stop()
+            try await first.appendAll([.revoked(id: "refund/C1", account: Self.alice, at: TransferTests.now, transaction: "C1")])
+            let (_, pseudonym) = try #require(try await first.forget(Self.alice, requestedBy: "ops"))
+            #expect(try first.balances(of: pseudonym) == ["coin": 0])
+            _ = try await second.catchUp()
+            #expect(try second.balances(of: pseudonym) == ["coin": 0])
+            #expect(try second.currentState() == (try first.currentState()))
+            await first.close()
+            await second.close()
+        }
+    }
+
+    /// The same, her account no longer in the other server's memory (read from the snapshot
+    /// when asked for): what it reads of her from the snapshot, which the forget renamed in
+    /// storage, is her state, not none.
+    @Test(arguments: Backend.available.filter { $0 == .postgres })
+    func aCatchUpWithARefundThenAForgetOfAnAccountNotInMemoryTakesTheCreditBack(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            var evicting = Ledger.Configuration.testing
+            evicting.cachedAccounts = 0
+            let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: evicting)
+            try await first.appendAll(try Self.history() + TransferTests.purchase(
+                "c1", account: Self.alice, transaction: "C1", original: "C1", product: "coins", expires: nil))
+            _ = try await second.catchUp()
+            _ = try await first.writeSnapshot()
+            _ = try await second.catchUp()
+            #expect(try second.balances(of: Self.alice) == ["coin": 10])
+            await second.follower?.stop()
+            try await first.appendAll([.revoked(id: "refund/C1", account: Self.alice, at: TransferTests.now, transaction: "C1")])
+            let (_, pseudonym) = try #require(try await first.forget(Self.alice, requestedBy: "ops"))
+            _ = try await second.catchUp()
+            #expect(try second.balances(of: pseudonym) == ["coin": 0])
+            #expect(try second.entitlements(of: pseudonym) == (try first.entitlements(of: pseudonym)))
+            #expect(try second.currentState() == (try first.currentState()))
+            await first.close()
+            await second.close()
+        }
+    }
+
     /// PostgreSQL: a process that reads a chunk of the log ahead (and the facts its events ask
     /// about, in one query) while it still knows her by her name decodes the records after the
     /// forget again, once the forget's renames are taken in: they name her pseudonym. (Which

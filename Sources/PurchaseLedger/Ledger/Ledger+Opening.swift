@@ -186,7 +186,7 @@ enum Opening {
     static func replay(_ reader: any LedgerStorageReader, into live: LiveProjections, through end: UInt64, catalog: Catalog) throws {
         let next = live.position + 1
         guard next <= end else { return }
-        let facts = FactsAsOf(reader: reader, position: next - 1)
+        let facts = FactsAsOf(reader: reader, position: next - 1, names: live.storage.accountNames)
         var session = ProjectionSession(live: live, reader: reader, facts: facts, catalog: catalog, position: next - 1)
         let ahead = { (events: [Event]) in try facts.prefetch(events.compactMap { Projector.transactionLookedUp(by: $0).map { UTF8Key($0) } }) }
         // A chunk at a time (a catch-up after a long silence may span millions of events): what

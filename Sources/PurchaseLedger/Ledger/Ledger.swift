@@ -86,7 +86,8 @@ public final class Ledger: Sendable {
     /// One extension of the proof tree at a time (`extendProofTree()`).
     let proofTreeTurns = ProofTreeTurns()
     /// Shared storage only: catches up with other processes.
-    private let follower: OtherProcessesFollower?
+    /// Internal, not private: a test stops its watching to choose what one catch-up reads.
+    let follower: OtherProcessesFollower?
     let isClosed = Atomic<Bool>(false)
 
     /// The catalog in force: the one given or recorded at open, or a larger one another

@@ -176,7 +176,15 @@ final class LiveProjections: Sendable {
     /// snapshot). A damaged stored state is rebuilt from the account's history instead.
     func loadFromSnapshot(_ account: UTF8Key, reader: any LedgerStorageReader) throws -> AccountState? {
         guard let snapshot = published.withLock({ $0.snapshot?.position }) else { return nil }
-        return try Self.load(account, snapshot: snapshot, reader: reader, catalog: catalog, logger: logger)
+        if let state = try Self.load(account, snapshot: snapshot, reader: reader, catalog: catalog, logger: logger) {
+            return state
+        }
+        // Another process forgot the account, and this one has not applied the forget's record
+        // yet (a catch-up on its way to it): storage keeps its states under the pseudonym of
+        // the handle this process knows it by already.
+        guard let handle = storage.accountNames.cachedHandle(of: account.string),
+              case let pseudonym = Forgotten.pseudonym(ofHandle: handle), !sameBytes(pseudonym, account.string) else { return nil }
+        return try Self.load(UTF8Key(pseudonym), snapshot: snapshot, reader: reader, catalog: catalog, logger: logger)
     }
 
     static func load(

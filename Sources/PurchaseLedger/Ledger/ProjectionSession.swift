@@ -35,17 +35,27 @@ struct IndexedFacts: GlobalFacts {
 /// The indexes hold each fact as the whole log made it, the same for every position of one
 /// read: what `prefetch` read of them at once (one query each on a remote storage) answers
 /// every later question about those transactions.
+///
+/// Names too are as the whole log left them: another process's forget renamed the holders in
+/// storage when it committed, while this process renames what it holds only when it applies the
+/// forget's record (`names`: its names). Until then a holder under a pseudonym whose handle it
+/// still knows by the former name is answered under that name, the one the records before the
+/// forget decode to.
 final class FactsAsOf: GlobalFacts {
     let reader: any LedgerStorageReader
     /// Facts made after this position are not yet visible.
     var position: UInt64
+    /// The process's names when it replays over what it holds in memory; nil for a replay that
+    /// decodes with names as the reader sees them.
+    let names: AccountNames?
     /// The indexes' entries the last `prefetch` read, by transaction: nil, known to have none.
     private var holders: [UTF8Key: TransactionHolder?] = [:]
     private var revocations: [UTF8Key: UInt64?] = [:]
 
-    init(reader: any LedgerStorageReader, position: UInt64) {
+    init(reader: any LedgerStorageReader, position: UInt64, names: AccountNames? = nil) {
         self.reader = reader
         self.position = position
+        self.names = names
     }
 
     /// Reads the holders and revocations of `transactions` (a run of events' own), in one
@@ -71,10 +81,14 @@ final class FactsAsOf: GlobalFacts {
         try anyRevocation(of: transaction).flatMap { $0 <= position ? $0 : nil }
     }
 
-    /// The transaction's holder, whatever position made it.
+    /// The transaction's holder, whatever position made it, under the name this process knows
+    /// its account by.
     func anyHolder(of transaction: UTF8Key) throws -> TransactionHolder? {
-        if let known = holders[transaction] { return known }
-        return try reader.holder(ofTransaction: transaction.string)
+        let stored = try holders[transaction] ?? reader.holder(ofTransaction: transaction.string)
+        guard var holder = stored, let names, let handle = Forgotten.handle(ofPseudonym: holder.entry.account),
+              let known = names.cachedName(of: handle), !sameBytes(known, holder.entry.account) else { return stored }
+        holder.entry.account = known
+        return holder
     }
 
     /// The transaction's first revocation, whatever position made it.

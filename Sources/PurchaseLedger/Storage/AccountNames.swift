@@ -65,6 +65,11 @@ package final class AccountNames: Sendable {
         return rows.first { $0.handle == handle }?.account
     }
 
+    /// The id this process knows `handle` by, without reading; nil when it has not seen it.
+    func cachedName(of handle: UInt64) -> String? {
+        table.withLock { $0.name(handle) }
+    }
+
     /// Reads, in one call, those of `handles` this process has not seen: what a chunk of
     /// records names (`LogRecordCodec.accountHandle(in:)`), before it is decoded.
     func prefetch(_ handles: [UInt64], reader: any LedgerStorageReader) throws {
