@@ -338,6 +338,33 @@ struct ForgettingTests {
         }
     }
 
+    /// PostgreSQL: another server's feed, read from the start once her forget and a refund
+    /// after it were committed by the first, while it still knows her by her name (its watching
+    /// stopped): it reads her records, whose proofs the forget removed, as forgotten ones (not
+    /// as damage), and no change after the forget names her.
+    @Test(arguments: Backend.available.filter { $0 == .postgres })
+    func anotherServersFeedNamesNoForgottenCustomerAfterTheForget(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await first.appendAll(try Self.history() + TransferTests.purchase(
+                "c1", account: Self.alice, transaction: "C1", original: "C1", product: "coins", expires: nil))
+            _ = try await second.catchUp()
+            await second.follower?.stop()
+            let (outcome, pseudonym) = try #require(try await first.forget(Self.alice, requestedBy: "ops"))
+            guard case .appended(let forgetAt) = outcome else { throw TestFailure("the forget was not appended: \(outcome)") }
+            try await first.appendAll([.revoked(id: "refund/C1", account: pseudonym, at: TransferTests.now, transaction: "C1")])
+            var changes: [LedgerChange] = []
+            for try await change in second.changes(follow: false) { changes.append(change) }
+            let after = changes.filter { $0.position > forgetAt }
+            #expect(!after.isEmpty)
+            #expect(after.allSatisfy { $0.account != Self.alice })
+            #expect(after.last?.account == pseudonym)
+            await first.close()
+            await second.close()
+        }
+    }
+
     /// PostgreSQL: a process that reads a chunk of the log ahead (and the facts its events ask
     /// about, in one query) while it still knows her by her name decodes the records after the
     /// forget again, once the forget's renames are taken in: they name her pseudonym. (Which

@@ -130,7 +130,16 @@ struct LogReader: Sendable {
                 bytes, expectedPosition: position,
                 accountName: { handle in try recordingFailure { try names.name(of: handle, reader: reader) } },
                 proof: { position in try recordingFailure { try reader.proof(at: position) } },
-                readingProofs: readingProofs)
+                readingProofs: readingProofs,
+                // Asked only of a record whose proof is missing under a name this process read
+                // before another process forgot it (its catch-up renames it at the forget's
+                // record): the account table as `reader` sees it, this process's names left as
+                // they are.
+                forgottenSince: { handle in
+                    try recordingFailure {
+                        try reader.accountNames(handles: [handle]).contains { Forgotten.handle(ofPseudonym: $0.account) == handle }
+                    }
+                })
         } catch {
             if let failure { throw failure }
             throw StorageError(.damaged, "record at position \(position): \(error)", position: position)

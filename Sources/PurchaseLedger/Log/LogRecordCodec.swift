@@ -241,7 +241,8 @@ enum LogRecordCodec {
     /// `readingProofs` is false (a replay, which never uses one: the event then has none).
     static func decode(
         _ record: UnsafeRawBufferPointer, expectedPosition: UInt64, accountName: (UInt64) throws -> String?,
-        proof: (UInt64) throws -> String? = { _ in nil }, readingProofs: Bool = true
+        proof: (UInt64) throws -> String? = { _ in nil }, readingProofs: Bool = true,
+        forgottenSince: (UInt64) throws -> Bool = { _ in false }
     ) throws(Damage) -> Event {
         guard record.count >= 6 else { throw .undecodable("\(record.count) bytes") }
         let body = UnsafeRawBufferPointer(rebasing: record[0..<record.count - 4])
@@ -260,10 +261,11 @@ enum LogRecordCodec {
                 guard body[0] == formatVersion else { return try reader.string() }
                 return try name(of: try reader.varint())
             }
-            /// Whether `handle` names its own pseudonym: a forgotten account or token.
+            /// Whether `handle` names its own pseudonym: a forgotten account or token; or was
+            /// forgotten by another process since `accountName` read it (`forgottenSince`).
             func isForgotten(_ handle: UInt64?) throws -> Bool {
                 guard let handle else { return false }
-                return Forgotten.handle(ofPseudonym: try name(of: handle)) == handle
+                return try Forgotten.handle(ofPseudonym: try name(of: handle)) == handle || forgottenSince(handle)
             }
             func readPersonalFields(_ reader: inout ByteReader) throws -> PersonalFields? {
                 guard body[0] == formatVersion else { return nil }
