@@ -282,10 +282,6 @@ struct ForgettingTests {
         }
     }
 
-    /// Two processes write a shared ledger: one is half-way through a snapshot (its states were
-    /// captured before the forget, some naming her) when the other forgets her. The rest of the
-    /// snapshot must not store her id again: the forget renamed the stored states it found, not
-    /// those still in the first process's memory. So the first drops its snapshot.
     /// PostgreSQL: another server catches up, in one read, with a refund of her consumable and
     /// then her forget, having known her by her name: it takes the credit back as the server that
     /// appended them did. (Its watching is stopped, so that one catch-up reads both.)
@@ -406,6 +402,10 @@ struct ForgettingTests {
         }
     }
 
+    /// Two processes write a shared ledger: one is half-way through a snapshot (its states were
+    /// captured before the forget, some naming her) when the other forgets her. The rest of the
+    /// snapshot must not store her id again: the forget renamed the stored states it found, not
+    /// those still in the first process's memory. So the first drops its snapshot.
     @Test(arguments: Backend.available.filter { $0 == .postgres })
     func aSnapshotBegunBeforeAnotherProcessForgotIsDropped(on backend: Backend) async throws {
         try await withLocation(on: backend) { location in
