@@ -334,10 +334,10 @@ struct ForgettingTests {
         }
     }
 
-    /// PostgreSQL: another server's feed, read from the start once her forget and a refund
-    /// after it were committed by the first, while it still knows her by her name (its watching
-    /// stopped): it reads her records, whose proofs the forget removed, as forgotten ones (not
-    /// as damage), and no change after the forget names her.
+    /// PostgreSQL: another server that still knows her by her name (its watching stopped) once
+    /// the first committed her forget and a refund after it: a reader of its log (a history, an
+    /// export) reads her records, whose proofs the forget removed, as forgotten ones, not as
+    /// damage; and its feed, read from the start, names her in no change after the forget.
     @Test(arguments: Backend.available.filter { $0 == .postgres })
     func anotherServersFeedNamesNoForgottenCustomerAfterTheForget(on backend: Backend) async throws {
         try await withLocation(on: backend) { location in
@@ -350,6 +350,9 @@ struct ForgettingTests {
             let (outcome, pseudonym) = try #require(try await first.forget(Self.alice, requestedBy: "ops"))
             guard case .appended(let forgetAt) = outcome else { throw TestFailure("the forget was not appended: \(outcome)") }
             try await first.appendAll([.revoked(id: "refund/C1", account: pseudonym, at: TransferTests.now, transaction: "C1")])
+            var read = 0
+            try second.log.forEachRecord(from: 1, through: try second.log.lastPosition()) { _ in read += 1 }
+            #expect(read == Int(forgetAt) + 1)
             var changes: [LedgerChange] = []
             for try await change in second.changes(follow: false) { changes.append(change) }
             let after = changes.filter { $0.position > forgetAt }
