@@ -282,21 +282,35 @@ struct ForgettingTests {
         }
     }
 
+    /// Two servers sharing the ledger at `location`: the first has appended her history and a
+    /// consumable of hers (C1, 10 coins), and the second has caught up with them.
+    static func twoServersAfterHerCoins(
+        at location: String, second configuration: Ledger.Configuration = .testing
+    ) async throws -> (first: Ledger, second: Ledger) {
+        let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+        let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: configuration)
+        try await first.appendAll(try history() + TransferTests.purchase(
+            "c1", account: alice, transaction: "C1", original: "C1", product: "coins", expires: nil))
+        _ = try await second.catchUp()
+        return (first, second)
+    }
+
+    /// The first server refunds her coins (C1), then forgets her; her pseudonym.
+    static func refundHerCoinsThenForgetHer(on first: Ledger) async throws -> String {
+        try await first.appendAll([.revoked(id: "refund/C1", account: alice, at: TransferTests.now, transaction: "C1")])
+        return try #require(try await first.forget(alice, requestedBy: "ops")).pseudonym
+    }
+
     /// PostgreSQL: another server catches up, in one read, with a refund of her consumable and
     /// then her forget, having known her by her name: it takes the credit back as the server that
     /// appended them did. (Its watching is stopped, so that one catch-up reads both.)
     @Test(arguments: Backend.available.filter { $0 == .postgres })
     func aCatchUpWithARefundThenAForgetTakesTheCreditBack(on backend: Backend) async throws {
         try await withLocation(on: backend) { location in
-            let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-            let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-            try await first.appendAll(try Self.history() + TransferTests.purchase(
-                "c1", account: Self.alice, transaction: "C1", original: "C1", product: "coins", expires: nil))
-            _ = try await second.catchUp()
+            let (first, second) = try await Self.twoServersAfterHerCoins(at: location)
             #expect(try second.balances(of: Self.alice) == ["coin": 10])
             await second.follower?.stop()
-            try await first.appendAll([.revoked(id: "refund/C1", account: Self.alice, at: TransferTests.now, transaction: "C1")])
-            let (_, pseudonym) = try #require(try await first.forget(Self.alice, requestedBy: "ops"))
+            let pseudonym = try await Self.refundHerCoinsThenForgetHer(on: first)
             #expect(try first.balances(of: pseudonym) == ["coin": 0])
             _ = try await second.catchUp()
             #expect(try second.balances(of: pseudonym) == ["coin": 0])
@@ -312,19 +326,14 @@ struct ForgettingTests {
     @Test(arguments: Backend.available.filter { $0 == .postgres })
     func aCatchUpWithARefundThenAForgetOfAnAccountNotInMemoryTakesTheCreditBack(on backend: Backend) async throws {
         try await withLocation(on: backend) { location in
-            let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
             var evicting = Ledger.Configuration.testing
             evicting.cachedAccounts = 0
-            let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: evicting)
-            try await first.appendAll(try Self.history() + TransferTests.purchase(
-                "c1", account: Self.alice, transaction: "C1", original: "C1", product: "coins", expires: nil))
-            _ = try await second.catchUp()
+            let (first, second) = try await Self.twoServersAfterHerCoins(at: location, second: evicting)
             _ = try await first.writeSnapshot()
             _ = try await second.catchUp()
             #expect(try second.balances(of: Self.alice) == ["coin": 10])
             await second.follower?.stop()
-            try await first.appendAll([.revoked(id: "refund/C1", account: Self.alice, at: TransferTests.now, transaction: "C1")])
-            let (_, pseudonym) = try #require(try await first.forget(Self.alice, requestedBy: "ops"))
+            let pseudonym = try await Self.refundHerCoinsThenForgetHer(on: first)
             _ = try await second.catchUp()
             #expect(try second.balances(of: pseudonym) == ["coin": 0])
             #expect(try second.entitlements(of: pseudonym) == (try first.entitlements(of: pseudonym)))
@@ -341,11 +350,7 @@ struct ForgettingTests {
     @Test(arguments: Backend.available.filter { $0 == .postgres })
     func anotherServersFeedNamesNoForgottenCustomerAfterTheForget(on backend: Backend) async throws {
         try await withLocation(on: backend) { location in
-            let first = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-            let second = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-            try await first.appendAll(try Self.history() + TransferTests.purchase(
-                "c1", account: Self.alice, transaction: "C1", original: "C1", product: "coins", expires: nil))
-            _ = try await second.catchUp()
+            let (first, second) = try await Self.twoServersAfterHerCoins(at: location)
             await second.follower?.stop()
             let (outcome, pseudonym) = try #require(try await first.forget(Self.alice, requestedBy: "ops"))
             guard case .appended(let forgetAt) = outcome else { throw TestFailure("the forget was not appended: \(outcome)") }

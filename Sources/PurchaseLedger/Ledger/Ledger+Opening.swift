@@ -191,9 +191,7 @@ enum Opening {
         let ahead = { (events: [Event]) in try facts.prefetch(events.compactMap { Projector.transactionLookedUp(by: $0).map { UTF8Key($0) } }) }
         // A chunk at a time (a catch-up after a long silence may span millions of events): what
         // a remote storage's reading holds at once, and its read-ahead, stay bounded.
-        var first = next
-        while first <= end {
-            let last = end - first < UInt64(LogReader.chunkSize) ? end : first + UInt64(LogReader.chunkSize) - 1
+        try LogReader.forEachChunk(from: next, through: end) { first, last in
             try LogReader.forEachDecoded(reader, storage: live.storage, from: first, through: last, readingProofs: false, ahead: ahead) { record in
                 facts.position = record.position - 1
                 if record.event.type == .forgotten {
@@ -212,7 +210,6 @@ enum Opening {
                 }
                 try session.apply(record.event, at: record.position)
             }
-            first = last + 1
         }
         session.publish(to: live)
     }

@@ -39,13 +39,20 @@ struct LogReader: Sendable {
     /// the span of one short read. After more than one, the storage lets go of the pages the
     /// reads mapped in: a short last chunk does not let go of what the chunks before it left.
     private func forEachChunk(from start: UInt64, through end: UInt64, _ body: (UInt64, UInt64) throws -> Void) throws {
-        var next = max(start, 1)
         var chunks = 0
         defer { if chunks > 1 { storage.letGoOfReadPages() } }
-        while next <= end {
-            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(Self.chunkSize) - 1)
-            let chunkEnd = overflow ? end : min(end, chunkLimit)
+        try Self.forEachChunk(from: start, through: end) { first, last in
             chunks += 1
+            try body(first, last)
+        }
+    }
+
+    /// Calls `body` with each run of at most `chunkSize` positions of `start...end`, in order.
+    static func forEachChunk(from start: UInt64, through end: UInt64, _ body: (UInt64, UInt64) throws -> Void) throws {
+        var next = max(start, 1)
+        while next <= end {
+            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(chunkSize) - 1)
+            let chunkEnd = overflow ? end : min(end, chunkLimit)
             try body(next, chunkEnd)
             guard chunkEnd < end else { return }
             next = chunkEnd + 1
