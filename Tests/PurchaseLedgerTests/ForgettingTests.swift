@@ -343,6 +343,29 @@ struct ForgettingTests {
         }
     }
 
+    /// PostgreSQL: another server whose change feed reads the refund and the forget before its
+    /// projections have caught up with them (its watching stopped): the feed has the server
+    /// catch up first, so the projections take the refund under her name, as the server that
+    /// appended it did, and the feed then names her by her pseudonym, as a feed derived after
+    /// the forget does.
+    @Test(arguments: Backend.available.filter { $0 == .postgres })
+    func aFeedReadingTheForgetFirstLosesNoRefund(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let (first, second) = try await Self.twoServersAfterHerCoins(at: location)
+            await second.follower?.stop()
+            let pseudonym = try await Self.refundHerCoinsThenForgetHer(on: first)
+            var changes: [LedgerChange] = []
+            for try await change in second.changes(follow: false) { changes.append(change) }
+            #expect(changes.last?.account == pseudonym)
+            #expect(changes.last?.projection.balances["coin"] == 0)
+            _ = try await second.catchUp()
+            #expect(try second.balances(of: pseudonym) == ["coin": 0])
+            #expect(try second.currentState() == (try first.currentState()))
+            await first.close()
+            await second.close()
+        }
+    }
+
     /// PostgreSQL: another server that still knows her by her name (its watching stopped) once
     /// the first committed her forget and a refund after it: a reader of its log (a history, an
     /// export) reads her records, whose proofs the forget removed, as forgotten ones, not as

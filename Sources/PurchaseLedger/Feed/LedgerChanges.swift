@@ -25,6 +25,12 @@ public struct LedgerChanges: AsyncSequence, Sendable {
     /// follower need not wait out its poll.
     let commits: CommitSignal?
     let pollInterval: Duration
+    /// On storage other processes write too, the projections of the ledger this feed follows:
+    /// the feed reads no event they have not applied. Reading another process's forget renames
+    /// the accounts this process knows (`AccountNames.reread`), and its projections must take
+    /// in the events before the forget under the former names first: a refund read after the
+    /// rename would be applied to the pseudonym's stored state and lost at the forget.
+    var projections: FollowedProjections?
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(feed: self)
@@ -124,6 +130,12 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 }
                 if let catalogs { try deriver!.refreshCatalogs(recorded: catalogs, log: log) }
             }
+            if let projections = feed.projections, let last = readings.last?.position, last > projections.position() {
+                try await projections.catchUp()
+                // Applied by now: the catch-up read a head at or past the readings.
+                let applied = projections.position()
+                readings.removeAll { $0.position > applied }
+            }
             guard !readings.isEmpty else {
                 guard feed.follow else { return false }
                 if let tick = feed.tick, let due = deriver!.nextDueInstant(), due <= .now() {
@@ -208,6 +220,18 @@ public struct LedgerChanges: AsyncSequence, Sendable {
             try Task.checkCancellation()
         }
     }
+}
+
+/// The projections of a ledger on shared storage, as a feed that follows it sees them.
+struct FollowedProjections: Sendable {
+    let live: LiveProjections
+    let follower: OtherProcessesFollower
+
+    /// The position they have applied through.
+    func position() -> UInt64 { live.position }
+
+    /// Applies what other processes appended since.
+    func catchUp() async throws { try await follower.catchUpNow() }
 }
 
 /// Wakes the feeds that follow a ledger when it commits: each waiter resumes at the next
