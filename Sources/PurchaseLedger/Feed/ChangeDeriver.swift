@@ -93,7 +93,7 @@ struct ChangeDeriver {
     @discardableResult
     mutating func advance(
         to reading: ClockReading, log: LogReader, maximumEvents: Int = .max, maximumTimeChanges: Int = .max,
-        emit: (LedgerChange) throws -> Void
+        emit: (consuming LedgerChange) throws -> Void
     ) throws -> Bool {
         if entitlementHistory == nil { try readEntitlements(from: log) }
         if let following {
@@ -143,7 +143,7 @@ struct ChangeDeriver {
 
     // MARK: Changes
 
-    private mutating func apply(_ record: LogRecord, asOf time: Timestamp, log: LogReader, emit: (LedgerChange) throws -> Void) throws {
+    private mutating func apply(_ record: LogRecord, asOf time: Timestamp, log: LogReader, emit: (consuming LedgerChange) throws -> Void) throws {
         let event = record.event
         if event.type == .forgotten {
             // What this deriver read before the forget under the former names is the

@@ -49,13 +49,21 @@ public struct FeedCursor: Sendable, Hashable, Comparable, CustomStringConvertibl
     }
 
     public var description: String {
-        var text = String(position)
+        // In one buffer: a feed writes a cursor's text for each change it hands out.
+        var text: [UInt8] = []
+        text.reserveCapacity(48 + (account?.utf8.count ?? 0) / 3 * 4)
+        text += String(position).utf8
         if let instant {
             let nanoseconds = String(instant.nanoseconds)
-            text += "@\(instant.seconds)." + String(repeating: "0", count: 9 - nanoseconds.count) + nanoseconds
+            text += "@\(instant.seconds).".utf8
+            text += repeatElement(UInt8(ascii: "0"), count: max(0, 9 - nanoseconds.utf8.count))
+            text += nanoseconds.utf8
         }
-        if let account { text += "." + Base64URL.encode(Array(account.utf8)) }
-        return text
+        if var account {
+            text.append(UInt8(ascii: "."))
+            account.withUTF8 { Base64URL.append($0, to: &text) }
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// Parses the text form; nil for anything else (a cursor comes from outside: a query
@@ -105,6 +113,10 @@ enum Base64URL {
 
     static func encode(_ bytes: [UInt8]) -> String {
         base64Encode(bytes, alphabet: alphabet, padded: false)
+    }
+
+    static func append(_ bytes: UnsafeBufferPointer<UInt8>, to text: inout [UInt8]) {
+        base64Append(bytes, alphabet: alphabet, padded: false, to: &text)
     }
 
     /// The bytes of `text`; with `canonical`, only of the one spelling `encode` gives them

@@ -164,8 +164,8 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                     maximumTimeChanges: Swift.min(Self.changesAFill - changes.count, room)
                 ) { change in
                     guard change.cursor > after else { return }
-                    changes.append(change)
                     let listed = 1 + change.projection.storeTransactions.count
+                    changes.append(change)
                     purchases += listed
                     widest = Swift.max(widest, listed)
                 }
@@ -174,7 +174,9 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 left -= Swift.max(1, applied)
                 if followed { readings.removeFirst() }
             }
-            buffer = changes.reversed()
+            // Reversed in place: each change moved, not copied.
+            changes.reverse()
+            buffer = changes
             return true
         }
 

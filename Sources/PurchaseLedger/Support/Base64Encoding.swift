@@ -2,7 +2,13 @@
 /// cursors (`Base64URL`, no padding) and the proofs' hashes (`Base64`, padded) share it.
 func base64Encode(_ bytes: [UInt8], alphabet: [UInt8], padded: Bool) -> String {
     var out: [UInt8] = []
-    out.reserveCapacity((bytes.count + 2) / 3 * 4)
+    bytes.withUnsafeBufferPointer { base64Append($0, alphabet: alphabet, padded: padded, to: &out) }
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// The same, appended to `out`: for a text that holds more than the encoding (a feed cursor).
+func base64Append(_ bytes: UnsafeBufferPointer<UInt8>, alphabet: [UInt8], padded: Bool, to out: inout [UInt8]) {
+    out.reserveCapacity(out.count + (bytes.count + 2) / 3 * 4)
     var index = 0
     while index < bytes.count {
         let count = min(3, bytes.count - index)
@@ -12,5 +18,4 @@ func base64Encode(_ bytes: [UInt8], alphabet: [UInt8], padded: Bool) -> String {
         if padded { for _ in count..<3 { out.append(UInt8(ascii: "=")) } }
         index += 3
     }
-    return String(decoding: out, as: UTF8.self)
 }
