@@ -131,7 +131,7 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 if let catalogs { try deriver!.refreshCatalogs(recorded: catalogs, log: log) }
             }
             if let projections = feed.projections, let last = readings.last?.position, last > projections.position() {
-                try await projections.catchUp()
+                try await projections.catchUp(through: last)
                 // Applied by now: the catch-up read a head at or past the readings.
                 let applied = projections.position()
                 readings.removeAll { $0.position > applied }
@@ -232,8 +232,8 @@ struct FollowedProjections: Sendable {
     /// The position they have applied through.
     func position() -> UInt64 { live.position }
 
-    /// Applies what other processes appended since.
-    func catchUp() async throws { try await follower.catchUpNow() }
+    /// Has them apply what other processes appended through `position`.
+    func catchUp(through position: UInt64) async throws { try await follower.catchUp(through: position) }
 }
 
 /// Wakes the feeds that follow a ledger when it commits: each waiter resumes at the next

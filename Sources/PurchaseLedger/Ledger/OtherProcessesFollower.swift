@@ -83,6 +83,21 @@ final class OtherProcessesFollower: Sendable {
         }
     }
 
+    /// Has the projections apply the log through `position` (a reader that read that far and
+    /// must not go past them): at once when they have, else a catch-up on `changes`, where a
+    /// reader queued behind another's finds the work done and reads nothing.
+    func catchUp(through position: UInt64) async throws {
+        guard live.position < position else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            changes.async { [self] in
+                continuation.resume(with: Result {
+                    guard live.position < position else { return }
+                    try storage.read { try catchUp($0) }
+                })
+            }
+        }
+    }
+
     /// A catch-up, from `changes`; a failure is logged (the next signal, poll or write tries
     /// again).
     func catchUpLogged() {
