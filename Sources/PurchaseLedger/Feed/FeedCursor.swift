@@ -51,7 +51,7 @@ public struct FeedCursor: Sendable, Hashable, Comparable, CustomStringConvertibl
     public var description: String {
         // In one buffer: a feed writes a cursor's text for each change it hands out.
         var text: [UInt8] = []
-        text.reserveCapacity(48 + (account?.utf8.count ?? 0) / 3 * 4)
+        text.reserveCapacity(48 + ((account?.utf8.count ?? 0) + 2) / 3 * 4)
         text += String(position).utf8
         if let instant {
             let nanoseconds = String(instant.nanoseconds)

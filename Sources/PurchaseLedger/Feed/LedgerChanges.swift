@@ -131,10 +131,17 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 if let catalogs { try deriver!.refreshCatalogs(recorded: catalogs, log: log) }
             }
             if let projections = feed.projections, let last = readings.last?.position, last > projections.position() {
-                try await projections.catchUp(through: last)
-                // Applied by now: the catch-up read a head at or past the readings.
+                // Not waited for here: a catch-up queued behind a busy writer could wait long.
+                // The readings past them are read again at the next fill.
+                projections.requestCatchUp()
                 let applied = projections.position()
                 readings.removeAll { $0.position > applied }
+                if readings.isEmpty {
+                    // Until the projections move (this process's commit, or a catch-up), however
+                    // the feed ends: one that does not follow ends at the head, not before it.
+                    try await wait()
+                    return true
+                }
             }
             guard !readings.isEmpty else {
                 guard feed.follow else { return false }
@@ -232,8 +239,10 @@ struct FollowedProjections: Sendable {
     /// The position they have applied through.
     func position() -> UInt64 { live.position }
 
-    /// Has them apply what other processes appended through `position`.
-    func catchUp(through position: UInt64) async throws { try await follower.catchUp(through: position) }
+    /// Asks for a catch-up with what other processes appended, unless one is already on its
+    /// way; it signals the feeds' commit signal when it moved them. (A write catches up in its
+    /// own commit as well.)
+    func requestCatchUp() { follower.scheduleCatchUp() }
 }
 
 /// Wakes the feeds that follow a ledger when it commits: each waiter resumes at the next

@@ -126,7 +126,8 @@ public final class Ledger: Sendable {
         // read-only follower's.
         let changes = DispatchQueue(label: configuration.readOnly ? "PurchaseLedger.follower" : "PurchaseLedger.writer", qos: .userInitiated)
         follower = storage.isShared
-            ? OtherProcessesFollower(storage: storage, live: live, catalogVersion: catalogVersion, changes: changes, logger: logger)
+            ? OtherProcessesFollower(
+                storage: storage, live: live, catalogVersion: catalogVersion, changes: changes, caughtUp: commitSignal, logger: logger)
             : nil
         writer = configuration.readOnly
             ? nil

@@ -21,12 +21,18 @@ final class OtherProcessesFollower: Sendable {
     /// A catch-up is scheduled on `changes` and has not started yet.
     private let isScheduled = Atomic<Bool>(false)
     private let isStopped = Atomic<Bool>(false)
+    /// Signalled when a catch-up between writes moved the projections.
+    private let caughtUp: CommitSignal?
 
-    init(storage: any LedgerStorage, live: LiveProjections, catalogVersion: CatalogVersion, changes: DispatchQueue, logger: Logger) {
+    init(
+        storage: any LedgerStorage, live: LiveProjections, catalogVersion: CatalogVersion, changes: DispatchQueue,
+        caughtUp: CommitSignal? = nil, logger: Logger
+    ) {
         self.storage = storage
         self.live = live
         self.catalogVersion = Mutex(catalogVersion)
         self.changes = changes
+        self.caughtUp = caughtUp
         self.logger = logger
     }
 
@@ -78,22 +84,9 @@ final class OtherProcessesFollower: Sendable {
     func catchUpNow() async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             changes.async { [self] in
+                let before = live.position
                 continuation.resume(with: Result { try storage.read { try catchUp($0) } })
-            }
-        }
-    }
-
-    /// Has the projections apply the log through `position` (a reader that read that far and
-    /// must not go past them): at once when they have, else a catch-up on `changes`, where a
-    /// reader queued behind another's finds the work done and reads nothing.
-    func catchUp(through position: UInt64) async throws {
-        guard live.position < position else { return }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            changes.async { [self] in
-                continuation.resume(with: Result {
-                    guard live.position < position else { return }
-                    try storage.read { try catchUp($0) }
-                })
+                if live.position > before { caughtUp?.signal() }
             }
         }
     }
@@ -102,7 +95,10 @@ final class OtherProcessesFollower: Sendable {
     /// again).
     func catchUpLogged() {
         do {
+            let before = live.position
             try storage.read { try catchUp($0) }
+            // The feeds waiting for the projections (`LedgerChanges.projections`) read on.
+            if live.position > before { caughtUp?.signal() }
         } catch {
             logger.error("catching up with other processes failed; retried at the next signal or write", metadata: [
                 "error": "\(StorageErrors.map(error))",
@@ -110,9 +106,9 @@ final class OtherProcessesFollower: Sendable {
         }
     }
 
-    /// Another process may have appended: a catch-up on `changes`, unless one is already
-    /// waiting there.
-    private func scheduleCatchUp() {
+    /// Another process may have appended (the storage signalled it, or a reader found the log
+    /// past the projections): a catch-up on `changes`, unless one is already waiting there.
+    func scheduleCatchUp() {
         guard !isStopped.load(ordering: .acquiring),
               !isScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         changes.async { [self] in
