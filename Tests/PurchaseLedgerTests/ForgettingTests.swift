@@ -371,6 +371,34 @@ struct ForgettingTests {
         }
     }
 
+    /// A feed that read her history under her name, then reads her coins, her forget and the
+    /// refund of her coins, all committed meanwhile: the refund's change is the one a feed
+    /// derived again after the forget gives (her coins taken back).
+    @Test(arguments: Backend.available)
+    func aFeedBehindAPurchaseAndAForgetDerivesTheRefundAsAFeedDerivedAgain(on backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try Self.history())
+            var lagging = ledger.changes(follow: false).makeAsyncIterator()
+            while try await lagging.next() != nil {}
+            try await ledger.appendAll(TransferTests.purchase(
+                "c1", account: Self.alice, transaction: "C1", original: "C1", product: "coins", expires: nil))
+            let pseudonym = try #require(try await ledger.forget(Self.alice, requestedBy: "ops")).pseudonym
+            try await ledger.appendAll([.revoked(id: "refund/C1", account: pseudonym, at: TransferTests.now, transaction: "C1")])
+            var read: [LedgerChange] = []
+            while let change = try await lagging.next() { read.append(change) }
+            var derivedAgain: [LedgerChange] = []
+            for try await change in ledger.changes(follow: false) { derivedAgain.append(change) }
+            let refund = LedgerChange.Cause.event(id: "refund/C1", type: .revoked)
+            let lagged = try #require(read.last { $0.cause == refund })
+            let again = try #require(derivedAgain.last { $0.cause == refund })
+            #expect(lagged.account == pseudonym)
+            #expect(lagged.projection.balances == again.projection.balances)
+            #expect(lagged.differences == again.differences)
+            await ledger.close()
+        }
+    }
+
     /// PostgreSQL: another server that still knows her by her name (its watching stopped) once
     /// the first committed her forget and a refund after it: a reader of its log (a history, an
     /// export) reads her records, whose proofs the forget removed, as forgotten ones, not as

@@ -145,19 +145,24 @@ struct ChangeDeriver {
 
     private mutating func apply(_ record: LogRecord, asOf time: Timestamp, log: LogReader, emit: (consuming LedgerChange) throws -> Void) throws {
         let event = record.event
+        // A forget this process read before this deriver reached it (its writer committed it,
+        // or its projections caught up with it) renamed the names the records decode with: an
+        // event before the forget names the pseudonym of an account this deriver holds under
+        // its former name. The account moves now, so that the event applies to its state, not
+        // to a new account the forget's rename would then overwrite.
+        let early = event.accountsNamed.compactMap { name -> Forgetting.Rename? in
+            guard let handle = Forgotten.handle(ofPseudonym: name), state.accounts[UTF8Key(name)] == nil,
+                  let former = log.storage.accountNames.formerName(of: handle), state.accounts[UTF8Key(former)] != nil
+            else { return nil }
+            return Forgetting.Rename(handle: handle, old: former, new: name)
+        }
+        if !early.isEmpty { take(early) }
         if event.type == .forgotten {
             // What this deriver read before the forget under the former names is the
             // pseudonyms' now, as a feed derived again reads it; the forget itself changes no
             // projection.
             let renames = try log.renames(ofForgetAt: record.position)
-            if !renames.isEmpty {
-                state.rename(renames)
-                projections.removeAll(keepingCapacity: true)
-                for rename in renames {
-                    due.rename(UTF8Key(rename.old), to: UTF8Key(rename.new))
-                    if unscheduled.remove(UTF8Key(rename.old)) != nil { unscheduled.insert(UTF8Key(rename.new)) }
-                }
-            }
+            if !renames.isEmpty { take(renames) }
         }
         // The accounts an event can change: its own, and for a revocation the one holding the
         // transaction (its credit is taken back there).
@@ -206,6 +211,16 @@ struct ChangeDeriver {
                 cursor: FeedCursor(position: record.position, account: account.string), account: account.string,
                 position: record.position, cause: cause, asOf: time,
                 differences: ChangeDifference.between(before, after, cause: cause), projection: after))
+        }
+    }
+
+    /// A forget's renames, in everything this deriver holds by name.
+    private mutating func take(_ renames: [Forgetting.Rename]) {
+        state.rename(renames)
+        projections.removeAll(keepingCapacity: true)
+        for rename in renames {
+            due.rename(UTF8Key(rename.old), to: UTF8Key(rename.new))
+            if unscheduled.remove(UTF8Key(rename.old)) != nil { unscheduled.insert(UTF8Key(rename.new)) }
         }
     }
 

@@ -78,6 +78,11 @@ package final class AccountNames: Sendable {
         adopt(try reader.accountNames(handles: missing.sorted()))
     }
 
+    /// The name `handle` had before a forget this process learned of renamed it.
+    func formerName(of handle: UInt64) -> String? {
+        table.withLock { $0.formerNames[handle] }
+    }
+
     /// The handle of `account` when this process has seen it.
     func cachedHandle(of account: String) -> UInt64? {
         table.withLock { $0.handles[UTF8Key(account)] }
