@@ -301,6 +301,15 @@ struct ForgettingTests {
         return try #require(try await first.forget(alice, requestedBy: "ops")).pseudonym
     }
 
+    /// The second server holds her coins taken back under her pseudonym, and the same state as
+    /// the first; then closes both.
+    static func expectHerCoinsTakenBackAlike(on first: Ledger, and second: Ledger, pseudonym: String) async throws {
+        #expect(try second.balances(of: pseudonym) == ["coin": 0])
+        #expect(try second.currentState() == (try first.currentState()))
+        await first.close()
+        await second.close()
+    }
+
     /// PostgreSQL: another server catches up, in one read, with a refund of her consumable and
     /// then her forget, having known her by her name: it takes the credit back as the server that
     /// appended them did. (Its watching is stopped, so that one catch-up reads both.)
@@ -313,10 +322,7 @@ struct ForgettingTests {
             let pseudonym = try await Self.refundHerCoinsThenForgetHer(on: first)
             #expect(try first.balances(of: pseudonym) == ["coin": 0])
             _ = try await second.catchUp()
-            #expect(try second.balances(of: pseudonym) == ["coin": 0])
-            #expect(try second.currentState() == (try first.currentState()))
-            await first.close()
-            await second.close()
+            try await Self.expectHerCoinsTakenBackAlike(on: first, and: second, pseudonym: pseudonym)
         }
     }
 
@@ -335,11 +341,8 @@ struct ForgettingTests {
             await second.follower?.stop()
             let pseudonym = try await Self.refundHerCoinsThenForgetHer(on: first)
             _ = try await second.catchUp()
-            #expect(try second.balances(of: pseudonym) == ["coin": 0])
             #expect(try second.entitlements(of: pseudonym) == (try first.entitlements(of: pseudonym)))
-            #expect(try second.currentState() == (try first.currentState()))
-            await first.close()
-            await second.close()
+            try await Self.expectHerCoinsTakenBackAlike(on: first, and: second, pseudonym: pseudonym)
         }
     }
 
@@ -364,10 +367,7 @@ struct ForgettingTests {
             // The refund's change, the last: her coins taken back, as on the first server.
             #expect(last.cause == .event(id: "refund/C1", type: .revoked))
             #expect(last.projection.balances["coin"] == 0)
-            #expect(try second.balances(of: pseudonym) == ["coin": 0])
-            #expect(try second.currentState() == (try first.currentState()))
-            await first.close()
-            await second.close()
+            try await Self.expectHerCoinsTakenBackAlike(on: first, and: second, pseudonym: pseudonym)
         }
     }
 

@@ -14,7 +14,7 @@ extension Ledger {
         }
         return LedgerChanges(
             storage: storage, after: cursor, follow: follow, excluding: environments, tick: tick, commits: commitSignal,
-            pollInterval: pollInterval, projections: follower.map { FollowedProjections(live: live, follower: $0) })
+            pollInterval: pollInterval, follower: follower)
     }
 
     /// Records that time has passed with the log where it is: a tick of the clock the change

@@ -25,12 +25,13 @@ public struct LedgerChanges: AsyncSequence, Sendable {
     /// follower need not wait out its poll.
     let commits: CommitSignal?
     let pollInterval: Duration
-    /// On storage other processes write too, the projections of the ledger this feed follows:
-    /// the feed reads no event they have not applied. Reading another process's forget renames
-    /// the accounts this process knows (`AccountNames.reread`), and its projections must take
-    /// in the events before the forget under the former names first: a refund read after the
-    /// rename would be applied to the pseudonym's stored state and lost at the forget.
-    var projections: FollowedProjections?
+    /// On storage other processes write too, what keeps the projections of the ledger this
+    /// feed follows up with them: the feed reads no event the projections have not applied.
+    /// Reading another process's forget renames the accounts this process knows
+    /// (`AccountNames.reread`), and its projections must take in the events before the forget
+    /// under the former names first: a refund read after the rename would be applied to the
+    /// pseudonym's stored state and lost at the forget.
+    var follower: OtherProcessesFollower?
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(feed: self)
@@ -130,11 +131,11 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 }
                 if let catalogs { try deriver!.refreshCatalogs(recorded: catalogs, log: log) }
             }
-            if let projections = feed.projections, let last = readings.last?.position, last > projections.position() {
+            if let follower = feed.follower, let last = readings.last?.position, last > follower.appliedPosition {
                 // Not waited for here: a catch-up queued behind a busy writer could wait long.
-                // The readings past them are read again at the next fill.
-                projections.requestCatchUp()
-                let applied = projections.position()
+                // The readings past the projections are read again at the next fill.
+                follower.scheduleCatchUp()
+                let applied = follower.appliedPosition
                 readings.removeAll { $0.position > applied }
                 if readings.isEmpty {
                     // Until the projections move (this process's commit, or a catch-up), however
@@ -229,20 +230,6 @@ public struct LedgerChanges: AsyncSequence, Sendable {
             try Task.checkCancellation()
         }
     }
-}
-
-/// The projections of a ledger on shared storage, as a feed that follows it sees them.
-struct FollowedProjections: Sendable {
-    let live: LiveProjections
-    let follower: OtherProcessesFollower
-
-    /// The position they have applied through.
-    func position() -> UInt64 { live.position }
-
-    /// Asks for a catch-up with what other processes appended, unless one is already on its
-    /// way; it signals the feeds' commit signal when it moved them. (A write catches up in its
-    /// own commit as well.)
-    func requestCatchUp() { follower.scheduleCatchUp() }
 }
 
 /// Wakes the feeds that follow a ledger when it commits: each waiter resumes at the next

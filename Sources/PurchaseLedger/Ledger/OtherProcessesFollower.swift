@@ -84,21 +84,29 @@ final class OtherProcessesFollower: Sendable {
     func catchUpNow() async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             changes.async { [self] in
-                let before = live.position
-                continuation.resume(with: Result { try storage.read { try catchUp($0) } })
-                if live.position > before { caughtUp?.signal() }
+                continuation.resume(with: Result { try catchUpBetweenWrites() })
             }
         }
+    }
+
+    /// A catch-up in a read of its own, between writes (on `changes`); the feeds waiting for
+    /// the projections (`LedgerChanges.follower`) read on when it moved them.
+    private func catchUpBetweenWrites() throws {
+        let before = live.position
+        try storage.read { try catchUp($0) }
+        if live.position > before { caughtUp?.signal() }
+    }
+
+    /// The position the projections have applied through.
+    var appliedPosition: UInt64 {
+        live.position
     }
 
     /// A catch-up, from `changes`; a failure is logged (the next signal, poll or write tries
     /// again).
     func catchUpLogged() {
         do {
-            let before = live.position
-            try storage.read { try catchUp($0) }
-            // The feeds waiting for the projections (`LedgerChanges.projections`) read on.
-            if live.position > before { caughtUp?.signal() }
+            try catchUpBetweenWrites()
         } catch {
             logger.error("catching up with other processes failed; retried at the next signal or write", metadata: [
                 "error": "\(StorageErrors.map(error))",
