@@ -50,7 +50,7 @@ struct OpenAPITests {
                 #"{"id":"e1","type":"paymentAdded","account":"ana","at":"2026-03-14T08:00:00Z","payment":"A1","product":"com.example.tenhints"}"#,
                 #"{"id":"e2","type":"transactionUpdated","account":"ana","at":"2026-03-14T08:00:01Z","payment":"A1","state":"purchased","transaction":"t1"}"#,
             ], port: port)
-            try #require(seeded)
+            try #require(seeded == .ok, "seeding the examples' events answered \(seeded.map { "\($0)" } ?? "nothing")")
 
             let fuzz = try ChildProcess(
                 python, [Self.scripts + "/openapi_fuzz.py", Self.document, "http://127.0.0.1:\(port)", Self.everyScope, directory],

@@ -25,9 +25,11 @@ enum BuiltServer {
         throw TestFailure("ledger-server did not start")
     }
 
-    /// Posts JSON Lines with the writer's key; whether it answered 200.
-    static func post(_ lines: [String], port: Int) async -> Bool {
-        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(5)))
+    /// Posts JSON Lines with the writer's key; the answer's status, nil when none came. The wait is long: a
+    /// durable commit on a machine running every suite at once can take seconds (a server
+    /// killed meanwhile fails the request at once, when its socket closes).
+    static func post(_ lines: [String], port: Int) async -> HTTPResponse.Status? {
+        let client = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(60)))
         client.connect()
         defer { Task { try? await client.shutdown() } }
         var headers = HTTPFields()
@@ -35,6 +37,6 @@ enum BuiltServer {
         headers[.contentType] = "application/x-ndjson"
         let response = try? await client.execute(.init(
             "/v1/events", method: .post, authority: "localhost", headers: headers, body: ByteBuffer(string: lines.joined(separator: "\n"))))
-        return response?.status == .ok
+        return response?.status
     }
 }
