@@ -169,7 +169,7 @@ struct LedgerServerTests {
                         while true {
                             request += 1
                             let lines = (0..<5).map { Lines.added("c\(client)-\(request)-\($0)", "acct-\(client)", payment: "P\(request)-\($0)", product: "com.example.tenhints") }
-                            let connection = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(10)))
+                            let connection = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(60)))
                             connection.connect()
                             var headers = HTTPFields()
                             headers[.authorization] = "Bearer \(TestKeys.writer)"

@@ -61,7 +61,7 @@ struct OpenAPITests {
             #expect(termination == .exited(0), "schemathesis \(termination):\n\(output.suffix(12000))\n\(errors.suffix(2000))")
 
             // Nothing it sent was appended.
-            let probe = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(10)))
+            let probe = TestClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(60)))
             probe.connect()
             defer { Task { try? await probe.shutdown() } }
             let health = try await probe.execute(.init("/v1/health", method: .get, authority: "localhost"))

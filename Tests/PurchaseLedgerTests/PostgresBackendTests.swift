@@ -170,8 +170,10 @@ struct PostgresBackendTests {
 struct SharedPostgresLedgerTests {
     static let tenHints = "com.example.tenhints"
 
-    /// Waits until `condition` holds, or `timeout` has passed (the caller checks which).
-    static func waitUntil(timeout: Duration = .seconds(10), _ condition: () throws -> Bool) async throws {
+    /// Waits until `condition` holds, or `timeout` has passed (the caller checks which). The
+    /// bound is generous: it is reached only when something is wrong, and a machine running
+    /// every suite at once can take seconds where an idle one takes milliseconds.
+    static func waitUntil(timeout: Duration = .seconds(60), _ condition: () throws -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout
         while try !condition() && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
@@ -458,7 +460,7 @@ struct SharedPostgresLedgerTests {
                     SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
                     """).first!.decode(Int64.self)
             }
-            try await Self.waitUntil(timeout: .seconds(20)) { try waiters() > 0 }
+            try await Self.waitUntil(timeout: .seconds(60)) { try waiters() > 0 }
             #expect(try waiters() == 1, "the ledger's write waits for the lock")
             _ = try other.query("INSERT INTO ledger_catalogs (effective_from, catalog) VALUES (2, \(ByteBuffer(string: grown.json)))")
             _ = try other.query("COMMIT")
