@@ -5,20 +5,20 @@ import PurchaseLedger
 ///
 /// Laid out so that a commit writes few pages. Keyed by account, each event lands in a leaf of
 /// its own of a large B-tree (accounts come in any order), and LMDB writes every leaf a commit
-/// touches, with its branch pages: most of what a commit wrote. So the index has two tables:
-/// - `recentHistory`: position (u64 big-endian, appended) → the account's handle (u64
-///   big-endian). An append adds one entry at the end: a commit writes its last page.
-/// - `accountHistory`: bucket (position >> 16), handle, position (u64 big-endian each) →
-///   nothing. The append that brings `recentHistory` to `moveThreshold` entries moves them here,
-///   in key order, and empties it. Their keys fall in the newest bucket or two, a small part of
-///   the tree, so the move writes far fewer pages than the appends would have one by one.
+/// touches, with its branch pages: most of what a commit wrote. So `accountHistory` (bucket =
+/// position >> 16, handle, position, u64 big-endian each → nothing) holds the history up to the
+/// mark the event-id index keeps, and the records after it are read from the log, each naming
+/// its account's handle (`IndexTail`). The append that brings the tail to its threshold moves
+/// it here, in key order: the keys fall in the newest bucket or two, a small part of the tree,
+/// so the move writes far fewer pages than the appends would have one by one. Ledgers written
+/// before kept the tail in `recentHistory` (position → handle), moved by its own count.
 ///
 /// A read of an account's positions seeks once per bucket from the wanted position on (a bucket
-/// holds 65,536 positions) and scans `recentHistory`. Keys by handle also mean that a forget
-/// renames nothing here.
+/// holds 65,536 positions) and scans the tail. Keys by handle also mean that a forget renames
+/// nothing here.
 ///
 /// Ledgers written before have `history` (account length, account, position → nothing). A format
-/// 1 ledger, read-only, is read through it; a format 2 ledger opened to write is moved to the two
+/// 1 ledger, read-only, is read through it; a format 2 ledger opened to write is moved to the
 /// tables first (`migrate`).
 enum AccountHistory {
     static let bucketBits: UInt64 = 16
@@ -29,6 +29,7 @@ enum AccountHistory {
 
     /// The tables a ledger has, which say how its history is laid out.
     enum Layout {
+        /// `recent` is read only in a ledger whose tail is not the log (`IndexTail`).
         case byHandle(indexed: Table<[UInt8], EmptyValue>, recent: Table<UInt64, UInt64>)
         /// Before handles (format 1, and format 2 until it is opened to write).
         case byName(Table<[UInt8], EmptyValue>)
@@ -48,28 +49,23 @@ enum AccountHistory {
 
     // MARK: Writing
 
-    /// Indexes the event at `position` (the next one) of the account `handle` names.
-    static func add(handle: UInt64, position: UInt64, indexed: Table<[UInt8], EmptyValue>, recent: Table<UInt64, UInt64>,
-                    in write: WriteTransaction) throws {
-        try write.append(handle, in: recent, forKey: position)
-        if try write.count(recent) >= moveThreshold { try move(from: recent, to: indexed, in: write) }
-    }
-
     /// Moves every entry of `recent` into `indexed`, in key order, and empties `recent`.
     static func move(from recent: Table<UInt64, UInt64>, to indexed: Table<[UInt8], EmptyValue>, in write: WriteTransaction) throws {
-        var keys: [[UInt8]] = []
-        keys.reserveCapacity(try write.count(recent))
+        var entries: [(handle: UInt64, position: UInt64)] = []
+        entries.reserveCapacity(try write.count(recent))
         try write.scan(recent) { key, value in
-            keys.append(Self.key(handle: try UInt64(lmdbBytes: value), position: try UInt64(lmdbBytes: key)))
+            entries.append((try UInt64(lmdbBytes: value), try UInt64(lmdbBytes: key)))
             return true
         }
-        try putSorted(keys, in: indexed, write)
+        try put(entries, in: indexed, write)
         try write.removeAll(in: recent)
     }
 
-    /// Puts `keys` in key order: neighbouring keys share pages, so the write touches each once.
-    private static func putSorted(_ keys: [[UInt8]], in indexed: Table<[UInt8], EmptyValue>, _ write: WriteTransaction) throws {
-        for key in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) { try write.put(EmptyValue(), in: indexed, forKey: key) }
+    /// Puts the entries in key order: neighbouring keys share pages, so the write touches each
+    /// once. A key's bytes are its three numbers big-endian, so the numbers' order is theirs.
+    static func put(_ entries: [(handle: UInt64, position: UInt64)], in indexed: Table<[UInt8], EmptyValue>, _ write: WriteTransaction) throws {
+        let ordered = entries.map { (bucket: $0.position >> bucketBits, handle: $0.handle, position: $0.position) }.sorted { $0 < $1 }
+        for entry in ordered { try write.put(EmptyValue(), in: indexed, forKey: key(handle: entry.handle, position: entry.position)) }
     }
 
     /// Moves a history by name into the two tables; the account table must name every account
@@ -78,7 +74,7 @@ enum AccountHistory {
         _ old: Table<[UInt8], EmptyValue>, handles: Table<String, UInt64>, to indexed: Table<[UInt8], EmptyValue>,
         in write: WriteTransaction
     ) throws -> Int {
-        var keys: [[UInt8]] = []
+        var entries: [(handle: UInt64, position: UInt64)] = []
         var account: (name: [UInt8], handle: UInt64)?
         try write.scan(old) { key, _ in
             guard let length = key.first, key.count == Int(length) + 9 else {
@@ -97,18 +93,26 @@ enum AccountHistory {
                 account = (Array(name), handle)
             }
             let position = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 1 + Int(length), as: UInt64.self))
-            keys.append(Self.key(handle: handle, position: position))
+            entries.append((handle, position))
             return true
         }
-        try putSorted(keys, in: indexed, write)
-        return keys.count
+        try put(entries, in: indexed, write)
+        return entries.count
     }
 
     // MARK: Reading
 
+    /// Where a read finds the history's newest entries, those `indexed` does not hold yet.
+    enum Tail {
+        /// The log's records after the mark (`IndexTail`).
+        case log(Table<UInt64, [UInt8]>, mark: UInt64)
+        /// `recentHistory` (ledgers written before).
+        case table(Table<UInt64, UInt64>)
+    }
+
     /// Positions of the account `handle` names after `position`, at most `limit`, in order.
     static func positions(
-        of handle: UInt64, after position: UInt64, limit: Int, indexed: Table<[UInt8], EmptyValue>, recent: Table<UInt64, UInt64>,
+        of handle: UInt64, after position: UInt64, limit: Int, indexed: Table<[UInt8], EmptyValue>, tail: Tail,
         in txn: ReadTransaction
     ) throws -> [UInt64] {
         var positions: [UInt64] = []
@@ -132,34 +136,58 @@ enum AccountHistory {
             }
         }
         guard positions.count < limit else { return positions }
-        // Every position moved to `indexed` precedes those still in `recent`.
-        try txn.scan(recent, from: first) { key, value in
-            if try UInt64(lmdbBytes: value) == handle {
-                positions.append(try UInt64(lmdbBytes: key))
-            }
+        // Every position `indexed` holds precedes those of the tail.
+        try forEachTailEntry(tail, from: first, in: txn) { entryPosition, entryHandle in
+            if entryHandle == handle { positions.append(entryPosition) }
             return positions.count < limit
         }
         return positions
     }
 
+    /// Calls `body` with each entry of the tail from `first` on, in order, until it returns false.
+    private static func forEachTailEntry(
+        _ tail: Tail, from first: UInt64, in txn: ReadTransaction, _ body: (UInt64, UInt64) throws -> Bool
+    ) throws {
+        switch tail {
+        case .table(let recent):
+            try txn.scan(recent, from: first) { key, value in try body(try UInt64(lmdbBytes: key), try UInt64(lmdbBytes: value)) }
+        case .log(let log, let mark):
+            try txn.scan(log, from: max(first, mark + 1)) { key, value in
+                let position = try UInt64(lmdbBytes: key)
+                guard let handle = LogRecordCodec.accountHandle(in: value) else {
+                    throw StorageError(.damaged, "the record at \(position) names its account by no handle", position: position)
+                }
+                return try body(position, handle)
+            }
+        }
+    }
+
     /// Whether the event at `position` is indexed as the account `handle` names.
     static func contains(
-        handle: UInt64, position: UInt64, indexed: Table<[UInt8], EmptyValue>, recent: Table<UInt64, UInt64>, in txn: ReadTransaction
+        handle: UInt64, position: UInt64, indexed: Table<[UInt8], EmptyValue>, tail: Tail, in txn: ReadTransaction
     ) throws -> Bool {
-        if let recorded = try txn.value(in: recent, forKey: position) { return recorded == handle }
+        switch tail {
+        case .table(let recent):
+            if let recorded = try txn.value(in: recent, forKey: position) { return recorded == handle }
+        case .log(let log, let mark):
+            if position > mark {
+                let recorded = try txn.withValue(in: log, forKey: position) { LogRecordCodec.accountHandle(in: $0) }
+                return recorded.flatMap { $0 } == handle
+            }
+        }
         return try txn.contains(indexed, key: key(handle: handle, position: position))
     }
 
     /// The accounts with at least one entry: the handles the index names, in one scan (for
     /// statistics).
-    static func accountCount(indexed: Table<[UInt8], EmptyValue>, recent: Table<UInt64, UInt64>, in txn: ReadTransaction) throws -> Int {
+    static func accountCount(indexed: Table<[UInt8], EmptyValue>, tail: Tail, in txn: ReadTransaction) throws -> Int {
         var handles = Set<UInt64>()
         try txn.scan(indexed) { key, _ in
             handles.insert(try decode(key).handle)
             return true
         }
-        try txn.scan(recent) { _, value in
-            handles.insert(try UInt64(lmdbBytes: value))
+        try forEachTailEntry(tail, from: 1, in: txn) { _, handle in
+            handles.insert(handle)
             return true
         }
         return handles.count

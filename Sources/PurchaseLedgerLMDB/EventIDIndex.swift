@@ -7,19 +7,15 @@ import Synchronization
 ///
 /// Laid out so that a commit writes few pages. Ids come in any order (an app's UUIDs, many
 /// clients' streams at once), so a commit that put each id into one B-tree keyed by id touched
-/// a leaf and its branch pages per id. So the index has two tables, as the history has
-/// (`AccountHistory`):
-/// - `recentEvents`: position (u64 big-endian, appended) → event id, for the records after
-///   the mark. An append adds one entry at the end: a commit writes its last page.
-/// - `events`: event id → position, for the records up to the mark, the position `meta` holds
-///   under `indexedThroughKey` (every record's id when the key is absent: ledgers written
-///   before `recentEvents`).
-///
-/// The append that brings `recentEvents` to `moveThreshold` entries moves them into `events`
-/// in key order, empties it and moves the mark, in its own commit: neighbouring keys share
-/// pages, so the batch writes far fewer pages than its ids would have one by one. A lookup
-/// reads `events`, then the ids of `recentEvents`, which each process keeps once read
-/// (`TailIDs`).
+/// a leaf and its branch pages per id. So `events` (event id → position) holds the ids up to
+/// the mark, the position `meta` holds under `indexedThroughKey`, and the ids after it are the
+/// records' own, read from the log (`IndexTail`; in ledgers written before, from
+/// `recentEvents`: position → id). The append that brings the tail to `moveThreshold` records
+/// moves their ids into `events` in key order and moves the mark, in its own commit:
+/// neighbouring keys share pages, so the batch writes far fewer pages than its ids would have
+/// one by one. A lookup reads `events`, then the ids of the tail, which each process keeps
+/// once read (`TailIDs`). Without a mark (ledgers written before the tail), `events` holds
+/// every id.
 enum EventIDIndex {
     static let moveThreshold: UInt64 = 8192
     /// The key of `meta` whose value (decimal) is the last position whose id `events` holds.
@@ -55,26 +51,18 @@ enum EventIDIndex {
         StorageError(.damaged, "the event-id index lacks the id of the event at \(position)", position: position)
     }
 
-    /// Puts the ids of `recent` (the records after `mark` through `last`, every one of them) into
-    /// `events`, in key order, empties `recent` and moves the mark to `last`.
-    static func move(
-        after mark: UInt64, through last: UInt64,
-        recent: Table<UInt64, String>, events: Table<String, UInt64>, meta: Table<String, String>,
-        in write: WriteTransaction
-    ) throws {
-        var tail = try ids(in: mark + 1...last, recent: recent, in: write)
-        tail.sort { $0.id < $1.id }
-        for (position, id) in tail {
+    /// Puts the ids into `events`, in key order.
+    /// - Throws: `StorageError.damaged` for an id `events` holds already.
+    static func put(_ ids: [(position: UInt64, id: UTF8Key)], in events: Table<String, UInt64>, _ write: WriteTransaction) throws {
+        for (position, id) in ids.sorted(by: { $0.id < $1.id }) {
             guard try write.insert(position, in: events, forKey: id.string) else {
                 throw StorageError(.damaged, "the event-id index already holds \"\(id)\", appended again at \(position)", position: position)
             }
         }
-        try write.removeAll(in: recent)
-        try write.put(String(last), in: meta, forKey: indexedThroughKey)
     }
 
-    /// The ids of `recentEvents` that this process has read, shared by its transactions: an
-    /// entry never changes once committed (until it moves to `events`, where a lookup finds it
+    /// The ids of the tail that this process has read, shared by its transactions: an entry
+    /// never changes once committed (until it moves to `events`, where a lookup finds it
     /// first), so an id read in one transaction holds in every transaction that sees its
     /// position.
     final class TailIDs: Sendable {

@@ -6,11 +6,14 @@ import Synchronization
 ///
 /// Tables, all written in the same transaction as the record they index:
 /// - `log`: position (u64 big-endian, from 1, appended with `MDB_APPEND`) → record bytes;
-/// - `events` and `recentEvents`: event id → position (idempotency; `EventIDIndex`);
+/// - `events`: event id → position (idempotency; `EventIDIndex`), up to the mark: the records
+///   after it are the tail of this index and the history's (`IndexTail`);
 /// - `transactions`: store transaction id → the entry holding it (account, payment), since when,
 ///   and whether it credited a consumable;
 /// - `revocations`: store transaction id → position of its first revocation;
-/// - `recentHistory` and `accountHistory`: an account's events in order (`AccountHistory`);
+/// - `accountHistory`: an account's events in order (`AccountHistory`), up to the mark;
+/// - `recentEvents` and `recentHistory`: empty (where ledgers written before `IndexTail` kept
+///   the tails);
 /// - `catalogs`: first position governed → catalog JSON (the catalog in force, and its past);
 /// - `meta`: `format` → the storage format marker;
 /// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
@@ -24,7 +27,7 @@ import Synchronization
 ///
 /// - `scrub`: empty; filled and emptied again after a forget (`scrubFreedPages`).
 /// - `meta` also holds `lastForget` (the position of the newest `forgotten` record),
-///   `eventIDsIndexedThrough` (the event-id index's mark), and
+///   `eventIDsIndexedThrough` (the indexes' mark), `indexTail` (`IndexTail`), and
 ///   `rewritePending` from a forget until the file is rewritten (`DataFileRewrite`).
 ///
 /// And, written apart from appends by the snapshot policy:
@@ -119,6 +122,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     proofs: try opener.tableIfPresent("proofs"),
                     scrub: try opener.tableIfPresent("scrub"))
             }
+            if !configuration.readOnly { try Self.moveIndexTail(environment: environment, tables: tables) }
         } catch {
             environment.close()
             claim.release()
@@ -156,6 +160,20 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
         guard let indexed, let recent else { throw StorageError(.damaged, "the ledger has no history index") }
         return .byHandle(indexed: indexed, recent: recent)
+    }
+
+    /// A ledger opened to write whose indexes keep their tail in tables of their own (written
+    /// before `IndexTail`) moves it, in one write; a new ledger is marked to read it from the
+    /// log. Not a ledger of format 1 (which the open refuses to write).
+    private static func moveIndexTail(environment: Environment, tables: Tables) throws {
+        guard case .byHandle(let indexed, let recentHistory) = tables.history, let recentEvents = tables.recentEvents else { return }
+        try environment.write { txn in
+            let format = try txn.value(in: tables.meta, forKey: "format")
+            guard format == nil || format == formatMarker || format == formatMarker + IncompleteCopy.suffix else { return }
+            try IndexTail.migrate(
+                log: tables.log, events: tables.events, recentEvents: recentEvents, history: indexed, recentHistory: recentHistory,
+                meta: tables.meta, in: txn)
+        }
     }
 
     func read<R>(_ body: (any LedgerStorageReader) throws -> R) throws -> R {
@@ -380,9 +398,35 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         final func indexedPosition(ofEventID id: String, committedThrough last: UInt64, mark: UInt64?) throws -> UInt64? {
             if let position = try txn.value(in: tables.events, forKey: id) { return position }
             guard let mark, last > mark else { return nil }
-            guard let recent = tables.recentEvents else { throw StorageError(.damaged, "the ledger has an event-id mark and no recentEvents") }
-            return try tailIDs.position(of: UTF8Key(id), after: mark, through: last) { range in
-                try EventIDIndex.ids(in: range, recent: recent, in: txn)
+            let read: (ClosedRange<UInt64>) throws -> [(position: UInt64, id: UTF8Key)]
+            switch try tailLayout() {
+            case .log:
+                read = { range in
+                    try IndexTail.entries(in: range, log: self.tables.log, leavingOutDamage: true, in: self.txn).map { ($0.position, $0.id) }
+                }
+            case .tables:
+                guard let recent = tables.recentEvents else { throw StorageError(.damaged, "the ledger has an event-id mark and no recentEvents") }
+                read = { range in try EventIDIndex.ids(in: range, recent: recent, in: self.txn) }
+            }
+            return try tailIDs.position(of: UTF8Key(id), after: mark, through: last, reading: read)
+        }
+
+        /// Where this transaction finds the indexes' tail (`IndexTail`), read once.
+        final func tailLayout() throws -> IndexTail.Layout {
+            if let layout = readLayout { return layout }
+            let layout = try IndexTail.layout(tables.meta, in: txn)
+            readLayout = layout
+            return layout
+        }
+
+        /// Set by the writer when it moves the tail.
+        final var readLayout: IndexTail.Layout?
+
+        /// The history's tail as this transaction finds it.
+        final func historyTail(recent: Table<UInt64, UInt64>) throws -> AccountHistory.Tail {
+            switch try tailLayout() {
+            case .log(let mark): .log(tables.log, mark: mark)
+            case .tables: .table(recent)
             }
         }
 
@@ -553,7 +597,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             switch tables.history {
             case .byHandle(let indexed, let recent):
                 guard let handle = try accountHandle(of: account) else { return [] }
-                return try AccountHistory.positions(of: handle, after: position, limit: limit, indexed: indexed, recent: recent, in: txn)
+                return try AccountHistory.positions(of: handle, after: position, limit: limit, indexed: indexed, tail: try historyTail(recent: recent), in: txn)
             case .byName(let history):
                 try checkHistoryNotMoved()
                 var positions: [UInt64] = []
@@ -573,7 +617,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             switch tables.history {
             case .byHandle(let indexed, let recent):
                 guard let handle = try accountHandle(of: account) else { return false }
-                return try AccountHistory.contains(handle: handle, position: position, indexed: indexed, recent: recent, in: txn)
+                return try AccountHistory.contains(handle: handle, position: position, indexed: indexed, tail: try historyTail(recent: recent), in: txn)
             case .byName(let history):
                 try checkHistoryNotMoved()
                 guard let key = LMDBLedgerStorage.historyKey(account, position) else { return false }
@@ -592,7 +636,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         func accountCount() throws -> Int {
             switch tables.history {
             case .byHandle(let indexed, let recent):
-                return try AccountHistory.accountCount(indexed: indexed, recent: recent, in: txn)
+                return try AccountHistory.accountCount(indexed: indexed, tail: try historyTail(recent: recent), in: txn)
             case .byName(let history):
                 try checkHistoryNotMoved()
                 // One seek per account: from an account's first key, jump past its last possible key.
@@ -610,7 +654,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         private func historyEntryCount() throws -> Int {
             switch tables.history {
-            case .byHandle(let indexed, let recent): return try txn.count(indexed) + txn.count(recent)
+            case .byHandle(let indexed, let recent):
+                switch try tailLayout() {
+                case .log(let mark): return try txn.count(indexed) + Int(clamping: try lastPosition() - min(mark, try lastPosition()))
+                case .tables: return try txn.count(indexed) + txn.count(recent)
+                }
             case .byName(let history):
                 try checkHistoryNotMoved()
                 return try txn.count(history)
@@ -657,10 +705,14 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func counts() throws -> StorageCounts {
             let records = try txn.count(tables.log)
-            let eventIDs = try txn.count(tables.events) + (tables.recentEvents.map { try txn.count($0) } ?? 0)
             if let mark = try EventIDIndex.indexedThrough(tables.meta, in: txn), mark > (try lastPosition()) {
                 throw StorageError(.damaged, "the event-id index's mark, \(mark), is past the log's last record")
             }
+            let tailIDs: Int = switch try tailLayout() {
+            case .log(let mark): Int(clamping: try lastPosition() - mark)
+            case .tables: try tables.recentEvents.map { try txn.count($0) } ?? 0
+            }
+            let eventIDs = try txn.count(tables.events) + tailIDs
             return StorageCounts(
                 records: records, eventIDs: eventIDs,
                 transactions: try txn.count(tables.transactions), revocations: try txn.count(tables.revocations),
@@ -690,43 +742,29 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try indexedPosition(ofEventID: id, committedThrough: before.last, mark: before.mark)
         }
 
+        /// Appends the record. Its id and account are the indexes' tail from now on (`IndexTail`):
+        /// nothing else is written, until the append that makes the tail long enough moves it.
         func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
+            guard case .byHandle(let indexed, _) = tables.history, case .log = try tailLayout() else {
+                throw StorageError(.readOnly, "a ledger of an older layout is read-only until it is opened to write")
+            }
             try write.append(record, in: tables.log, forKey: position)
-            try indexEventID(eventID, at: position)
-            guard case .byHandle(let indexed, let recent) = tables.history else {
-                throw StorageError(.readOnly, "a ledger of format 1 is read-only")
-            }
-            guard let handle = try accountHandle(of: account) else {
-                throw StorageError(.damaged, "the account table gives \"\(account)\" no handle: it is named before its first event")
-            }
-            try AccountHistory.add(handle: handle, position: position, indexed: indexed, recent: recent, in: write)
-        }
-
-        /// Appends the id to `recentEvents`, and moves those into `events` when they are many.
-        private func indexEventID(_ id: String, at position: UInt64) throws {
-            guard let recent = tables.recentEvents else { throw StorageError(.readOnly, "the ledger is open read-only") }
             let (last, mark): (UInt64, UInt64)
             if let before {
                 (last, mark) = before
             } else {
                 last = position - 1
-                if let stored = try EventIDIndex.indexedThrough(tables.meta, in: txn) {
-                    mark = stored
-                } else {
-                    // `events` holds every earlier id (a ledger written before the mark): the tail
-                    // starts here.
-                    mark = last
-                    try write.put(String(mark), in: tables.meta, forKey: EventIDIndex.indexedThroughKey)
-                }
+                mark = try EventIDIndex.indexedThrough(tables.meta, in: txn) ?? 0
                 before = (last, mark)
             }
-            try write.append(id, in: recent, forKey: position)
-            appendedIDs[UTF8Key(id)] = position
+            appendedIDs[UTF8Key(eventID)] = position
             guard position - mark >= EventIDIndex.moveThreshold else { return }
-            try EventIDIndex.move(after: mark, through: position, recent: recent, events: tables.events, meta: tables.meta, in: write)
+            try IndexTail.move(
+                after: mark, through: position, log: tables.log, events: tables.events, history: indexed, meta: tables.meta, in: write)
             // The moved ids, this transaction's among them, are in `events` now.
             before = (last, position)
             appendedIDs = [:]
+            readLayout = .log(mark: position)
         }
 
         func recordClock(_ reading: ClockReading) throws {

@@ -484,11 +484,13 @@ struct LedgerToolTests {
             let dataFile = URL(fileURLWithPath: ledgerDir + "/data.mdb")
             var bytes = try Data(contentsOf: dataFile)
             // The event id after its length, then the account's handle (27: handles are given in
-            // order of first mention): only the record has that.
+            // order of first mention): only the record has that, and stale copies of it that LMDB
+            // may leave in the unused middle of a page written since (its page buffers are
+            // reused unzeroed). All of them flipped: the live one among them.
             let marker = Data([3] + Array("e27".utf8) + [27])
             let ranges = allRanges(of: marker, in: bytes)
-            try #require(ranges.count == 1)
-            bytes[ranges[0].lowerBound + 3] ^= 0x01
+            try #require(!ranges.isEmpty)
+            for range in ranges { bytes[range.lowerBound + 3] ^= 0x01 }
             try bytes.write(to: dataFile)
 
             let verify = try ledger("verify", ledgerDir)

@@ -7,9 +7,9 @@ import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
 
-/// The LMDB backend's event-id index in two tables (`EventIDIndex`): the newest ids appended
-/// by position to `recentEvents`, moved into `events` in key order when they are many. Every
-/// earlier id is a duplicate wherever it is, in whatever order the ids come.
+/// The LMDB backend's event-id index (`EventIDIndex`): the newest ids are their records' own
+/// (`IndexTail`), moved into `events` in key order when they are many. Every earlier id is a
+/// duplicate wherever it is, in whatever order the ids come.
 struct EventIDIndexTests {
     /// Ids in no order, as an app's UUIDs are.
     private static func id(_ index: Int) -> String {
@@ -23,14 +23,18 @@ struct EventIDIndexTests {
             payment: "p\(index)", product: "com.example.tenhints")
     }
 
-    private static func tables(_ path: String) throws -> (events: Int, recent: Int, mark: UInt64?) {
+    /// How many ids `events` holds, how many records the tail has (after the mark), the mark.
+    /// The tables of older versions stay empty.
+    private static func tables(_ path: String) throws -> (events: Int, tail: Int, mark: UInt64?) {
         var readOnly = Environment.Configuration()
         readOnly.readOnly = true
         let storage = try LMDBLedgerStorage(directory: path, configuration: readOnly)
         defer { storage.close() }
         return try storage.environment.read { txn in
-            (try txn.count(storage.tables.events), try txn.count(storage.tables.recentEvents!),
-             try EventIDIndex.indexedThrough(storage.tables.meta, in: txn))
+            guard try txn.count(storage.tables.recentEvents!) == 0 else { throw TestFailure("recentEvents is written to") }
+            let mark = try EventIDIndex.indexedThrough(storage.tables.meta, in: txn)
+            let last = try txn.lastKey(storage.tables.log) ?? 0
+            return (try txn.count(storage.tables.events), mark.map { Int(last - $0) } ?? 0, mark)
         }
     }
 
@@ -39,7 +43,7 @@ struct EventIDIndexTests {
             let path = directory + "/ledger"
             let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
             _ = try await ledger.appendAll((1...100).map { Self.event($0) })
-            // Not in `events` yet: 100 appends, each at the end of `recentEvents`.
+            // Not in `events` yet: 100 appends, their ids in their records only.
             await ledger.close()
             #expect(try Self.tables(path) == (0, 100, 0))
 
@@ -61,9 +65,9 @@ struct EventIDIndexTests {
             #expect(results.count { if case .success(.appended) = $0 { true } else { false } } == threshold + 50 - 100)
             await appender.close()
 
-            // Moved once: the first 8,192 in `events`, the rest (the batch's last 50) recent.
+            // Moved once: the first 8,192 in `events`, the rest (the batch's last 50) the tail.
             let tables = try Self.tables(path)
-            #expect(tables.events == threshold && tables.recent == 50 && tables.mark == UInt64(threshold))
+            #expect(tables.events == threshold && tables.tail == 50 && tables.mark == UInt64(threshold))
 
             // In a new process's memory: every id is found, wherever it is, at its position.
             let reopened = try Ledger.open(at: path, configuration: .testing)
@@ -113,44 +117,52 @@ struct EventIDIndexTests {
         }
     }
 
-    /// A tail that lost an id (damage) stops the move that would have left it out of `events`
-    /// for good, where a later duplicate of it would pass: the append fails as damaged and
-    /// nothing moves. The appending process holds the tail's ids in memory, so only the move
-    /// reads the table.
-    @Test func aTailMissingAnIDStopsTheMoveAsDamage() async throws {
+    /// A tail that lost a record (damage) stops the move that would have left its id out of
+    /// `events` for good, where a later duplicate of it would pass: the append fails as damaged
+    /// and nothing moves. The appending process holds the tail's ids in memory, so only the move
+    /// reads the records.
+    @Test(arguments: [false, true])
+    func aTailMissingARecordStopsTheMoveAsDamage(garbled: Bool) async throws {
         try await withTemporaryDirectory { directory in
             let threshold = Int(EventIDIndex.moveThreshold)
             let ledger = try Ledger.open(at: directory + "/ledger", catalog: wordGameCatalog, configuration: .testing)
             _ = try await ledger.appendAll((1..<threshold).map { Self.event($0) })
             let storage = try #require(ledger.storage as? LMDBLedgerStorage)
-            let deleted = try storage.write { writer in
+            try storage.write { writer in
                 let lmdb = writer as! LMDBLedgerStorage.Writer
-                return try (lmdb.txn as! LMDB.WriteTransaction).delete(in: storage.tables.recentEvents!, key: UInt64(10))
+                let write = lmdb.txn as! LMDB.WriteTransaction
+                // Gone, or a record whose id cannot be read.
+                if garbled { try write.put([2, 10, 1], in: storage.tables.log, forKey: UInt64(10)) } else {
+                    #expect(try write.delete(in: storage.tables.log, key: UInt64(10)))
+                }
             }
-            #expect(deleted)
 
             let error = await #expect(throws: StorageError.self) { try await ledger.append(Self.event(threshold)) }
             #expect(error?.code == .damaged)
             #expect(error?.position == 10)
             await ledger.close()
-            #expect(try Self.tables(directory + "/ledger") == (0, threshold - 2, 0))
+            #expect(try Self.tables(directory + "/ledger") == (0, threshold - 1, 0))
         }
     }
 
     /// A ledger written before `recentEvents` has every id in `events` and no mark: it is
-    /// read so, and the first append starts the mark there.
+    /// read so, and opening it to write puts the mark at its last record.
     @Test func aLedgerWhoseEventsTableHoldsEveryIDKeepsFindingThem() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
             let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
             _ = try await ledger.appendAll((1...50).map { Self.event($0) })
             await ledger.close()
-            try LiveBytes.moveRecentEventIDs(in: path)
             let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
-            let deleted = try storage.environment.write { txn in try txn.delete(in: storage.tables.meta, key: EventIDIndex.indexedThroughKey) }
-            #expect(deleted)
+            try OlderIndexLayouts.putEveryIDInEvents(storage)
             storage.close()
             #expect(try Self.tables(path) == (50, 0, nil))
+            var readOnly = Ledger.Configuration.testing
+            readOnly.readOnly = true
+            let reader = try Ledger.open(at: path, configuration: readOnly)
+            #expect(try reader.position(ofEventID: Self.id(20)) == 20)
+            #expect(try reader.history(account: "a3").map(\.position) == [3, 10, 17, 24, 31, 38, 45])
+            await reader.close()
 
             let reopened = try Ledger.open(at: path, configuration: .testing)
             #expect(try reopened.position(ofEventID: Self.id(20)) == 20)
@@ -159,6 +171,60 @@ struct EventIDIndexTests {
             #expect(again.map(\.summary) == ["duplicate 20", "duplicate 55"])
             await reopened.close()
             #expect(try Self.tables(path) == (50, 10, 50))
+            let log = try LedgerLog.open(at: path)
+            #expect(log.verify().isIntact)
+            log.close()
+        }
+    }
+
+    /// A ledger written before `IndexTail` kept the tail of both indexes in tables of their own:
+    /// read as it is read-only, also by a process that had it open when another moved it; the
+    /// first open to write moves it (the tables emptied, the mark at the last record), and every
+    /// id and history is found as before.
+    @Test func aTailInTablesOfItsOwnIsReadAndThenMovedWhenOpenedToWrite() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let threshold = Int(EventIDIndex.moveThreshold)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            _ = try await ledger.appendAll((1...threshold + 30).map { Self.event($0) })
+            let histories = try (0..<7).map { try ledger.history(account: "a\($0)").map(\.position) }
+            await ledger.close()
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try OlderIndexLayouts.putTailInTables(storage)
+            storage.close()
+
+            var readOnly = Ledger.Configuration.testing
+            readOnly.readOnly = true
+            let reader = try Ledger.open(at: path, configuration: readOnly)
+            func readsAsBefore(_ ledger: Ledger) throws {
+                for index in [1, threshold, threshold + 1, threshold + 30] {
+                    #expect(try ledger.position(ofEventID: Self.id(index)) == UInt64(index), "\(index)")
+                }
+                #expect(try (0..<7).map { try ledger.history(account: "a\($0)").map(\.position) } == histories)
+                #expect(try ledger.storage.read { try $0.hasHistoryEntry(account: "a0", position: UInt64(threshold + 26)) })
+                #expect(try !ledger.storage.read { try $0.hasHistoryEntry(account: "a2", position: UInt64(threshold + 26)) })
+            }
+            try readsAsBefore(reader)
+            #expect(try reader.storage.read { try $0.counts().eventIDs } == threshold + 30)
+
+            // Another process opens it to write (and moves it) while this one has it open.
+            let moving = try await awaitCommand(builtExecutable("ledger"), ["snapshot", path])
+            #expect(moving.status == 0, "\(moving)")
+            try readsAsBefore(reader)
+            await reader.close()
+
+            let writer = try Ledger.open(at: path, configuration: .testing)
+            let moved = try (writer.storage as? LMDBLedgerStorage).map { storage in
+                try storage.environment.read { txn in
+                    (try txn.count(storage.tables.recentEvents!), try EventIDIndex.indexedThrough(storage.tables.meta, in: txn))
+                }
+            }
+            #expect(moved?.0 == 0 && moved?.1 == UInt64(threshold + 30))
+            try readsAsBefore(writer)
+            let again = try await writer.append(contentsOf: [Self.event(threshold + 31), Self.event(0, id: Self.id(threshold + 20))])
+            #expect(again.map(\.summary) == ["appended \(threshold + 31)", "duplicate \(threshold + 20)"])
+            await writer.close()
+            #expect(try Self.tables(path) == (threshold + 30, 1, UInt64(threshold + 30)))
             let log = try LedgerLog.open(at: path)
             #expect(log.verify().isIntact)
             log.close()

@@ -214,8 +214,9 @@ struct RecordFormatTests {
     }
 
     /// Gives an LMDB ledger the history of the versions before `AccountHistory`: `history`, by
-    /// account name, without the tables by handle.
+    /// account name, without the tables by handle (and, as those versions, every id in `events`).
     private func putHistoryByName(_ storage: LMDBLedgerStorage, _ accounts: [(position: UInt64, account: String)]) throws {
+        try OlderIndexLayouts.putEveryIDInEvents(storage)
         let (history, indexed, recent) = try storage.environment.openTables { opener in
             (try opener.table("history", key: [UInt8].self, value: EmptyValue.self),
              try opener.table("accountHistory", key: [UInt8].self, value: EmptyValue.self),

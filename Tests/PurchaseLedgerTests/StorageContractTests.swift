@@ -26,8 +26,15 @@ struct StorageContractTests {
         }
     }
 
-    private static func record(_ position: UInt64) -> [UInt8] {
-        Array("record \(position)".utf8)
+    /// The record at `position`: an event `e<position>` of the account whose handle is `handle`,
+    /// by default the one `appendRecords` gives (accounts `a1`, `a2`, `a0` get 1, 2, 3). A
+    /// record the ledger writes, since a backend may read its id and account from it (the LMDB
+    /// backend's indexes do).
+    private static func record(_ position: UInt64, handle: UInt64? = nil) -> [UInt8] {
+        let event = Event.paymentAdded(
+            id: "e\(position)", account: "account", at: Timestamp(seconds: 1_767_225_600 + Int64(position)),
+            payment: "p\(position)", product: "com.example.tenhints")
+        return LogRecordCodec.record(event, position: position) { _ in handle ?? (position % 3 == 0 ? 3 : position % 3) }.bytes
     }
 
     /// Appends records 1…count: event ids `e<n>`, accounts `a<n % 3>`.
@@ -45,7 +52,8 @@ struct StorageContractTests {
         if try writer.accountHandle(of: account) == nil {
             try writer.putAccountName(account, handle: try writer.lastAccountHandle() + 1)
         }
-        try writer.append(record: record(position), at: position, eventID: "e\(position)", account: account)
+        let handle = try writer.accountHandle(of: account)
+        try writer.append(record: record(position, handle: handle), at: position, eventID: "e\(position)", account: account)
     }
 
     @Test(arguments: Backend.available)
@@ -446,7 +454,9 @@ struct StorageContractTests {
                     try writer.putAccountName("alice", handle: 1)
                     try writer.putAccountName("bob", handle: 2)
                     for position: UInt64 in 1...4 {
-                        try writer.append(record: Self.record(position), at: position, eventID: "e\(position)", account: position == 3 ? "bob" : "alice")
+                        try writer.append(
+                            record: Self.record(position, handle: position == 3 ? 2 : 1), at: position, eventID: "e\(position)",
+                            account: position == 3 ? "bob" : "alice")
                         try writer.putProof("proof \(position)", at: position)
                     }
                     try writer.setHolder(

@@ -89,8 +89,8 @@ extension Ledger {
 /// suffix, so that a copy stopped part-way (Ctrl-C, `kill -9`, a crash) never opens, verifies or
 /// serves as a complete ledger; `ledger copy` run again resumes it, and marks it complete only
 /// once it verified it against the source.
-enum IncompleteCopy {
-    static let suffix = "+incomplete-copy"
+package enum IncompleteCopy {
+    package static let suffix = "+incomplete-copy"
 
     static func marker(of storage: any LedgerStorage) -> String {
         storage.storageFormat + suffix

@@ -26,7 +26,7 @@
 ///
 /// JSON is for interchange; the log stores this, which is about a third of the size and
 /// decodes without a parser.
-enum LogRecordCodec {
+package enum LogRecordCodec {
     /// The format records are written in.
     static let formatVersion: UInt8 = 2
     /// The format of ledgers written before account handles: read, never written.
@@ -195,8 +195,26 @@ enum LogRecordCodec {
     /// The handle of the account a record of format 2 belongs to, read without decoding the
     /// rest (nor checking it: the decode does); nil for another format or a malformed record.
     /// A reader fetches a chunk's accounts together with it before decoding them.
-    static func accountHandle(in record: UnsafeRawBufferPointer) -> UInt64? {
+    package static func accountHandle(in record: UnsafeRawBufferPointer) -> UInt64? {
         head(of: record)?.account
+    }
+
+    /// The id and the account's handle of a record of format 2, read without decoding the
+    /// rest, once its checksum holds: what the LMDB backend's indexes take from the records of
+    /// their tail (a damaged id must not become an index entry). Nil for another format, a
+    /// damaged or a malformed record.
+    package static func indexedFields(in record: UnsafeRawBufferPointer) -> (id: String, account: UInt64)? {
+        guard record.count > 4, record.first == formatVersion else { return nil }
+        let stored = UInt32(littleEndian: record.loadUnaligned(fromByteOffset: record.count - 4, as: UInt32.self))
+        guard CRC32C.checksum(UnsafeRawBufferPointer(rebasing: record[0..<record.count - 4])) == stored else { return nil }
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: record[1..<record.count - 4]))
+        do {
+            _ = try reader.varint()
+            _ = try reader.byte()
+            return (try reader.string(), try reader.varint())
+        } catch {
+            return nil
+        }
     }
 
     /// The handles the commit of a `forgotten` record renamed; nil for a record of another type

@@ -280,7 +280,9 @@ extension LedgerStorageReader {
 package protocol LedgerStorageWriter: LedgerStorageReader {
     /// Appends the record at `position` (the next one) and indexes its event id and account.
     /// The account table names `account` by then (`putAccountName`, earlier in the same write
-    /// or before it): a backend may index the history by handle.
+    /// or before it): a backend may index the history by handle. The record is the ledger's
+    /// encoding of an event with that id and that account's handle (`LogRecordCodec`): a backend
+    /// may read them from it (the LMDB backend reads its indexes' newest entries so).
     func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws
     /// Records which entry holds `transaction`.
     func setHolder(_ holder: TransactionHolder, ofTransaction transaction: String) throws

@@ -20,36 +20,31 @@ enum LiveBytes {
         }
     }
 
-    /// The file offset of `id` in the event-id index: a key of `events`, or a value of
-    /// `recentEvents` for an id not moved there yet (`EventIDIndex`).
+    /// The file offset of `id` in the event-id index: a key of `events` (an id of the tail is
+    /// only in its record: `moveIndexTail` first).
     static func eventID(_ id: String, in directory: String) throws -> Int {
         try withStorage(directory) { storage in
             try storage.environment.read { txn in
                 let indexed = try txn.withCursor(storage.tables.events) { cursor in
                     try cursor.seek(exactly: id).map { Int(bitPattern: $0.key.baseAddress!) }
                 }
-                if let indexed { return try offset(of: indexed, in: directory) }
-                var recent: Int?
-                try txn.scan(storage.tables.recentEvents!) { _, value in
-                    if value.elementsEqual(id.utf8) { recent = Int(bitPattern: value.baseAddress!) }
-                    return recent == nil
-                }
-                guard let recent else { throw TestFailure("no index entry for \(id)") }
-                return try offset(of: recent, in: directory)
+                guard let indexed else { throw TestFailure("no index entry for \(id)") }
+                return try offset(of: indexed, in: directory)
             }
         }
     }
 
-    /// Moves the ids of `recentEvents` into `events` now, as the append that makes them many
-    /// does.
-    static func moveRecentEventIDs(in directory: String) throws {
+    /// Moves the indexes' tail (`IndexTail`) into `events` and `accountHistory` now, as the
+    /// append that makes it long does.
+    static func moveIndexTail(in directory: String) throws {
         try withStorage(directory) { storage in
+            guard case .byHandle(let indexed, _) = storage.tables.history else { throw TestFailure("not a history by handle") }
             try storage.write { writer in
                 let lmdb = writer as! LMDBLedgerStorage.Writer
                 let mark = try EventIDIndex.indexedThrough(storage.tables.meta, in: lmdb.txn) ?? 0
-                try EventIDIndex.move(
-                    after: mark, through: try lmdb.lastPosition(), recent: storage.tables.recentEvents!, events: storage.tables.events,
-                    meta: storage.tables.meta, in: lmdb.txn as! LMDB.WriteTransaction)
+                try IndexTail.move(
+                    after: mark, through: try lmdb.lastPosition(), log: storage.tables.log, events: storage.tables.events,
+                    history: indexed, meta: storage.tables.meta, in: lmdb.txn as! LMDB.WriteTransaction)
             }
         }
     }
