@@ -55,7 +55,9 @@ for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-d
     options.add_argument(argument)
 driver = webdriver.Chrome(service=Service(chromedriver), options=options)
 try:
-    wait = WebDriverWait(driver, 30)
+    # Generous: the books are an expensive read, served on the idle class's threads, which a
+    # machine running every suite at once leaves waiting; the wait ends once they are shown.
+    wait = WebDriverWait(driver, 120)
     driver.get(base + "/dashboard")
     check(driver.find_element(By.ID, "summary").get_attribute("hidden") is not None, "figures shown before a key was given")
     driver.find_element(By.ID, "key").send_keys(key)
