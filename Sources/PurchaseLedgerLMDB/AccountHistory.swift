@@ -152,12 +152,10 @@ enum AccountHistory {
         case .table(let recent):
             try txn.scan(recent, from: first) { key, value in try body(try UInt64(lmdbBytes: key), try UInt64(lmdbBytes: value)) }
         case .log(let log, let mark):
+            // Checked: a damaged record must fail the read, not move to another account's history.
             try txn.scan(log, from: max(first, mark + 1)) { key, value in
                 let position = try UInt64(lmdbBytes: key)
-                guard let handle = LogRecordCodec.accountHandle(in: value) else {
-                    throw StorageError(.damaged, "the record at \(position) names its account by no handle", position: position)
-                }
-                return try body(position, handle)
+                return try body(position, try IndexTail.fields(of: value, at: position).account)
             }
         }
     }
@@ -171,8 +169,7 @@ enum AccountHistory {
             if let recorded = try txn.value(in: recent, forKey: position) { return recorded == handle }
         case .log(let log, let mark):
             if position > mark {
-                let recorded = try txn.withValue(in: log, forKey: position) { LogRecordCodec.accountHandle(in: $0) }
-                return recorded.flatMap { $0 } == handle
+                return try txn.withValue(in: log, forKey: position) { try IndexTail.fields(of: $0, at: position).account } == handle
             }
         }
         return try txn.contains(indexed, key: key(handle: handle, position: position))

@@ -5,7 +5,8 @@ import PurchaseLedger
 /// (`AccountHistory`): the records after the mark, which neither index's sorted table holds yet.
 ///
 /// A ledger whose `meta` holds `key` reads that tail from the log itself: each record carries
-/// its id and its account's handle (`LogRecordCodec.indexedFields`), so a commit writes the
+/// its id and its account's handle (`LogRecordCodec.indexedFields`, read only once the record's
+/// checksum holds: a record that cannot give them fails the read as damage), so a commit writes the
 /// log's last page and nothing of either index. The append that brings the tail to
 /// `EventIDIndex.moveThreshold` records moves it into `events` and `accountHistory`, each in
 /// key order, and moves the mark (`EventIDIndex.indexedThroughKey`), in its own commit.
@@ -13,8 +14,8 @@ import PurchaseLedger
 /// Ledgers written before kept each index's tail in a table of its own, appended with each
 /// record (`recentEvents`: position → id; `recentHistory`: position → handle), two more pages
 /// a commit; `recentHistory` moved by its own count, not at the mark. Such a ledger is read as
-/// it is when opened read-only, and moved in one write the first time it is opened to write
-/// (`migrate`). Each read transaction reads which layout it sees (`layout`): one begun before
+/// it is when opened read-only, and moved in one write the first time it is opened to write,
+/// once the writer lock is held (`migrate`). Each read transaction reads which layout it sees (`layout`): one begun before
 /// another process's move reads the tables, one begun after reads the log.
 enum IndexTail {
     static let key = "indexTail"
@@ -22,26 +23,29 @@ enum IndexTail {
 
     /// Where a read transaction finds the indexes' tail.
     enum Layout {
-        /// The records after `mark` (0 before the first append).
+        /// The records after `mark` (0 in a new ledger).
         case log(mark: UInt64)
         /// `recentEvents` after the event-id mark, and `recentHistory` (ledgers written before).
         case tables
     }
 
+    /// - Throws: `StorageError.damaged` for a tail in the log without a mark (one is written
+    ///   with `key`).
     static func layout(_ meta: Table<String, String>, in txn: ReadTransaction) throws -> Layout {
         guard try txn.value(in: meta, forKey: key) == inLog else { return .tables }
-        return .log(mark: try EventIDIndex.indexedThrough(meta, in: txn) ?? 0)
+        guard let mark = try EventIDIndex.indexedThrough(meta, in: txn) else {
+            throw StorageError(.damaged, "the indexes' tail is the log, and their mark is missing")
+        }
+        return .log(mark: mark)
     }
 
     /// The records `range` names, every one of them, each with its id and its account's handle.
-    /// - Parameter leavingOutDamage: a lookup's reading, which leaves out a record it cannot read
-    ///   (the damage is the record's, which `verify` reports and decoding it throws), rather than
-    ///   fail every lookup of the tail; the move reads strictly, not to leave an id out of
-    ///   `events` for good.
+    /// A record that cannot give them fails the reading, a lookup's as a move's: an id left
+    /// out would be taken again by the next event that names it.
     /// - Throws: `StorageError.damaged` for a position the log lacks, or a record whose id or
-    ///   account cannot be read.
+    ///   account cannot be read (its checksum fails, or it is of another format).
     static func entries(
-        in range: ClosedRange<UInt64>, log: Table<UInt64, [UInt8]>, leavingOutDamage: Bool = false, in txn: ReadTransaction
+        in range: ClosedRange<UInt64>, log: Table<UInt64, [UInt8]>, in txn: ReadTransaction
     ) throws -> [(position: UInt64, id: UTF8Key, account: UInt64)] {
         var entries: [(position: UInt64, id: UTF8Key, account: UInt64)] = []
         entries.reserveCapacity(Int(clamping: range.count))
@@ -49,27 +53,23 @@ enum IndexTail {
         try txn.scan(log, from: range.lowerBound) { key, value in
             let position = try UInt64(lmdbBytes: key)
             guard position <= range.upperBound else { return false }
-            guard position == expected || leavingOutDamage else { throw missing(expected) }
+            guard position == expected else { throw missing(expected) }
             expected = position + 1
-            guard let (id, account) = LogRecordCodec.indexedFields(in: value) else {
-                if leavingOutDamage { return true }
-                throw StorageError(.damaged, "the record at \(position) gives no id and account to index", position: position)
-            }
+            let (id, account) = try fields(of: value, at: position)
             entries.append((position, UTF8Key(id), account))
             return true
         }
-        guard expected > range.upperBound || leavingOutDamage else { throw missing(expected) }
+        guard expected > range.upperBound else { throw missing(expected) }
         return entries
     }
 
-    /// The account's handle the record at `position` names; nil when the log has no such record.
-    static func account(at position: UInt64, log: Table<UInt64, [UInt8]>, in txn: ReadTransaction) throws -> UInt64? {
-        try txn.withValue(in: log, forKey: position) { value in
-            guard let (_, account) = LogRecordCodec.indexedFields(in: value) else {
-                throw StorageError(.damaged, "the record at \(position) gives no id and account to index", position: position)
-            }
-            return account
+    /// The id and account's handle of `record`, the one at `position`, once its checksum holds.
+    /// - Throws: `StorageError.damaged` when it cannot give them.
+    static func fields(of record: UnsafeRawBufferPointer, at position: UInt64) throws -> (id: String, account: UInt64) {
+        guard let fields = LogRecordCodec.indexedFields(in: record) else {
+            throw StorageError(.damaged, "the record at \(position) gives no id and account to index (its checksum or its format)", position: position)
         }
+        return fields
     }
 
     private static func missing(_ position: UInt64) -> StorageError {
@@ -99,8 +99,11 @@ enum IndexTail {
         guard try write.value(in: meta, forKey: key) == nil else { return }
         let last = try write.lastKey(log) ?? 0
         // Without a mark, `events` holds every id (ledgers written before `recentEvents`).
-        if let mark = try EventIDIndex.indexedThrough(meta, in: write), mark < last {
-            try EventIDIndex.put(try EventIDIndex.ids(in: mark + 1...last, recent: recentEvents, in: write), in: events, write)
+        if let mark = try EventIDIndex.indexedThrough(meta, in: write) {
+            guard mark <= last else { throw StorageError(.damaged, "the event-id index's mark, \(mark), is past the log's last record") }
+            if mark < last {
+                try EventIDIndex.put(try EventIDIndex.ids(in: mark + 1...last, recent: recentEvents, in: write), in: events, write)
+            }
         }
         try write.removeAll(in: recentEvents)
         try AccountHistory.move(from: recentHistory, to: history, in: write)

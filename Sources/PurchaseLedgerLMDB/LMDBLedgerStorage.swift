@@ -122,7 +122,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     proofs: try opener.tableIfPresent("proofs"),
                     scrub: try opener.tableIfPresent("scrub"))
             }
-            if !configuration.readOnly { try Self.moveIndexTail(environment: environment, tables: tables) }
+            if !configuration.readOnly { try Self.moveIndexTail(environment: environment, tables: tables, onlyANewLedger: true) }
         } catch {
             environment.close()
             claim.release()
@@ -163,12 +163,19 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     }
 
     /// A ledger opened to write whose indexes keep their tail in tables of their own (written
-    /// before `IndexTail`) moves it, in one write; a new ledger is marked to read it from the
-    /// log. Not a ledger of format 1 (which the open refuses to write).
-    private static func moveIndexTail(environment: Environment, tables: Tables) throws {
+    /// before `IndexTail`) moves it, in one write, once this process holds the writer lock (no
+    /// other writer then fills those tables); a new ledger (no format, no record) is marked to
+    /// read it from the log as it is created. Not a ledger of format 1 (which the open refuses
+    /// to write).
+    func moveIndexTail() throws {
+        try Self.moveIndexTail(environment: environment, tables: tables, onlyANewLedger: false)
+    }
+
+    private static func moveIndexTail(environment: Environment, tables: Tables, onlyANewLedger: Bool) throws {
         guard case .byHandle(let indexed, let recentHistory) = tables.history, let recentEvents = tables.recentEvents else { return }
         try environment.write { txn in
             let format = try txn.value(in: tables.meta, forKey: "format")
+            if onlyANewLedger, try format != nil || txn.lastKey(tables.log) != nil { return }
             guard format == nil || format == formatMarker || format == formatMarker + IncompleteCopy.suffix else { return }
             try IndexTail.migrate(
                 log: tables.log, events: tables.events, recentEvents: recentEvents, history: indexed, recentHistory: recentHistory,
@@ -390,7 +397,21 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func position(ofEventID id: String) throws -> UInt64? {
-            try indexedPosition(ofEventID: id, committedThrough: try lastPosition(), mark: try EventIDIndex.indexedThrough(tables.meta, in: txn))
+            let mark: UInt64? = switch try tailLayout() {
+            case .log(let mark): mark
+            case .tables: try EventIDIndex.indexedThrough(tables.meta, in: txn)
+            }
+            return try indexedPosition(ofEventID: id, committedThrough: try lastPosition(), mark: mark)
+        }
+
+        /// Reads the tail's records through `last` only (`IndexTail`).
+        func position(ofEventID id: String, through last: UInt64) throws -> UInt64? {
+            let mark: UInt64? = switch try tailLayout() {
+            case .log(let mark): mark
+            case .tables: try EventIDIndex.indexedThrough(tables.meta, in: txn)
+            }
+            let found = try indexedPosition(ofEventID: id, committedThrough: min(last, try lastPosition()), mark: mark)
+            return found.flatMap { $0 <= last ? $0 : nil }
         }
 
         /// The position of `id` among the records through `last`, all committed: in `events`
@@ -401,9 +422,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             let read: (ClosedRange<UInt64>) throws -> [(position: UInt64, id: UTF8Key)]
             switch try tailLayout() {
             case .log:
-                read = { range in
-                    try IndexTail.entries(in: range, log: self.tables.log, leavingOutDamage: true, in: self.txn).map { ($0.position, $0.id) }
-                }
+                read = { range in try IndexTail.entries(in: range, log: self.tables.log, in: self.txn).map { ($0.position, $0.id) } }
             case .tables:
                 guard let recent = tables.recentEvents else { throw StorageError(.damaged, "the ledger has an event-id mark and no recentEvents") }
                 read = { range in try EventIDIndex.ids(in: range, recent: recent, in: self.txn) }
@@ -736,6 +755,10 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             super.init(txn: txn, tables: tables, tailIDs: tailIDs)
         }
 
+        override func position(ofEventID id: String, through last: UInt64) throws -> UInt64? {
+            try position(ofEventID: id).flatMap { $0 <= last ? $0 : nil }
+        }
+
         override func position(ofEventID id: String) throws -> UInt64? {
             guard let before else { return try super.position(ofEventID: id) }
             if let position = appendedIDs[UTF8Key(id)] { return position }
@@ -754,7 +777,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 (last, mark) = before
             } else {
                 last = position - 1
-                mark = try EventIDIndex.indexedThrough(tables.meta, in: txn) ?? 0
+                guard case .log(let stored) = try tailLayout() else { preconditionFailure("checked above") }
+                mark = stored
                 before = (last, mark)
             }
             appendedIDs[UTF8Key(eventID)] = position

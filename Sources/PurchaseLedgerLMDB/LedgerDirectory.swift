@@ -83,6 +83,8 @@ enum LedgerDirectory {
         if !configuration.readOnly {
             do {
                 storage.holdWriterLock(try lockForWriting(directory))
+                // Only the writer moves what older versions wrote (`IndexTail`).
+                try storage.moveIndexTail()
                 // A rewrite killed midway left its copy (a forget's names among its bytes).
                 try DataFileRewrite.removeLeftovers(directory)
             } catch {

@@ -145,6 +145,63 @@ struct EventIDIndexTests {
         }
     }
 
+    /// A record of the tail whose checksum fails (its id intact or not) gives no entry: every
+    /// lookup that reads it, and every history that reaches it, fails as damage (an id left out
+    /// would be taken again, a history would lose the event), and `verify` names the record.
+    @Test(arguments: [false, true])
+    func aDamagedRecordOfTheTailFailsItsLookupsAndHistoriesAsDamage(inItsAccount: Bool) async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            _ = try await ledger.appendAll((1...40).map { Self.event($0) })
+            await ledger.close()
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try storage.environment.write { txn in
+                var record = try #require(try txn.withValue(in: storage.tables.log, forKey: UInt64(27)) { Array($0) })
+                if inItsAccount {
+                    // Its account's handle (after the version, position, type, the id's length
+                    // and the id): 6, read unchecked, would be 4, another account's.
+                    record[4 + Self.id(27).utf8.count] ^= 0x02
+                } else {
+                    // A byte of its time: its id still reads, its checksum fails.
+                    record[record.count - 12] ^= 0x04
+                }
+                try txn.put(record, in: storage.tables.log, forKey: UInt64(27))
+            }
+            storage.close()
+
+            let reopened = try Ledger.open(at: path, configuration: .testing)
+            let again = await #expect(throws: StorageError.self) { try await reopened.append(Self.event(0, id: Self.id(27))) }
+            #expect(again?.code == .damaged && again?.position == 27)
+            #expect(reopened.position == 40)
+            let history = #expect(throws: StorageError.self) { try reopened.history(account: "a6") }
+            #expect(history?.code == .damaged && history?.position == 27)
+            #expect(try reopened.history(account: "a6", after: 27).map(\.position) == [34])
+            await reopened.close()
+            let log = try LedgerLog.open(at: path)
+            let report = log.verify()
+            #expect(report.damage?.kind == .checksum && report.damage?.position == 27)
+            log.close()
+        }
+    }
+
+    /// A tail in the log without its mark is damage, not a tail from the log's start.
+    @Test func aTailWithoutItsMarkIsDamage() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            _ = try await ledger.appendAll((1...10).map { Self.event($0) })
+            await ledger.close()
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            #expect(try storage.environment.write { txn in try txn.delete(in: storage.tables.meta, key: EventIDIndex.indexedThroughKey) })
+            storage.close()
+            let reopened = try Ledger.open(at: path, configuration: .testing)
+            let error = #expect(throws: StorageError.self) { try reopened.position(ofEventID: Self.id(3)) }
+            #expect(error?.code == .damaged)
+            await reopened.close()
+        }
+    }
+
     /// A ledger written before `recentEvents` has every id in `events` and no mark: it is
     /// read so, and opening it to write puts the mark at its last record.
     @Test func aLedgerWhoseEventsTableHoldsEveryIDKeepsFindingThem() async throws {

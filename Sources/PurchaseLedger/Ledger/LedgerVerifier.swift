@@ -218,7 +218,7 @@ struct LedgerVerifier {
 
     /// The indexes written with the record at `position` agree with the log.
     private func checkIndexes(_ reader: any LedgerStorageReader, event: Event, position: UInt64, state: LedgerState) throws {
-        guard (try? reader.position(ofEventID: event.id)) == position else {
+        guard (try? reader.position(ofEventID: event.id, through: position)) == position else {
             throw damage(.indexMismatch, position, "the event-id index does not point event \"\(event.id)\" here")
         }
         guard (try? reader.hasHistoryEntry(account: event.account, position: position)) == true else {
@@ -332,7 +332,7 @@ private struct VerificationContext: RuleContext {
     /// The index's answer, checked against the log: an index entry naming an earlier record
     /// that does not carry this id is damage to the index, not a duplicate.
     func position(ofEventID id: String) throws -> UInt64? {
-        guard let found = try reader.position(ofEventID: id), found <= position else { return nil }
+        guard let found = try reader.position(ofEventID: id, through: position) else { return nil }
         var matches = false
         _ = try reader.record(at: found) { bytes in
             let decoded = try? LogRecordCodec.decode(bytes, expectedPosition: found) { handle in

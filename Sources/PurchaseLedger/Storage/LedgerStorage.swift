@@ -142,6 +142,9 @@ package protocol LedgerStorageReader {
     func records(at positions: [UInt64], _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void) throws
 
     func position(ofEventID id: String) throws -> UInt64?
+    /// `position(ofEventID:)` among the records through `last` only, reading none after it
+    /// (`verify`, which walks the log in order, finds a damaged record at its own position).
+    func position(ofEventID id: String, through last: UInt64) throws -> UInt64?
     func holder(ofTransaction transaction: String) throws -> TransactionHolder?
     /// `holder(ofTransaction:)` of each of `transactions` that has one, by transaction
     /// (compared by their bytes): in one query where the storage is remote.
@@ -229,6 +232,11 @@ package protocol LedgerStorageReader {
 
 extension LedgerStorageReader {
     package func transactionCountHint() throws -> Int? { nil }
+
+    /// An index that reads no record to answer.
+    package func position(ofEventID id: String, through last: UInt64) throws -> UInt64? {
+        try position(ofEventID: id).flatMap { $0 <= last ? $0 : nil }
+    }
 
     /// One lookup per handle: what an embedded storage costs nothing more for.
     package func accountNames(handles: [UInt64]) throws -> [(handle: UInt64, account: String)] {
