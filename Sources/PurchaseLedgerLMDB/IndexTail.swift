@@ -5,18 +5,19 @@ import PurchaseLedger
 /// (`AccountHistory`): the records after the mark, which neither index's sorted table holds yet.
 ///
 /// A ledger whose `meta` holds `key` reads that tail from the log itself: each record carries
-/// its id and its account's handle (`LogRecordCodec.indexedFields`, read only once the record's
-/// checksum holds: a record that cannot give them fails the read as damage), so a commit writes the
-/// log's last page and nothing of either index. The append that brings the tail to
-/// `EventIDIndex.moveThreshold` records moves it into `events` and `accountHistory`, each in
-/// key order, and moves the mark (`EventIDIndex.indexedThroughKey`), in its own commit.
+/// its id and its account's handle (`LogRecordCodec.indexedFields`, read only once the
+/// record's checksum holds: a record that cannot give them fails the read as damage), so a
+/// commit writes the log's last page and nothing of either index. The append that brings the
+/// tail to `EventIDIndex.moveThreshold` records moves it into `events` and `accountHistory`,
+/// each in key order, and moves the mark (`EventIDIndex.indexedThroughKey`), in its own commit.
 ///
 /// Ledgers written before kept each index's tail in a table of its own, appended with each
 /// record (`recentEvents`: position → id; `recentHistory`: position → handle), two more pages
 /// a commit; `recentHistory` moved by its own count, not at the mark. Such a ledger is read as
 /// it is when opened read-only, and moved in one write the first time it is opened to write,
-/// once the writer lock is held (`migrate`). Each read transaction reads which layout it sees (`layout`): one begun before
-/// another process's move reads the tables, one begun after reads the log.
+/// once the writer lock is held (`migrate`). Each read transaction reads which layout it sees
+/// (`layout`): one begun before another process's move reads the tables, one begun after reads
+/// the log.
 enum IndexTail {
     static let key = "indexTail"
     static let inLog = "log"

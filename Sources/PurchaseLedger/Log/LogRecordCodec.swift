@@ -195,7 +195,7 @@ package enum LogRecordCodec {
     /// The handle of the account a record of format 2 belongs to, read without decoding the
     /// rest (nor checking it: the decode does); nil for another format or a malformed record.
     /// A reader fetches a chunk's accounts together with it before decoding them.
-    package static func accountHandle(in record: UnsafeRawBufferPointer) -> UInt64? {
+    static func accountHandle(in record: UnsafeRawBufferPointer) -> UInt64? {
         head(of: record)?.account
     }
 
