@@ -12,8 +12,8 @@ import Synchronization
 ///   and whether it credited a consumable;
 /// - `revocations`: store transaction id → position of its first revocation;
 /// - `accountHistory`: an account's events in order (`AccountHistory`), up to the mark;
-/// - `recentEvents` and `recentHistory`: empty (where ledgers written before `IndexTail` kept
-///   the tails);
+/// - `recentEvents` and `recentHistory`: where ledgers written before `IndexTail` kept the
+///   tails, emptied when such a ledger is first opened to write;
 /// - `catalogs`: first position governed → catalog JSON (the catalog in force, and its past);
 /// - `meta`: `format` → the storage format marker;
 /// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
