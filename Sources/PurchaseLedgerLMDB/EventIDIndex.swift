@@ -34,16 +34,9 @@ enum EventIDIndex {
     ) throws -> [(position: UInt64, id: UTF8Key)] {
         var ids: [(position: UInt64, id: UTF8Key)] = []
         ids.reserveCapacity(Int(clamping: range.count))
-        var expected = range.lowerBound
-        try txn.scan(recent, from: range.lowerBound) { key, value in
-            let position = try UInt64(lmdbBytes: key)
-            guard position <= range.upperBound else { return false }
-            guard position == expected else { throw missing(expected) }
+        try IndexTail.forEachPosition(in: range, of: recent, in: txn, missing: missing) { position, value in
             ids.append((position, UTF8Key(try String(lmdbBytes: value))))
-            expected += 1
-            return true
         }
-        guard expected > range.upperBound else { throw missing(expected) }
         return ids
     }
 

@@ -50,18 +50,29 @@ enum IndexTail {
     ) throws -> [(position: UInt64, id: UTF8Key, account: UInt64)] {
         var entries: [(position: UInt64, id: UTF8Key, account: UInt64)] = []
         entries.reserveCapacity(Int(clamping: range.count))
+        try forEachPosition(in: range, of: log, in: txn, missing: missing) { position, value in
+            let (id, account) = try fields(of: value, at: position)
+            entries.append((position, UTF8Key(id), account))
+        }
+        return entries
+    }
+
+    /// Calls `body` with each entry of `table` (keyed by position) in `range`, which must hold
+    /// every one of them: `missing` gives the error for the first it lacks.
+    static func forEachPosition<Value>(
+        in range: ClosedRange<UInt64>, of table: Table<UInt64, Value>, in txn: ReadTransaction,
+        missing: (UInt64) -> StorageError, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         var expected = range.lowerBound
-        try txn.scan(log, from: range.lowerBound) { key, value in
+        try txn.scan(table, from: range.lowerBound) { key, value in
             let position = try UInt64(lmdbBytes: key)
             guard position <= range.upperBound else { return false }
             guard position == expected else { throw missing(expected) }
             expected = position + 1
-            let (id, account) = try fields(of: value, at: position)
-            entries.append((position, UTF8Key(id), account))
+            try body(position, value)
             return true
         }
         guard expected > range.upperBound else { throw missing(expected) }
-        return entries
     }
 
     /// The id and account's handle of `record`, the one at `position`, once its checksum holds.

@@ -397,15 +397,16 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         }
 
         func position(ofEventID id: String) throws -> UInt64? {
-            let mark: UInt64? = switch try tailLayout() {
-            case .log(let mark): mark
-            case .tables: try EventIDIndex.indexedThrough(tables.meta, in: txn)
-            }
-            return try indexedPosition(ofEventID: id, committedThrough: try lastPosition(), mark: mark)
+            try committedPosition(ofEventID: id, through: .max)
         }
 
         /// Reads the tail's records through `last` only (`IndexTail`).
         func position(ofEventID id: String, through last: UInt64) throws -> UInt64? {
+            try committedPosition(ofEventID: id, through: last)
+        }
+
+        /// The position of `id` among the committed records through `last`.
+        private final func committedPosition(ofEventID id: String, through last: UInt64) throws -> UInt64? {
             let mark: UInt64? = switch try tailLayout() {
             case .log(let mark): mark
             case .tables: try EventIDIndex.indexedThrough(tables.meta, in: txn)
@@ -440,6 +441,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         /// Set by the writer when it moves the tail.
         final var readLayout: IndexTail.Layout?
+
+        /// How many records the log holds after `mark` (none when the mark is past them: damage
+        /// that `counts()` reports).
+        private final func tailRecords(after mark: UInt64) throws -> Int {
+            let last = try lastPosition()
+            return Int(clamping: last - min(mark, last))
+        }
 
         /// The history's tail as this transaction finds it.
         final func historyTail(recent: Table<UInt64, UInt64>) throws -> AccountHistory.Tail {
@@ -675,7 +683,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             switch tables.history {
             case .byHandle(let indexed, let recent):
                 switch try tailLayout() {
-                case .log(let mark): return try txn.count(indexed) + Int(clamping: try lastPosition() - min(mark, try lastPosition()))
+                case .log(let mark): return try txn.count(indexed) + tailRecords(after: mark)
                 case .tables: return try txn.count(indexed) + txn.count(recent)
                 }
             case .byName(let history):
@@ -728,7 +736,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 throw StorageError(.damaged, "the event-id index's mark, \(mark), is past the log's last record")
             }
             let tailIDs: Int = switch try tailLayout() {
-            case .log(let mark): Int(clamping: try lastPosition() - mark)
+            case .log(let mark): try tailRecords(after: mark)
             case .tables: try tables.recentEvents.map { try txn.count($0) } ?? 0
             }
             let eventIDs = try txn.count(tables.events) + tailIDs
@@ -768,7 +776,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         /// Appends the record. Its id and account are the indexes' tail from now on (`IndexTail`):
         /// nothing else is written, until the append that makes the tail long enough moves it.
         func append(record: [UInt8], at position: UInt64, eventID: String, account: String) throws {
-            guard case .byHandle(let indexed, _) = tables.history, case .log = try tailLayout() else {
+            guard case .byHandle(let indexed, _) = tables.history, case .log(let storedMark) = try tailLayout() else {
                 throw StorageError(.readOnly, "a ledger of an older layout is read-only until it is opened to write")
             }
             try write.append(record, in: tables.log, forKey: position)
@@ -777,8 +785,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 (last, mark) = before
             } else {
                 last = position - 1
-                guard case .log(let stored) = try tailLayout() else { preconditionFailure("checked above") }
-                mark = stored
+                mark = storedMark
                 before = (last, mark)
             }
             appendedIDs[UTF8Key(eventID)] = position
