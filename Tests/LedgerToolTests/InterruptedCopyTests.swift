@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import LedgerTestSupport
 import Testing
@@ -33,10 +34,12 @@ struct InterruptedCopyTests {
         let copy = try tool.makeLedgerLocation(destination, in: directory, name: "copy")
         defer { tool.dropLedgerLocation(copy) }
         // One event a commit, so that the copy is still running when it is killed (30,000 of
-        // them take this debug build about 14 s on a disk; the kill comes at 1.5 s).
+        // them take this debug build about 28 s on a disk; the kill comes at 1.5 s). The kill
+        // is sent from a Dispatch timer, not after a task's sleep: on a machine running every
+        // suite at once, Swift concurrency's threads may all be busy long past 1.5 s, and the
+        // copy had finished when a task woke to kill it.
         let process = try ChildProcess(LedgerToolTests.binary("ledger"), ["copy", "--batch-size", "1", source, copy])
-        try await Task.sleep(for: .milliseconds(1500))
-        process.send(SIGKILL)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1.5) { process.send(SIGKILL) }
         #expect(await process.exit() == .signalled(SIGKILL))
 
         for command in [["verify"], ["replay", "--json"], ["export"]] {
