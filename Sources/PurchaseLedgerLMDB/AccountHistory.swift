@@ -144,6 +144,70 @@ enum AccountHistory {
         return positions
     }
 
+    /// For each handle, the position of its account's newest event at or before `last`: the
+    /// tail read once, backwards from `last` only as far as it must, then for each handle it
+    /// did not name, one seek a bucket from `last`'s down until one holds an entry of it.
+    static func newestPositions(
+        of handles: [UInt64], through last: UInt64, indexed: Table<[UInt8], EmptyValue>, tail: Tail, in txn: ReadTransaction
+    ) throws -> [UInt64: UInt64] {
+        var newest: [UInt64: UInt64] = [:]
+        var wanted = Set(handles)
+        guard last > 0, !wanted.isEmpty else { return newest }
+        // The tail in order up to `last`: each handle's newest entry there is its last one seen.
+        var tailNewest: [UInt64: UInt64] = [:]
+        var indexedThrough = last
+        switch tail {
+        case .table(let recent):
+            try txn.scan(recent) { key, value in
+                let position = try UInt64(lmdbBytes: key)
+                guard position <= last else { return false }
+                indexedThrough = min(indexedThrough, position - 1)
+                let handle = try UInt64(lmdbBytes: value)
+                if wanted.contains(handle) { tailNewest[handle] = position }
+                return true
+            }
+        case .log(let log, let mark):
+            indexedThrough = min(last, mark)
+            if last > mark {
+                try txn.scan(log, from: mark + 1) { key, value in
+                    let position = try UInt64(lmdbBytes: key)
+                    guard position <= last else { return false }
+                    let handle = try IndexTail.fields(of: value, at: position).account
+                    if wanted.contains(handle) { tailNewest[handle] = position }
+                    return true
+                }
+            }
+        }
+        for (handle, position) in tailNewest {
+            newest[handle] = position
+            wanted.remove(handle)
+        }
+        guard indexedThrough > 0, !wanted.isEmpty else { return newest }
+        try txn.withCursor(indexed) { cursor in
+            for handle in wanted {
+                var bucket = indexedThrough >> bucketBits
+                while true {
+                    // Just past the handle's entries in this bucket that are not after `indexedThrough`;
+                    // the entry before it is the newest of them, if it is the handle's in this bucket.
+                    let bound = bucket == indexedThrough >> bucketBits && indexedThrough < .max ? indexedThrough + 1 : .max
+                    let seek = withUnsafeBytes(of: (bucket.bigEndian, handle.bigEndian, bound.bigEndian)) { Array($0) }
+                    let before = try cursor.seek(atOrAfter: seek) == nil
+                        ? try cursor.last() : try cursor.previous()
+                    if let (found, _) = before {
+                        let entry = try decode(found)
+                        if entry.bucket == bucket, entry.handle == handle {
+                            newest[handle] = entry.position
+                            break
+                        }
+                    }
+                    guard bucket > 0 else { break }
+                    bucket -= 1
+                }
+            }
+        }
+        return newest
+    }
+
     /// Calls `body` with each entry of the tail from `first` on, in order, until it returns false.
     private static func forEachTailEntry(
         _ tail: Tail, from first: UInt64, in txn: ReadTransaction, _ body: (UInt64, UInt64) throws -> Bool

@@ -640,6 +640,15 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        func newestPositions(ofAccounts handles: [UInt64], through last: UInt64) throws -> [UInt64: UInt64] {
+            switch tables.history {
+            case .byHandle(let indexed, let recent):
+                return try AccountHistory.newestPositions(of: handles, through: last, indexed: indexed, tail: try historyTail(recent: recent), in: txn)
+            case .byName:
+                return try newestPositionsReadingForward(ofAccounts: handles, through: last)
+            }
+        }
+
         func hasHistoryEntry(account: String, position: UInt64) throws -> Bool {
             switch tables.history {
             case .byHandle(let indexed, let recent):

@@ -402,6 +402,24 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                 """).map { try StoredPosition.from(try $0.decode(Int64.self)) }
         }
 
+        func newestPositions(ofAccounts handles: [UInt64], through last: UInt64) throws -> [UInt64: UInt64] {
+            guard !handles.isEmpty, present.accounts else { return [:] }
+            let keys = handles.map { Int64(clamping: $0) }
+            // Each account's newest entry at or before `last`: one step back along the history index.
+            let rows = try run("""
+                SELECT a.handle, newest.position FROM ledger_accounts a
+                CROSS JOIN LATERAL (SELECT e.position FROM ledger_events e WHERE e.account = a.account AND e.position <= \(Int64(clamping: last))
+                    ORDER BY e.position DESC LIMIT 1) newest
+                WHERE a.handle = ANY(\(keys)::bigint[])
+                """)
+            var newest: [UInt64: UInt64] = [:]
+            for row in rows {
+                let (handle, position) = try row.decode((Int64, Int64).self)
+                newest[try StoredPosition.from(handle)] = try StoredPosition.from(position)
+            }
+            return newest
+        }
+
         func hasHistoryEntry(account: String, position: UInt64) throws -> Bool {
             try !run("""
                 SELECT 1 FROM ledger_events WHERE account = \(Keys.bytes(account)) AND position = \(Int64(clamping: position))

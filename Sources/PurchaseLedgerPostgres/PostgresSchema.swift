@@ -76,6 +76,15 @@ enum PostgresSchema {
             "CREATE TABLE ledger_accounts (handle bigint PRIMARY KEY CHECK (handle > 0), account bytea NOT NULL UNIQUE)",
             "CREATE TABLE ledger_proofs (position bigint PRIMARY KEY CHECK (position > 0), proof bytea NOT NULL)",
         ]),
+        // An account's commitment no longer keeps its newest leaf's position (docs/FORMAT.md,
+        // "The proof tree"): a version from before would take a position left stale as that
+        // leaf's, and sign a tree its records do not make. Rewritten here, and refused by it.
+        Migration(version: 5, description: "the proof tree's account commitments without a position", statements: [
+            """
+            UPDATE ledger_feeds SET value = substring(value FROM 1 FOR 32) || substring(value FROM 41)
+            WHERE key >= 'proof/account/'::bytea AND key < 'proof/account0'::bytea AND length(value) IN (40, 72)
+            """,
+        ]),
     ]
 
     /// The newest schema this version knows.

@@ -94,6 +94,37 @@ struct PostgresBackendTests {
         }
     }
 
+    /// Schema 5 rewrites the accounts' commitments that ledgers written before kept with a
+    /// position (72 bytes, 40 once forgotten) in the form without it, so that a version from
+    /// before refuses the database rather than take a stale position as a leaf's `previous`.
+    @Test func schemaFiveRewritesTheCommitmentsKeptWithAPosition() async throws {
+        try await withLocation(on: .postgres) { location in
+            var ledger = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+            try await ledger.appendAll(try ForgettingTests.history())
+            try await ledger.extendProofTree()
+            let before = try ledger.feedStates(prefix: "proof/")
+            await ledger.close()
+            let salted = try #require(before.first { $0.key == "proof/account/1" }?.value)
+            #expect(salted.count == 64)
+            let connection = try BlockingConnection.connect(try PostgresLocation(url: location), logger: Logger(label: "test"))
+            defer { connection.close() }
+            // As schema 4 kept them: one with its salt, one forgotten, each with a position.
+            let position: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 9]
+            func bytea(_ bytes: [UInt8]) -> ByteBuffer { ByteBuffer(bytes: bytes) }
+            try connection.query("UPDATE ledger_feeds SET value = \(bytea(Array(salted.prefix(32)) + position + Array(salted.suffix(32)))) WHERE key = \(bytea(Array("proof/account/1".utf8)))")
+            try connection.query("INSERT INTO ledger_feeds (key, value) VALUES (\(bytea(Array("proof/account/77".utf8))), \(bytea(Array(salted.prefix(32)) + position)))")
+            try connection.query("DELETE FROM ledger_migrations WHERE version = 5")
+            ledger = try Ledger.open(location: location, configuration: .testing)
+            let after = try ledger.feedStates(prefix: "proof/")
+            await ledger.close()
+            #expect(after.first { $0.key == "proof/account/1" }?.value == salted)
+            #expect(after.first { $0.key == "proof/account/77" }?.value == Array(salted.prefix(32)))
+            // Nothing else changed.
+            #expect(after.filter { $0.key != "proof/account/77" }.map(\.key) == before.map(\.key))
+            #expect(after.filter { !$0.key.hasPrefix("proof/account/") }.map(\.value) == before.filter { !$0.key.hasPrefix("proof/account/") }.map(\.value))
+        }
+    }
+
     @Test(arguments: [
         "postgres://", "postgres://host/db", "postgres://user@host", "postgres://user@host:99999/db",
         "postgres://user@host/db?sslmode=allow", "postgres://user@host/db?color=blue",

@@ -439,6 +439,16 @@ struct StorageContractTests {
                 #expect(try !reader.hasHistoryEntry(account: "rare", position: some.last!))
                 #expect(try reader.accountCount() == expected.count)
                 #expect(try reader.counts().historyEntries == Int(last))
+                // Each account's newest position at or before a point: in the tail, at a
+                // bucket's edges, behind the middle bucket `rare` is absent from, before any.
+                var handles: [UInt64: [UInt64]] = [:]
+                for (account, positions) in expected { handles[try #require(try reader.accountHandle(of: account))] = positions }
+                let nobody = (handles.keys.max() ?? 0) + 1
+                for through in [0, 1, 96, 999, 65_535, 65_536, 65_537, 70_000, 131_071, 131_072, last - 500, last, last + 1] where through <= last + 1 {
+                    let newest = try reader.newestPositions(ofAccounts: Array(handles.keys) + [nobody], through: through)
+                    let wanted = handles.compactMapValues { $0.last { $0 <= through } }
+                    #expect(newest == wanted, "through \(through)")
+                }
             }
         }
     }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The change feed of an open ledger, and the ledger's clock.
 extension Ledger {
     /// The changes after `cursor`, derived from storage; with `follow`, it then waits for new
@@ -80,6 +82,9 @@ extension Ledger {
                 try storage.setFeedState(key, try AccountCommitment.copied(value, under: key, over: try storage.feedState(key)))
             }
         }
+        // The source's tree and commitments replaced this ledger's: what it kept of its own is
+        // wrong. In a turn: one taking them meanwhile would put them back after.
+        try await proofTreeTurns.inTurn { proofTreeAccounts.withLock { $0.reset(at: 0) } }
     }
 }
 

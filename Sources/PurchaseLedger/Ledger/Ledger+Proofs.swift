@@ -18,10 +18,11 @@ extension Ledger {
     /// Extends the tree by every record after its size (or, with `target`, until it holds at
     /// least that many leaves), a batch of at most `proofTreeLeavesPerWrite` leaves at a time:
     /// what each is worked out from read in a short read transaction, its leaves rendered and
-    /// hashed after it, off the writer, which only checks that the tree and the batch's
-    /// accounts did not move and writes the batch, queued with the appends (`ProofLeafBatch`).
-    /// A batch that moved (another process's extension, a forget in between) is worked out
-    /// again from what moved it.
+    /// hashed after it, off the writer, which only checks that the tree did not move and that
+    /// no commitment the batch made was made meanwhile, and writes the batch, queued with the
+    /// appends (`ProofLeafBatch`). A batch that moved (another process's extension, a forget in
+    /// between) is worked out again from what moved it. Each account's commitment and newest
+    /// leaf are kept between batches (`ProofTreeAccounts`).
     /// - Returns: the tree's size after (the log's last position when it returned, or later;
     ///   with `target`, at least `target` when the log holds that many events).
     /// - Throws: `StorageError` (`.readOnly` on a ledger open read-only); `CancellationError`
@@ -40,7 +41,15 @@ extension Ledger {
                 let worked = try await withTaskExecutorPreference(configuration.backgroundExecutor) { () throws -> ProofLeafBatch? in
                     let reading = try storage.read { reader -> ProofLeafBatch.Reading? in
                         if let target, try ProofTreeStore.size(reader) >= target { return nil }
-                        return try ProofLeafBatch.read(reader, through: try reader.lastPosition(), limit: Self.proofTreeLeavesPerWrite)
+                        let end = try reader.lastPosition()
+                        // Taken out and put back: read in the lock, the reading would have to be `sending`.
+                        var known = proofTreeAccounts.withLock { state in
+                            var taken = ProofTreeAccounts()
+                            swap(&taken, &state)
+                            return taken
+                        }
+                        defer { proofTreeAccounts.withLock { swap(&known, &$0) } }
+                        return try ProofLeafBatch.read(reader, through: end, limit: Self.proofTreeLeavesPerWrite, known: &known)
                     }
                     // Rendered and hashed with no transaction open: a reader that works holds
                     // back nothing of the writer's (RELIABILITY.md).
@@ -48,7 +57,9 @@ extension Ledger {
                 }
                 guard let batch = worked else { return false }
                 // Not written when it moved: the next turn starts from what moved it.
-                _ = try await writer.writeWithAppends { try batch.write($0) }
+                if try await writer.writeWithAppends({ try batch.write($0) }) {
+                    proofTreeAccounts.withLock { $0.committed(size: batch.last, accounts: batch.accounts) }
+                }
                 return true
             }
             guard extended else { return try proofTreeSize() }
@@ -94,8 +105,10 @@ extension Ledger {
         // was appended meanwhile.
         try await extendProofTree(through: position)
         let origin = origin ?? signer.name
+        // Read, not taken: a follower's turn may hold them meanwhile (this then knows none).
+        let known = proofTreeAccounts.withLock { $0 }
         return try await writer.writeWithAppends { storage in
-            let size = try ProofTreeExtension.extend(storage, through: try storage.lastPosition(), limit: .max)
+            let size = try ProofTreeExtension.extend(storage, through: try storage.lastPosition(), limit: .max, known: known)
             let root = size == 0 ? MerkleHash.empty : try MerkleTree.root(size: size, reading: StoredMerkleHashes(storage))
             let checkpoint = try Checkpoint(origin: origin, size: size, root: root)
             // To the millisecond, as it is kept: what this returns is what is read back.

@@ -85,6 +85,8 @@ public final class Ledger: Sendable {
     let commitSignal = CommitSignal()
     /// One extension of the proof tree at a time (`extendProofTree()`).
     let proofTreeTurns = ProofTreeTurns()
+    /// What extending the proof tree keeps between its batches, used in its turns.
+    let proofTreeAccounts = Mutex(ProofTreeAccounts())
     /// Shared storage only: catches up with other processes.
     /// Internal, not private: a test stops its watching to choose what one catch-up reads.
     let follower: OtherProcessesFollower?

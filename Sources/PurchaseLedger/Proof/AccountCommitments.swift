@@ -9,18 +9,23 @@ import Glibc
 /// never the id; whoever holds the salt and the id can check it, and a forget destroys the salt,
 /// so that nobody can link the commitment to the id again while every leaf stays as it was.
 ///
-/// Kept beside the log under `proof/account/<handle>`: the commitment, the position of the
-/// account's last event the tree holds (a leaf's `previous`), then the salt until a forget.
+/// Kept beside the log under `proof/account/<handle>`: the commitment, then the salt until a
+/// forget. Written twice at most (made, then forgotten): a leaf's `previous` comes from the
+/// history index, so that extending the tree writes nothing of the accounts it had seen.
+/// Ledgers written before kept the position of the account's newest leaf between the two;
+/// it is read past, never used.
 struct AccountCommitment: Equatable {
     var commitment: [UInt8] {
         didSet { text = Base64.encode(commitment) }
     }
     /// The commitment in standard base64, as leaves carry it (encoded once per account).
     private(set) var text: String
-    /// The position of the account's newest event in the stored tree; 0 before its first.
-    var last: UInt64
     /// Nil once the account was forgotten.
     var salt: [UInt8]?
+    /// Read in the form ledgers written before kept it (with its newest leaf's position):
+    /// the next write of the tree rewrites it, so that a version from before, which would
+    /// take that position as the account's newest leaf still, fails on it instead.
+    private(set) var isOlderForm = false
 
     static let prefix = "proof/account/"
 
@@ -31,7 +36,7 @@ struct AccountCommitment: Equatable {
     /// A new salt from `salts` and its commitment to `id`.
     static func make(for id: String, salts: inout SaltSource) -> AccountCommitment {
         let salt = salts.next()
-        return AccountCommitment(commitment: commitment(salt: salt, id: id), last: 0, salt: salt)
+        return AccountCommitment(commitment: commitment(salt: salt, id: id), salt: salt)
     }
 
     static func commitment(salt: [UInt8], id: String) -> [UInt8] {
@@ -43,27 +48,36 @@ struct AccountCommitment: Equatable {
 
     var bytes: [UInt8] {
         var bytes = commitment
-        bytes.reserveCapacity(72)
-        withUnsafeBytes(of: last.bigEndian) { bytes += $0 }
         if let salt { bytes += salt }
         return bytes
     }
 
-    init(commitment: [UInt8], last: UInt64, salt: [UInt8]?) {
+    init(commitment: [UInt8], salt: [UInt8]?) {
         self.commitment = commitment
         self.text = Base64.encode(commitment)
-        self.last = last
         self.salt = salt
     }
 
     init(stored bytes: [UInt8], key: String) throws {
-        guard bytes.count == 40 || bytes.count == 72 else {
-            throw StorageError(.damaged, "the proof state \(key) holds \(bytes.count) bytes, not 40 or 72")
+        // 32 or 64 bytes; 40 or 72 as ledgers written before kept it, with a position to skip.
+        let saltStart: Int
+        switch bytes.count {
+        case 32, 64: saltStart = 32
+        case 40, 72: saltStart = 40
+        default: throw StorageError(.damaged, "the proof state \(key) holds \(bytes.count) bytes, not 32 or 64 (40 or 72 before)")
         }
         commitment = Array(bytes[0..<32])
         text = Base64.encode(commitment)
-        last = bytes[32..<40].reduce(0) { $0 << 8 | UInt64($1) }
-        salt = bytes.count == 72 ? Array(bytes[40..<72]) : nil
+        salt = bytes.count > saltStart ? Array(bytes[saltStart..<saltStart + 32]) : nil
+        isOlderForm = saltStart == 40
+    }
+
+    /// `write`'s view of the record `read` found in the older form: the record to store
+    /// instead (the salt as it is now: a forget in between destroyed it), nil when there is
+    /// nothing to rewrite any more.
+    static func rewritten(_ handle: UInt64, writer: any LedgerStorageWriter) throws -> [UInt8]? {
+        guard let now = try read(handle, reader: writer), now.isOlderForm else { return nil }
+        return now.bytes
     }
 
     /// The commitments of the accounts `handles` name, those stored and, for the others

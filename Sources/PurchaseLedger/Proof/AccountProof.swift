@@ -53,10 +53,8 @@ public struct AccountProof: Sendable {
                 guard named == handle else {
                     throw StorageError(.damaged, "the history index names position \(position) for an account whose record it is not", position: position)
                 }
-                // Its first event: no `previous`, whatever the tree holds as its last.
-                var first = commitment
-                first.last = 0
-                return first
+                // Its first event: no `previous`.
+                return LeafRenderer.Account(commitment: commitment.text, last: 0)
             }
             let path = try MerkleTree.inclusionProof(index: position - 1, size: checkpoint.size, reading: hashes)
             events.append(ProvenEvent(position: position, leaf: leaf, hashes: path))

@@ -2,8 +2,21 @@
 /// position of its last event so far (the next leaf's `previous`): what extending the tree and
 /// reading the leaves again share.
 struct LeafRenderer {
-    /// The accounts seen, each with its commitment and last position: what an extension stores.
-    private(set) var accounts: [UInt64: AccountCommitment] = [:]
+    /// An account as its leaves need it: its commitment, and the position of its newest event
+    /// rendered so far (the next one's `previous`; 0 before its first).
+    struct Account {
+        var commitment: String
+        var last: UInt64
+    }
+
+    /// The accounts seen, each with its commitment and last position.
+    private(set) var accounts: [UInt64: Account]
+
+    /// `accounts`: those already known, as a follower of the tree keeps them between batches.
+    init(accounts: [UInt64: Account] = [:]) {
+        self.accounts = accounts
+    }
+
     private var writer = JSONWriter()
 
     /// The records `start...end` as `reader` sees them, read whole (on a remote storage no
@@ -25,24 +38,24 @@ struct LeafRenderer {
         return records
     }
 
-    /// The leaf data of the record at `position`; `commitment` gives an account's commitment
-    /// (and its last position before this reading) the first time the account is seen.
+    /// The leaf data of the record at `position`; `account` gives an account's commitment and
+    /// its last position before this reading the first time the account is seen.
     mutating func leaf(
-        _ bytes: [UInt8], at position: UInt64, commitment: (_ handle: UInt64, _ position: UInt64) throws -> AccountCommitment
+        _ bytes: [UInt8], at position: UInt64, account: (_ handle: UInt64, _ position: UInt64) throws -> Account
     ) throws -> [UInt8] {
-        try withLeaf(bytes, at: position, commitment: commitment) { Array($0) }
+        try withLeaf(bytes, at: position, account: account) { Array($0) }
     }
 
     /// Calls `body` with the leaf data of the record at `position`, in the renderer's own
     /// buffer (valid only during the call: a leaf hashed needs no copy).
     mutating func withLeaf<Result>(
-        _ bytes: [UInt8], at position: UInt64, commitment: (_ handle: UInt64, _ position: UInt64) throws -> AccountCommitment,
+        _ bytes: [UInt8], at position: UInt64, account first: (_ handle: UInt64, _ position: UInt64) throws -> Account,
         _ body: (UnsafeRawBufferPointer) throws -> Result
     ) throws -> Result {
         let (handle, event) = try bytes.withUnsafeBytes { try ProofLeaf.decodeAsForgotten($0, at: position) }
-        var account = try accounts[handle] ?? commitment(handle, position)
+        var account = try accounts[handle] ?? first(handle, position)
         writer.removeAll()
-        ProofLeaf.write(event, commitment: account.text, previous: account.last, to: &writer)
+        ProofLeaf.write(event, commitment: account.commitment, previous: account.last, to: &writer)
         account.last = position
         accounts[handle] = account
         return try writer.bytes.withUnsafeBytes(body)

@@ -3,68 +3,110 @@
 /// nothing it depends on moved and writes what it changed.
 ///
 /// `read` reads, in one transaction, the tree's size, the records after it, their accounts'
-/// commitments and the tiles on the tree's right edge; `init(working:)` then, with no
-/// transaction open, renders each leaf (`LeafRenderer`), hashes it with the subtrees it
-/// completes, and keeps the tiles it changed and each account's record after. `write` holds
-/// only if, in the writer's view, the tree still has that size (its tiles are then the same:
-/// only an extension from that size changes them) and each account's record still has the
-/// commitment and last position the batch started from (a forget in between may have made an
-/// account's commitment, or destroyed its salt: the salt written is always the writer's, never
-/// one read before).
+/// commitments and newest leaves (those `ProofTreeAccounts` does not know: the commitments
+/// stored, or made now, and their newest events the tree holds, from the history index) and
+/// the tiles on the tree's right edge; `init(working:)` then, with no transaction open,
+/// renders each leaf (`LeafRenderer`), hashes it with the subtrees it completes, and keeps
+/// the tiles it changed. `write` holds only if, in the writer's view, the tree still has that
+/// size (its tiles are then the same: only an extension from that size changes them) and no
+/// account whose commitment the batch made has one (a forget in between may have made it);
+/// it then also rewrites in the new form each commitment read in the older one.
 struct ProofLeafBatch {
     /// The first and last positions added.
     let first: UInt64
     let last: UInt64
     /// The tiles changed, whole.
     private let tiles: [(key: String, bytes: [UInt8])]
-    /// Each account's record as the batch read it (nil: none was stored, the batch made it) and
-    /// after the batch.
-    private let accounts: [(handle: UInt64, read: AccountCommitment?, after: AccountCommitment)]
+    /// The commitments the batch made, to be stored.
+    private let made: [UInt64: AccountCommitment]
+    /// The accounts whose commitment it read in the older form, to be stored in the new one.
+    private let olderForm: [UInt64]
+    /// Each account of the batch after it: what `ProofTreeAccounts` keeps once it committed.
+    let accounts: [UInt64: LeafRenderer.Account]
 
     /// What a batch is worked out from, read in one transaction: the tree's size, the records
-    /// after it, their accounts' commitments (made now for accounts without one) and the
-    /// tiles on the tree's right edge.
+    /// after it, each of their accounts as its first leaf here needs it (commitments made now
+    /// for accounts without one) and the tiles on the tree's right edge.
     struct Reading {
         let size: UInt64
         let records: [(position: UInt64, bytes: [UInt8])]
-        let commitments: [UInt64: AccountCommitment]
-        /// The accounts whose commitment this reading made.
-        let made: Set<UInt64>
+        let accounts: [UInt64: LeafRenderer.Account]
+        /// The commitments this reading made.
+        let made: [UInt64: AccountCommitment]
+        /// The accounts whose commitment it read in the older form.
+        let olderForm: [UInt64]
         let hashes: StoredMerkleHashes
     }
 
     /// What the batch of positions after the stored size through `end` (at most `limit` of
     /// them) is worked out from, as `reader` sees it; nil when the tree holds them all.
-    static func read(_ reader: any LedgerStorageReader, through end: UInt64, limit: UInt64) throws -> Reading? {
+    /// `known`, the accounts a follower kept, is first brought to the stored size.
+    static func read(
+        _ reader: any LedgerStorageReader, through end: UInt64, limit: UInt64, known: inout ProofTreeAccounts
+    ) throws -> Reading? {
         let size = try ProofTreeStore.size(reader)
+        try bring(&known, to: size, reader)
         guard end > size, limit > 0 else { return nil }
         let last = end - size <= limit ? end : size + limit
         let records = try LeafRenderer.records(reader, from: size + 1, through: last)
-        var handles = Set<UInt64>()
+        var accounts: [UInt64: LeafRenderer.Account] = [:]
+        var unknown = Set<UInt64>()
         for (position, bytes) in records {
             guard let handle = bytes.withUnsafeBytes({ LogRecordCodec.accountHandle(in: $0) }) else {
                 throw StorageError(.damaged, "the record at position \(position) names its account by no handle (format 1: copy the ledger first)", position: position)
             }
-            handles.insert(handle)
+            guard accounts[handle] == nil else { continue }
+            if let account = known.accounts[handle] { accounts[handle] = account } else { unknown.insert(handle) }
         }
         var salts = SaltSource()
-        let (commitments, made) = try AccountCommitment.readOrMake(handles, salts: &salts, reader: reader)
+        let (commitments, madeHandles) = try AccountCommitment.readOrMake(unknown, salts: &salts, reader: reader)
+        // An account without a commitment has no leaf yet; one with has its newest event in
+        // the tree as its newest leaf.
+        let stored = unknown.subtracting(madeHandles)
+        let newest = stored.isEmpty ? [:] : try reader.newestPositions(ofAccounts: stored.sorted(), through: size)
+        var made: [UInt64: AccountCommitment] = [:]
+        var olderForm: [UInt64] = []
+        for (handle, commitment) in commitments {
+            accounts[handle] = LeafRenderer.Account(commitment: commitment.text, last: newest[handle] ?? 0)
+            if madeHandles.contains(handle) { made[handle] = commitment }
+            if commitment.isOlderForm { olderForm.append(handle) }
+        }
         return Reading(
-            size: size, records: records, commitments: commitments, made: made,
+            size: size, records: records, accounts: accounts, made: made, olderForm: olderForm,
             hashes: try StoredMerkleHashes(rightEdgeAt: size, reader: reader))
+    }
+
+    /// Leaves added by others since `known`'s size, as many as one batch at most, move the
+    /// accounts it keeps (read from the records, checked); more than that, or a tree smaller
+    /// than it, and it starts again.
+    private static func bring(_ known: inout ProofTreeAccounts, to size: UInt64, _ reader: any LedgerStorageReader) throws {
+        guard known.size != size else { return }
+        guard known.size < size, size - known.size <= Ledger.proofTreeLeavesPerWrite, !known.accounts.isEmpty else {
+            known.reset(at: size)
+            return
+        }
+        var expected = known.size + 1
+        try reader.forEachRecord(from: expected, through: size) { position, bytes in
+            guard position == expected, let handle = LogRecordCodec.indexedFields(in: bytes)?.account else {
+                throw StorageError(.damaged, "the record at position \(expected) is missing or damaged", position: expected)
+            }
+            known.advance(handle: handle, to: position)
+            expected += 1
+            return true
+        }
+        guard known.size == size else {
+            throw StorageError(.damaged, "the log has no record at position \(known.size + 1)", position: known.size + 1)
+        }
     }
 
     /// Works the batch out from `reading`, with no transaction open: each leaf rendered and
     /// hashed, and the subtrees it completes.
     init(working reading: Reading) throws {
-        var renderer = LeafRenderer()
+        var renderer = LeafRenderer(accounts: reading.accounts)
         let hashes = reading.hashes
         for (position, bytes) in reading.records {
-            let leaf = try renderer.withLeaf(bytes, at: position, commitment: { handle, position in
-                guard let commitment = reading.commitments[handle] else {
-                    throw StorageError(.damaged, "the record at position \(position) names account handle \(handle), which the account table lacks", position: position)
-                }
-                return commitment
+            let leaf = try renderer.withLeaf(bytes, at: position, account: { handle, position in
+                throw StorageError(.damaged, "the record at position \(position) names account handle \(handle), which the account table lacks", position: position)
             }, MerkleHash.leaf)
             try MerkleTree.forEachCompletedSubtree(appending: leaf, at: position - 1, reading: hashes) { subtree, hash in
                 try hashes.append(hash, level: subtree.level, index: subtree.index)
@@ -73,27 +115,23 @@ struct ProofLeafBatch {
         first = reading.size + 1
         last = reading.records.last?.position ?? reading.size
         tiles = hashes.changedTiles()
-        accounts = renderer.accounts.map { handle, after in
-            (handle: handle, read: reading.made.contains(handle) ? nil : reading.commitments[handle], after: after)
-        }
+        made = reading.made
+        olderForm = reading.olderForm
+        accounts = renderer.accounts
     }
 
     /// Writes the batch if nothing it was worked out from has moved in `writer`'s view.
     /// - Returns: false, writing nothing, when something has (the tree was extended, or an
-    ///   account's record changed, since the batch read them).
+    ///   account whose commitment the batch made has one, since the batch read them).
     func write(_ writer: any LedgerStorageWriter) throws -> Bool {
         guard try ProofTreeStore.size(writer) == first - 1 else { return false }
-        let stored = try writer.feedStates(keys: accounts.map { AccountCommitment.key($0.handle) })
-        var records: [(key: String, bytes: [UInt8])] = []
-        records.reserveCapacity(accounts.count)
-        for (handle, read, after) in accounts {
-            let key = AccountCommitment.key(handle)
-            let now = try stored[key].map { try AccountCommitment(stored: $0, key: key) }
-            guard now?.commitment == read?.commitment, now?.last == read?.last else { return false }
-            records.append((key, AccountCommitment(commitment: after.commitment, last: after.last, salt: now == nil ? after.salt : now?.salt).bytes))
-        }
+        let keys = made.keys.map(AccountCommitment.key)
+        guard try keys.isEmpty || writer.feedStates(keys: keys).isEmpty else { return false }
         for (key, bytes) in tiles { try writer.setFeedState(key, bytes) }
-        for (key, bytes) in records { try writer.setFeedState(key, bytes) }
+        for (handle, commitment) in made { try writer.setFeedState(AccountCommitment.key(handle), commitment.bytes) }
+        for handle in olderForm {
+            if let bytes = try AccountCommitment.rewritten(handle, writer: writer) { try writer.setFeedState(AccountCommitment.key(handle), bytes) }
+        }
         try writer.setFeedState(ProofTreeStore.sizeKey, ProofTreeStore.sizeBytes(last))
         return true
     }

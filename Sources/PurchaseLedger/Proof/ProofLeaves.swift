@@ -15,12 +15,11 @@ struct ProofLeaves {
             let leaves: [(UInt64, [UInt8])] = try storage.read { reader in
                 try LeafRenderer.records(reader, from: next, through: last).map { position, bytes in
                     let leaf = try renderer.leaf(bytes, at: position) { handle, position in
-                        guard var stored = try AccountCommitment.read(handle, reader: reader) else {
+                        guard let stored = try AccountCommitment.read(handle, reader: reader) else {
                             throw StorageError(.damaged, "account handle \(handle) (position \(position)) has no commitment: the proof tree was not extended over it", position: position)
                         }
-                        // What it holds as `last` is the tree's; this reading keeps its own.
-                        stored.last = 0
-                        return stored
+                        // Read from the first position: the account's first event is here.
+                        return LeafRenderer.Account(commitment: stored.text, last: 0)
                     }
                     return (position, leaf)
                 }

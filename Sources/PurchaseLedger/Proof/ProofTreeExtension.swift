@@ -9,8 +9,12 @@ enum ProofTreeExtension {
     /// Adds the leaves of positions after the stored size through `end`, at most `limit` of
     /// them; returns the stored tree's size after. Derives everything from `writer`'s view, so
     /// a write that runs again (a storage that grew) does the same.
-    static func extend(_ writer: any LedgerStorageWriter, through end: UInt64, limit: UInt64) throws -> UInt64 {
-        guard let reading = try ProofLeafBatch.read(writer, through: end, limit: limit) else { return try ProofTreeStore.size(writer) }
+    /// `known`: the accounts a follower kept, used only if they are of the stored tree's size
+    /// (never changed here: what this write makes may not commit, see `ProofTreeAccounts`).
+    static func extend(_ writer: any LedgerStorageWriter, through end: UInt64, limit: UInt64, known: ProofTreeAccounts = ProofTreeAccounts()) throws -> UInt64 {
+        // Of another size, they would be moved (and copied whole) first: not on the writer.
+        var known = try known.size == ProofTreeStore.size(writer) ? known : ProofTreeAccounts()
+        guard let reading = try ProofLeafBatch.read(writer, through: end, limit: limit, known: &known) else { return try ProofTreeStore.size(writer) }
         let batch = try ProofLeafBatch(working: reading)
         guard try batch.write(writer) else {
             throw StorageError(.damaged, "the proof tree moved within one write while it was extended")

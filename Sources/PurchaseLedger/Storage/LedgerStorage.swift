@@ -160,6 +160,9 @@ package protocol LedgerStorageReader {
     /// Positions of the account's events after `position`, at most `limit`, in order.
     func positions(ofAccount account: String, after position: UInt64, limit: Int) throws -> [UInt64]
     func hasHistoryEntry(account: String, position: UInt64) throws -> Bool
+    /// For each of the accounts `handles` name, the position of its newest event at or before
+    /// `last`; an account with none is left out. In one query where the storage is remote.
+    func newestPositions(ofAccounts handles: [UInt64], through last: UInt64) throws -> [UInt64: UInt64]
     /// How many accounts have at least one event.
     func accountCount() throws -> Int
     /// How many store transactions the transaction index holds, when the backend knows it
@@ -268,6 +271,20 @@ extension LedgerStorageReader {
             if let position = try revocation(ofTransaction: transaction.string) { found[transaction] = position }
         }
         return found
+    }
+
+    /// Each account's positions read forward, by its name: for a history without handles'
+    /// order (a backend's older layout), whose reads are rare.
+    package func newestPositionsReadingForward(ofAccounts handles: [UInt64], through last: UInt64) throws -> [UInt64: UInt64] {
+        var newest: [UInt64: UInt64] = [:]
+        for (handle, account) in try accountNames(handles: handles) {
+            var after: UInt64 = 0
+            while case let positions = try self.positions(ofAccount: account, after: after, limit: 1024).filter({ $0 <= last }), let final = positions.last {
+                newest[handle] = final
+                after = final
+            }
+        }
+        return newest
     }
 
     /// One lookup per key: what an embedded storage costs nothing more for.
