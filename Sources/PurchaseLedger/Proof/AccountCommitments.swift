@@ -12,8 +12,8 @@ import Glibc
 /// Kept beside the log under `proof/account/<handle>`: the commitment, then the salt until a
 /// forget. Written twice at most (made, then forgotten): a leaf's `previous` comes from the
 /// history index, so that extending the tree writes nothing of the accounts it had seen.
-/// Ledgers written before kept the position of the account's newest leaf between the two;
-/// it is read past, never used.
+/// Ledgers written before kept the position of the account's newest leaf between the two:
+/// it is read past, never used, and the next batch that reads the record rewrites it.
 struct AccountCommitment: Equatable {
     var commitment: [UInt8] {
         didSet { text = Base64.encode(commitment) }
