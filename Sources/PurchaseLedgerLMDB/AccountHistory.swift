@@ -160,6 +160,7 @@ enum AccountHistory {
         case .table(let recent):
             try txn.scan(recent) { key, value in
                 let position = try UInt64(lmdbBytes: key)
+                guard position > 0 else { throw StorageError(.damaged, "the history's tail holds position 0") }
                 guard position <= last else { return false }
                 indexedThrough = min(indexedThrough, position - 1)
                 let handle = try UInt64(lmdbBytes: value)

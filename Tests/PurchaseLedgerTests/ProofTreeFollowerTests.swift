@@ -145,4 +145,64 @@ struct ProofTreeFollowerTests {
             try Self.checkTree(at: location)
         }
     }
+
+    static func copyEvent(_ index: Int) throws -> Event {
+        try Event(jsonLine: #"{"id":"x\#(index)","type":"paymentAdded","account":"a\#(index % 5)","at":"2026-01-01T00:00:00Z","payment":"p\#(index)","product":"coins"}"#)
+    }
+
+    /// A batch worked out on the copy before `copyFeed` replaced its tree (of the same size)
+    /// and commitments with the source's is not written after: its leaves carry the copy's own
+    /// commitments.
+    @Test(arguments: Backend.available)
+    func aBatchWorkedOutBeforeACopysTreeReplacedItsOwnIsNotWritten(on backend: Backend) async throws {
+        try await withLocation(on: backend) { sourceLocation in
+            let source = try Ledger.open(location: sourceLocation, catalog: TransferTests.catalog, configuration: .testing)
+            try await source.appendAll(try (0..<20).map(Self.copyEvent))
+            #expect(try await source.extendProofTree() == 20)
+            let states = try source.feedStates(prefix: "")
+            await source.close()
+            let log = try LedgerLog.open(location: sourceLocation)
+            defer { log.close() }
+            try await withLocation(on: backend) { location in
+                let copy = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+                try await copy.appendAll(try (0..<30).map(Self.copyEvent))
+                // The copy's own tree of the same size, with its own commitments.
+                #expect(try await copy.writer!.writeWithAppends { try ProofTreeExtension.extend($0, through: 20, limit: .max) } == 20)
+                // A follower's batch, read before the copy's feed state is written...
+                let batch = try ProofLeafBatch(working: try #require(try copy.storage.read {
+                    try ProofLeafBatch.read($0, through: try $0.lastPosition(), limit: .max)
+                }))
+                try await copy.copyFeed(from: log, through: 20, states: states)
+                // ...is not written after it: the tree it extends is not the one stored.
+                let written = try await copy.writer!.writeWithAppends { try batch.write($0) }
+                #expect(written == false)
+                await copy.close()
+                let copied = try LedgerLog.open(location: location)
+                defer { copied.close() }
+                #expect(try copied.proofTreeProblem() == nil)
+            }
+        }
+    }
+
+    /// `copyFeed` stores a source's commitment of the older form (72 bytes, with a position) in
+    /// the new one (64), as migration 5 and every batch of the tree do.
+    @Test(arguments: Backend.available)
+    func aCopyStoresACommitmentOfTheOlderFormInTheNewOne(on backend: Backend) async throws {
+        try await withLocation(on: backend) { sourceLocation in
+            let source = try Ledger.open(location: sourceLocation, catalog: TransferTests.catalog, configuration: .testing)
+            try await source.appendAll(try (0..<5).map(Self.copyEvent))
+            await source.close()
+            let log = try LedgerLog.open(location: sourceLocation)
+            defer { log.close() }
+            try await withLocation(on: backend) { location in
+                let copy = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
+                try await copy.appendAll(try (0..<5).map(Self.copyEvent))
+                let older = [UInt8](repeating: 7, count: 32) + ProofTreeStore.sizeBytes(3) + [UInt8](repeating: 9, count: 32)
+                try await copy.copyFeed(from: log, through: 5, states: [(key: AccountCommitment.key(1), value: older)])
+                let stored = try #require(try copy.feedState(AccountCommitment.key(1)))
+                #expect(stored.count == 64, "stored \(stored.count) bytes")
+                await copy.close()
+            }
+        }
+    }
 }

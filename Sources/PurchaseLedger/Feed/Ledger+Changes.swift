@@ -77,14 +77,17 @@ extension Ledger {
             }
             newest = readings.last
         }
-        try await writer.writeWithAppends { storage in
-            for (key, value) in states {
-                try storage.setFeedState(key, try AccountCommitment.copied(value, under: key, over: try storage.feedState(key)))
+        // In the proof tree's turn: the source's tree and commitments replace this ledger's,
+        // so neither a batch worked out from its own (whose write checks the tree's size
+        // only) nor what it kept between batches may outlive the write.
+        try await proofTreeTurns.inTurn {
+            try await writer.writeWithAppends { storage in
+                for (key, value) in states {
+                    try storage.setFeedState(key, try AccountCommitment.copied(value, under: key, over: try storage.feedState(key)))
+                }
             }
+            proofTreeAccounts.withLock { $0.reset(at: 0) }
         }
-        // The source's tree and commitments replaced this ledger's: what it kept of its own is
-        // wrong. In a turn: one taking them meanwhile would put them back after.
-        try await proofTreeTurns.inTurn { proofTreeAccounts.withLock { $0.reset(at: 0) } }
     }
 }
 

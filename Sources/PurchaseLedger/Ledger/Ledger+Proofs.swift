@@ -105,18 +105,20 @@ extension Ledger {
         // was appended meanwhile.
         try await extendProofTree(through: position)
         let origin = origin ?? signer.name
-        // Read, not taken: a follower's turn may hold them meanwhile (this then knows none).
-        let known = proofTreeAccounts.withLock { $0 }
-        return try await writer.writeWithAppends { storage in
-            let size = try ProofTreeExtension.extend(storage, through: try storage.lastPosition(), limit: .max, known: known)
-            let root = size == 0 ? MerkleHash.empty : try MerkleTree.root(size: size, reading: StoredMerkleHashes(storage))
-            let checkpoint = try Checkpoint(origin: origin, size: size, root: root)
-            // To the millisecond, as it is kept: what this returns is what is read back.
-            let now = Timestamp.now()
-            let signedAt = Timestamp(seconds: now.seconds, nanoseconds: now.nanoseconds / 1_000_000 * 1_000_000)
-            let stored = StoredCheckpoint(size: size, signedAt: signedAt, note: try SignedNote.sign(checkpoint.text, with: signer))
-            try stored.store(storage)
-            return stored
+        // In a turn of its own: what the ledger kept is then the last committed batch's.
+        return try await proofTreeTurns.inTurn {
+            let known = proofTreeAccounts.withLock { $0 }
+            return try await writer.writeWithAppends { storage in
+                let size = try ProofTreeExtension.extend(storage, through: try storage.lastPosition(), limit: .max, known: known)
+                let root = size == 0 ? MerkleHash.empty : try MerkleTree.root(size: size, reading: StoredMerkleHashes(storage))
+                let checkpoint = try Checkpoint(origin: origin, size: size, root: root)
+                // To the millisecond, as it is kept: what this returns is what is read back.
+                let now = Timestamp.now()
+                let signedAt = Timestamp(seconds: now.seconds, nanoseconds: now.nanoseconds / 1_000_000 * 1_000_000)
+                let stored = StoredCheckpoint(size: size, signedAt: signedAt, note: try SignedNote.sign(checkpoint.text, with: signer))
+                try stored.store(storage)
+                return stored
+            }
         }
     }
 

@@ -72,12 +72,14 @@ struct AccountCommitment: Equatable {
         isOlderForm = saltStart == 40
     }
 
-    /// `write`'s view of the record `read` found in the older form: the record to store
-    /// instead (the salt as it is now: a forget in between destroyed it), nil when there is
-    /// nothing to rewrite any more.
-    static func rewritten(_ handle: UInt64, writer: any LedgerStorageWriter) throws -> [UInt8]? {
-        guard let now = try read(handle, reader: writer), now.isOlderForm else { return nil }
-        return now.bytes
+    /// The records of `handles` still in the older form in `writer`'s view, as they are to be
+    /// stored instead (each salt as it is now: a forget in between destroyed it), in one read.
+    static func rewritten(_ handles: [UInt64], writer: any LedgerStorageWriter) throws -> [(key: String, bytes: [UInt8])] {
+        guard !handles.isEmpty else { return [] }
+        return try writer.feedStates(keys: handles.map(key)).compactMap { key, value in
+            let now = try AccountCommitment(stored: value, key: key)
+            return now.isOlderForm ? (key, now.bytes) : nil
+        }
     }
 
     /// The commitments of the accounts `handles` name, those stored and, for the others
@@ -112,12 +114,12 @@ struct AccountCommitment: Equatable {
     /// `ledger copy` (`Ledger.copyFeed`): the feed state `value` the source held under `key`,
     /// as the copy stores it over what it holds (`existing`). An account's commitment read
     /// from the source before a forget the copy has replayed since keeps no salt: the
-    /// forget destroyed it in the copy, and a copy never brings a salt back. Any other value
-    /// as it is.
+    /// forget destroyed it in the copy, and a copy never brings a salt back. A commitment in
+    /// the older form is stored in the new one. Any other value as it is.
     static func copied(_ value: [UInt8], under key: String, over existing: [UInt8]?) throws -> [UInt8] {
-        guard key.hasPrefix(prefix), let existing else { return value }
+        guard key.hasPrefix(prefix) else { return value }
         var copied = try AccountCommitment(stored: value, key: key)
-        if try AccountCommitment(stored: existing, key: key).salt == nil { copied.salt = nil }
+        if let existing, try AccountCommitment(stored: existing, key: key).salt == nil { copied.salt = nil }
         return copied.bytes
     }
 

@@ -9,7 +9,8 @@
 /// renders each leaf (`LeafRenderer`), hashes it with the subtrees it completes, and keeps
 /// the tiles it changed. `write` holds only if, in the writer's view, the tree still has that
 /// size (its tiles are then the same: only an extension from that size changes them) and no
-/// account whose commitment the batch made has one (a forget in between may have made it);
+/// account whose commitment the batch made has one (a forget in between may have made it),
+/// and the tree's newest leaves are those it read (not another tree of that size, a copy's);
 /// it then also rewrites in the new form each commitment read in the older one.
 struct ProofLeafBatch {
     /// The first and last positions added.
@@ -21,6 +22,8 @@ struct ProofLeafBatch {
     private let made: [UInt64: AccountCommitment]
     /// The accounts whose commitment it read in the older form, to be stored in the new one.
     private let olderForm: [UInt64]
+    /// The tile of the tree's newest leaves as the batch read it (nil for an empty tree).
+    private let newestLeaves: (key: String, bytes: [UInt8])?
     /// Each account of the batch after it: what `ProofTreeAccounts` keeps once it committed.
     let accounts: [UInt64: LeafRenderer.Account]
 
@@ -35,6 +38,8 @@ struct ProofLeafBatch {
         let made: [UInt64: AccountCommitment]
         /// The accounts whose commitment it read in the older form.
         let olderForm: [UInt64]
+        /// The tile holding the hash of the tree's newest leaf (nil for an empty tree).
+        let newestLeaves: (key: String, bytes: [UInt8])?
         let hashes: StoredMerkleHashes
     }
 
@@ -71,8 +76,13 @@ struct ProofLeafBatch {
             if madeHandles.contains(handle) { made[handle] = commitment }
             if commitment.isOlderForm { olderForm.append(handle) }
         }
+        var newestLeaves: (key: String, bytes: [UInt8])?
+        if size > 0 {
+            let key = ProofTreeStore.tileKey(level: 0, tile: (size - 1) / ProofTreeStore.tileWidth)
+            newestLeaves = (key, try reader.feedState(key) ?? [])
+        }
         return Reading(
-            size: size, records: records, accounts: accounts, made: made, olderForm: olderForm,
+            size: size, records: records, accounts: accounts, made: made, olderForm: olderForm, newestLeaves: newestLeaves,
             hashes: try StoredMerkleHashes(rightEdgeAt: size, reader: reader))
     }
 
@@ -117,6 +127,7 @@ struct ProofLeafBatch {
         tiles = hashes.changedTiles()
         made = reading.made
         olderForm = reading.olderForm
+        newestLeaves = reading.newestLeaves
         accounts = renderer.accounts
     }
 
@@ -125,13 +136,14 @@ struct ProofLeafBatch {
     ///   account whose commitment the batch made has one, since the batch read them).
     func write(_ writer: any LedgerStorageWriter) throws -> Bool {
         guard try ProofTreeStore.size(writer) == first - 1 else { return false }
+        // Another tree of that size (a copy's, `Ledger.copyFeed`) has other leaves there: each
+        // carries its account's salted commitment.
+        if let newestLeaves, try writer.feedState(newestLeaves.key) ?? [] != newestLeaves.bytes { return false }
         let keys = made.keys.map(AccountCommitment.key)
         guard try keys.isEmpty || writer.feedStates(keys: keys).isEmpty else { return false }
         for (key, bytes) in tiles { try writer.setFeedState(key, bytes) }
         for (handle, commitment) in made { try writer.setFeedState(AccountCommitment.key(handle), commitment.bytes) }
-        for handle in olderForm {
-            if let bytes = try AccountCommitment.rewritten(handle, writer: writer) { try writer.setFeedState(AccountCommitment.key(handle), bytes) }
-        }
+        for (key, bytes) in try AccountCommitment.rewritten(olderForm, writer: writer) { try writer.setFeedState(key, bytes) }
         try writer.setFeedState(ProofTreeStore.sizeKey, ProofTreeStore.sizeBytes(last))
         return true
     }
