@@ -26,6 +26,11 @@ struct ProofTreeFollowerTests {
             #expect(previous == newest[account], "position \(offset + 1)")
             newest[account] = offset + 1
         }
+        try expectTheStoredTreeIsTheRecords(at: location)
+    }
+
+    /// The stored tree is the one the ledger's records make (`LedgerLog.proofTreeProblem()`).
+    static func expectTheStoredTreeIsTheRecords(at location: String) throws {
         let log = try LedgerLog.open(location: location)
         defer { log.close() }
         #expect(try log.proofTreeProblem() == nil)
@@ -146,10 +151,6 @@ struct ProofTreeFollowerTests {
         }
     }
 
-    static func copyEvent(_ index: Int) throws -> Event {
-        try Event(jsonLine: #"{"id":"x\#(index)","type":"paymentAdded","account":"a\#(index % 5)","at":"2026-01-01T00:00:00Z","payment":"p\#(index)","product":"coins"}"#)
-    }
-
     /// A batch worked out on the copy before `copyFeed` replaced its tree (of the same size)
     /// and commitments with the source's is not written after: its leaves carry the copy's own
     /// commitments.
@@ -157,7 +158,7 @@ struct ProofTreeFollowerTests {
     func aBatchWorkedOutBeforeACopysTreeReplacedItsOwnIsNotWritten(on backend: Backend) async throws {
         try await withLocation(on: backend) { sourceLocation in
             let source = try Ledger.open(location: sourceLocation, catalog: TransferTests.catalog, configuration: .testing)
-            try await source.appendAll(try (0..<20).map(Self.copyEvent))
+            try await source.appendAll(try (0..<20).map { try Self.event($0, account: "a\($0 % 5)") })
             #expect(try await source.extendProofTree() == 20)
             let states = try source.feedStates(prefix: "")
             await source.close()
@@ -165,7 +166,7 @@ struct ProofTreeFollowerTests {
             defer { log.close() }
             try await withLocation(on: backend) { location in
                 let copy = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-                try await copy.appendAll(try (0..<30).map(Self.copyEvent))
+                try await copy.appendAll(try (0..<30).map { try Self.event($0, account: "a\($0 % 5)") })
                 // The copy's own tree of the same size, with its own commitments.
                 #expect(try await copy.writer!.writeWithAppends { try ProofTreeExtension.extend($0, through: 20, limit: .max) } == 20)
                 // A follower's batch, read before the copy's feed state is written...
@@ -177,9 +178,7 @@ struct ProofTreeFollowerTests {
                 let written = try await copy.writer!.writeWithAppends { try batch.write($0) }
                 #expect(written == false)
                 await copy.close()
-                let copied = try LedgerLog.open(location: location)
-                defer { copied.close() }
-                #expect(try copied.proofTreeProblem() == nil)
+                try Self.expectTheStoredTreeIsTheRecords(at: location)
             }
         }
     }
@@ -190,13 +189,13 @@ struct ProofTreeFollowerTests {
     func aCopyStoresACommitmentOfTheOlderFormInTheNewOne(on backend: Backend) async throws {
         try await withLocation(on: backend) { sourceLocation in
             let source = try Ledger.open(location: sourceLocation, catalog: TransferTests.catalog, configuration: .testing)
-            try await source.appendAll(try (0..<5).map(Self.copyEvent))
+            try await source.appendAll(try (0..<5).map { try Self.event($0, account: "a\($0 % 5)") })
             await source.close()
             let log = try LedgerLog.open(location: sourceLocation)
             defer { log.close() }
             try await withLocation(on: backend) { location in
                 let copy = try Ledger.open(location: location, catalog: TransferTests.catalog, configuration: .testing)
-                try await copy.appendAll(try (0..<5).map(Self.copyEvent))
+                try await copy.appendAll(try (0..<5).map { try Self.event($0, account: "a\($0 % 5)") })
                 let older = [UInt8](repeating: 7, count: 32) + ProofTreeStore.sizeBytes(3) + [UInt8](repeating: 9, count: 32)
                 try await copy.copyFeed(from: log, through: 5, states: [(key: AccountCommitment.key(1), value: older)])
                 let stored = try #require(try copy.feedState(AccountCommitment.key(1)))

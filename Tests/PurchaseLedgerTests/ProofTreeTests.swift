@@ -305,9 +305,7 @@ struct ProofTreeTests {
             // which would take the stale position as her newest leaf, fails on it instead.
             #expect(try ledger.feedStates(prefix: key).first?.value == current)
             await ledger.close()
-            let log = try LedgerLog.open(location: location)
-            defer { log.close() }
-            #expect(try log.proofTreeProblem() == nil)
+            try ProofTreeFollowerTests.expectTheStoredTreeIsTheRecords(at: location)
         }
     }
 
