@@ -121,17 +121,73 @@ public class ReadTransaction {
         }
     }
 
+    /// `scan`, letting go of the pages its own values lie in each time it has handed out
+    /// `interval` bytes of them, and at its end: a long scan's pages do not stay resident. Only
+    /// the scan's own: the pages of the transaction's other lookups meanwhile (a replay's reads
+    /// of states and names between records) lie anywhere in the file, and letting go of the
+    /// span from them to the scan's made each of them map again, in a call whose cost grew
+    /// with the file (`releaseEveryReadPage(onceScanned:every:)` lets go of those). Returns
+    /// the bytes of values it handed out.
+    @discardableResult
+    public func scan<K, V>(
+        _ table: Table<K, V>, from start: K? = nil, releasingPagesEvery interval: Int,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws -> Int {
+        var scanned = 0
+        guard readsFromTheMap else {
+            try scan(table, from: start) { key, value in
+                scanned += value.count
+                return try body(key, value)
+            }
+            return scanned
+        }
+        var own: (low: UInt, high: UInt)?
+        var sinceReleased = 0
+        func release() {
+            guard let span = own else { return }
+            environmentSpan.widened(toCover: span)
+            LMDBCall.releaseMappedPages(from: span.low, to: span.high)
+            own = nil
+            sinceReleased = 0
+        }
+        defer { release() }
+        try withCursor(table) { cursor in
+            var entry = try start.map { try cursor.seek(atOrAfter: $0) } ?? cursor.first()
+            while let (key, value) = entry {
+                if let base = value.baseAddress {
+                    let low = UInt(bitPattern: base)
+                    own = Self.widened(own, toCover: (low, low + UInt(value.count)))
+                }
+                guard try body(key, value) else { return }
+                scanned += value.count
+                sinceReleased += value.count
+                if sinceReleased >= interval { release() }
+                entry = try cursor.next()
+            }
+        }
+        return scanned
+    }
+
+    /// `releaseEveryReadPage`, each time this environment's scans have handed out `interval`
+    /// bytes since it last ran (this transaction's `scanned` among them): the B-tree's inner
+    /// pages, which every chunk of a long scan visits again, and the lookups made between
+    /// its records. Not after each chunk: that made every lookup of the next one map its page
+    /// again, and walked the page tables of the whole span each time.
+    public func releaseEveryReadPage(onceScanned scanned: Int, every interval: Int) {
+        if environmentSpan.noteScanned(scanned, every: interval) { releaseEveryReadPage() }
+    }
+
     /// Widens the span of the map handed out to cover `value` (`releaseReadPages`).
     @inline(__always)
     private func noteHandedOut(_ value: UnsafeRawBufferPointer) {
         guard let start = value.baseAddress else { return }
         let low = UInt(bitPattern: start)
-        let high = low + UInt(value.count)
-        if let (lowest, highest) = handedOut {
-            handedOut = (min(lowest, low), max(highest, high))
-        } else {
-            handedOut = (low, high)
-        }
+        handedOut = Self.widened(handedOut, toCover: (low, low + UInt(value.count)))
+    }
+
+    @inline(__always)
+    private static func widened(_ span: (low: UInt, high: UInt)?, toCover read: (low: UInt, high: UInt)) -> (low: UInt, high: UInt) {
+        span.map { (min($0.low, read.low), max($0.high, read.high)) } ?? read
     }
 
     /// How many pages LMDB's free list holds: pages no longer in use, whose old contents stay

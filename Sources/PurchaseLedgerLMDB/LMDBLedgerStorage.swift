@@ -366,34 +366,28 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             from start: UInt64, through end: UInt64, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Bool
         ) throws {
             guard start <= end else { return }
-            // The pages read are let go as the scan goes, and at its end: a replay reads the
-            // whole log through the map, and every page it touched would otherwise stay in the
-            // process's resident memory (for 1,000,000 events, 230 MB of a 408 MB peak). Every
-            // 64 KiB of records, not once a chunk: the log's pages lie among the indexes' (the
-            // free list reuses pages), and a fault maps the neighbours of the page it needs too
-            // (the kernel's fault-around, and the page cache's large folios), so that a chunk of
-            // 4,096 records held up to 10 MB of the file resident until its end. At the end of
-            // a long scan, what the environment's reads mapped goes too (the B-tree's inner
-            // pages, which every chunk visits again); not after a short one, such as the feed's
-            // after each commit, which would make every other thread's lookups map their pages
-            // again (a chunked read lets go of those at its end: `letGoOfReadPages`).
-            var read = 0
-            var long = false
-            defer { long ? txn.releaseEveryReadPage() : txn.releaseReadPages() }
-            try txn.scan(tables.log, from: start) { key, value in
+            // The pages read are let go as the scan goes: a replay reads the whole log through
+            // the map, and every page it touched would otherwise stay in the process's resident
+            // memory (for 1,000,000 events, 230 MB of a 408 MB peak). Every 64 KiB of records,
+            // not once a chunk: the log's pages lie among the indexes' (the free list reuses
+            // pages), and a fault maps the neighbours of the page it needs too (the kernel's
+            // fault-around, and the page cache's large folios), so that a chunk of 4,096
+            // records held up to 10 MB of the file resident until its end. Only the scan's own
+            // pages, as it goes and at its end. What the environment's reads mapped besides (the
+            // B-tree's inner pages, which every chunk visits again, and the lookups between
+            // records) goes each time the scans read 16 MiB: not after each chunk, which made
+            // the next chunk's lookups map their pages again, nor after a short scan, such as the
+            // feed's after each commit, which would make every other thread's lookups map
+            // theirs (a chunked read lets go of those at its end: `letGoOfReadPages`).
+            let scanned = try txn.scan(tables.log, from: start, releasingPagesEvery: 64 << 10) { key, value in
                 guard key.count == 8 else {
                     throw StorageError(.damaged, "the log holds a key of \(key.count) bytes")
                 }
                 let position = try UInt64(lmdbBytes: key)
                 guard position <= end else { return false }
-                read += value.count
-                if read >= 64 << 10 {
-                    txn.releaseReadPages()
-                    read = 0
-                    long = true
-                }
                 return try body(position, value)
             }
+            txn.releaseEveryReadPage(onceScanned: scanned, every: 16 << 20)
         }
 
         func position(ofEventID id: String) throws -> UInt64? {

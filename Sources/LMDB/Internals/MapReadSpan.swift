@@ -7,6 +7,16 @@ import Synchronization
 /// (under the map lock held exclusively), since its addresses then point elsewhere.
 final class MapReadSpan: Sendable {
     private let span = Mutex<(low: UInt, high: UInt)?>(nil)
+    /// Bytes the environment's scans handed out since the span's pages were last let go of.
+    private let scanned = Atomic<Int>(0)
+
+    /// Counts `bytes` scanned; true (and the count starts over) once `interval` were.
+    func noteScanned(_ bytes: Int, every interval: Int) -> Bool {
+        let total = scanned.add(bytes, ordering: .relaxed).newValue
+        guard total >= interval else { return false }
+        scanned.store(0, ordering: .relaxed)
+        return true
+    }
 
     /// nil before any read of this map.
     var current: (low: UInt, high: UInt)? {
