@@ -145,8 +145,8 @@ enum AccountHistory {
     }
 
     /// For each handle, the position of its account's newest event at or before `last`: the
-    /// tail read once, backwards from `last` only as far as it must, then for each handle it
-    /// did not name, one seek a bucket from `last`'s down until one holds an entry of it.
+    /// tail read once, in order up to `last`, then for each handle it did not name, one seek a
+    /// bucket from the index's newest down until one holds an entry of it.
     static func newestPositions(
         of handles: [UInt64], through last: UInt64, indexed: Table<[UInt8], EmptyValue>, tail: Tail, in txn: ReadTransaction
     ) throws -> [UInt64: UInt64] {
@@ -154,30 +154,15 @@ enum AccountHistory {
         var wanted = Set(handles)
         guard last > 0, !wanted.isEmpty else { return newest }
         // The tail in order up to `last`: each handle's newest entry there is its last one seen.
+        // The index holds the positions before the tail's first (from 1 on: never 0).
         var tailNewest: [UInt64: UInt64] = [:]
         var indexedThrough = last
-        switch tail {
-        case .table(let recent):
-            try txn.scan(recent) { key, value in
-                let position = try UInt64(lmdbBytes: key)
-                guard position > 0 else { throw StorageError(.damaged, "the history's tail holds position 0") }
-                guard position <= last else { return false }
-                indexedThrough = min(indexedThrough, position - 1)
-                let handle = try UInt64(lmdbBytes: value)
-                if wanted.contains(handle) { tailNewest[handle] = position }
-                return true
-            }
-        case .log(let log, let mark):
-            indexedThrough = min(last, mark)
-            if last > mark {
-                try txn.scan(log, from: mark + 1) { key, value in
-                    let position = try UInt64(lmdbBytes: key)
-                    guard position <= last else { return false }
-                    let handle = try IndexTail.fields(of: value, at: position).account
-                    if wanted.contains(handle) { tailNewest[handle] = position }
-                    return true
-                }
-            }
+        if case .log(_, let mark) = tail { indexedThrough = min(last, mark) }
+        try forEachTailEntry(tail, from: 1, in: txn) { position, handle in
+            guard position <= last else { return false }
+            indexedThrough = min(indexedThrough, position - 1)
+            if wanted.contains(handle) { tailNewest[handle] = position }
+            return true
         }
         for (handle, position) in tailNewest {
             newest[handle] = position

@@ -639,7 +639,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             case .byHandle(let indexed, let recent):
                 return try AccountHistory.newestPositions(of: handles, through: last, indexed: indexed, tail: try historyTail(recent: recent), in: txn)
             case .byName:
-                return try newestPositionsReadingForward(ofAccounts: handles, through: last)
+                // Only the proof tree asks, from a writer: opened to write, a history by name
+                // becomes one by handle.
+                throw StorageError(.readOnly, "a ledger of an older layout is read-only until it is opened to write")
             }
         }
 

@@ -273,20 +273,6 @@ extension LedgerStorageReader {
         return found
     }
 
-    /// Each account's positions read forward, by its name: for a history without handles'
-    /// order (a backend's older layout), whose reads are rare.
-    package func newestPositionsReadingForward(ofAccounts handles: [UInt64], through last: UInt64) throws -> [UInt64: UInt64] {
-        var newest: [UInt64: UInt64] = [:]
-        for (handle, account) in try accountNames(handles: handles) {
-            var after: UInt64 = 0
-            while case let positions = try self.positions(ofAccount: account, after: after, limit: 1024).filter({ $0 <= last }), let final = positions.last {
-                newest[handle] = final
-                after = final
-            }
-        }
-        return newest
-    }
-
     /// One lookup per key: what an embedded storage costs nothing more for.
     package func feedStates(keys: [String]) throws -> [String: [UInt8]] {
         var values: [String: [UInt8]] = [:]
