@@ -375,10 +375,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             // records held up to 10 MB of the file resident until its end. Only the scan's own
             // pages, as it goes and at its end. What the environment's reads mapped besides (the
             // B-tree's inner pages, which every chunk visits again, and the lookups between
-            // records) goes each time the scans read 16 MiB: not after each chunk, which made
-            // the next chunk's lookups map their pages again, nor after a short scan, such as the
-            // feed's after each commit, which would make every other thread's lookups map
-            // theirs (a chunked read lets go of those at its end: `letGoOfReadPages`).
+            // records) goes each time the scans, long or short, have read 16 MiB in all: not
+            // after each chunk, which made the next chunk's lookups map their pages again, nor
+            // after each short scan, such as the feed's after each commit, which would make
+            // every other thread's lookups map theirs (a chunked read lets go of those at its
+            // end: `letGoOfReadPages`).
             let scanned = try txn.scan(tables.log, from: start, releasingPagesEvery: 64 << 10) { key, value in
                 guard key.count == 8 else {
                     throw StorageError(.damaged, "the log holds a key of \(key.count) bytes")
