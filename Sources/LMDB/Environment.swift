@@ -43,6 +43,11 @@ public final class Environment: @unchecked Sendable {
         public var durability: Durability = .synchronous
         /// Permissions of created files.
         public var fileMode: UInt32 = 0o644
+        /// Each time the read-only transactions have handed out this many bytes of values since
+        /// the last time (lookups and scans alike), the read that crossed it lets go of every
+        /// page of the map they read (`ReadTransaction.releaseEveryReadPage`): what reads keep
+        /// resident stays about that much, whatever reads and however long. nil: only when asked.
+        public var releasesReadPagesEvery: Int? = nil
 
         public init() {}
     }
@@ -54,7 +59,7 @@ public final class Environment: @unchecked Sendable {
     private var mapSize: Int
     /// What the reads of the current map handed out; forgotten, under `mapLock` held
     /// exclusively, before the map is mapped again.
-    let readSpan = MapReadSpan()
+    let readSpan: MapReadSpan
     private let closed = Atomic<Bool>(false)
     /// Set when a map growth failed half-way: LMDB's map is gone, so nothing may touch it again.
     private let failed = Atomic<Bool>(false)
@@ -65,6 +70,7 @@ public final class Environment: @unchecked Sendable {
     /// Opens (creating if writable and absent) the environment in `directory`, which must exist.
     public init(directory: String, configuration: Configuration = .init()) throws(LMDBError) {
         self.configuration = configuration
+        readSpan = MapReadSpan(releasingEvery: configuration.releasesReadPagesEvery)
         let handle = try LMDBCall.createEnvironment()
         do {
             try LMDBCall.setMaxTables(handle, configuration.maxTables)

@@ -43,9 +43,14 @@ public class ReadTransaction {
         in table: Table<K, V>, forKey key: K, _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R? {
         let txn = live
+        var handedOut = 0
+        defer { if environmentSpan.noteHandedOut(handedOut) { releaseEveryReadPage() } }
         return try key.withLMDBBytes { keyBytes in
             try LMDBCall.get(txn, table.handle, key: keyBytes) { value in
-                if readsFromTheMap { noteHandedOut(value) }
+                if readsFromTheMap {
+                    noteHandedOut(value)
+                    handedOut = value.count
+                }
                 return try body(value)
             }
         }
@@ -89,7 +94,8 @@ public class ReadTransaction {
     /// the B-tree's inner pages that lie there, which each chunk of a long scan visits again
     /// and which would otherwise stay mapped (those outside, and the meta pages, stay). A walk
     /// of the span's page tables, which makes every other thread's reads map their pages
-    /// again: for the end of a long scan, not of each short read.
+    /// again: once many reads have mapped their pages (`releasesReadPagesEvery`), not after
+    /// each.
     public func releaseEveryReadPage() {
         _ = live
         let span = handedOut.map { environmentSpan.widened(toCover: $0) } ?? environmentSpan.current
@@ -111,44 +117,45 @@ public class ReadTransaction {
         _ table: Table<K, V>, from start: K? = nil,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {
+        var handedOut = 0
+        defer { if environmentSpan.noteHandedOut(handedOut) { releaseEveryReadPage() } }
         try withCursor(table) { cursor in
             var entry = try start.map { try cursor.seek(atOrAfter: $0) } ?? cursor.first()
             while let (key, value) = entry {
-                if readsFromTheMap { noteHandedOut(value) }
+                if readsFromTheMap {
+                    noteHandedOut(value)
+                    handedOut += value.count
+                }
                 guard try body(key, value) else { return }
                 entry = try cursor.next()
             }
         }
     }
 
-    /// `scan`, letting go of the pages its own values lie in each time it has handed out
+    /// `scan`, letting go of the pages its values lie in each time it has handed out
     /// `interval` bytes of them, and at its end: a long scan's pages do not stay resident. Only
-    /// the scan's own: the pages of the transaction's other lookups meanwhile (a replay's reads
-    /// of states and names between records) lie anywhere in the file, and letting go of the
-    /// span from them to the scan's made each of them map again, in a call whose cost grew
-    /// with the file (`releaseEveryReadPage(onceScanned:every:)` lets go of those). Returns
-    /// the bytes of values it handed out.
-    @discardableResult
+    /// the span from its lowest value to its highest since it last let go, not the span of the
+    /// transaction's other lookups meanwhile (a replay's reads of states and names between
+    /// records), which lie anywhere in the file: letting go of the span from them to the
+    /// scan's made each of them map again, by a call whose cost grew with the file. Those go
+    /// with every other read page when the reads cross `releasesReadPagesEvery`.
     public func scan<K, V>(
         _ table: Table<K, V>, from start: K? = nil, releasingPagesEvery interval: Int,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
-    ) throws -> Int {
-        var scanned = 0
-        guard readsFromTheMap else {
-            try scan(table, from: start) { key, value in
-                scanned += value.count
-                return try body(key, value)
-            }
-            return scanned
-        }
+    ) throws {
+        guard readsFromTheMap else { return try scan(table, from: start, body) }
         var own: (low: UInt, high: UInt)?
         var sinceReleased = 0
         func release() {
+            defer { sinceReleased = 0 }
             guard let span = own else { return }
-            environmentSpan.widened(toCover: span)
-            LMDBCall.releaseMappedPages(from: span.low, to: span.high)
             own = nil
-            sinceReleased = 0
+            environmentSpan.widened(toCover: span)
+            if environmentSpan.noteHandedOut(sinceReleased) {
+                releaseEveryReadPage()
+            } else {
+                LMDBCall.releaseMappedPages(from: span.low, to: span.high)
+            }
         }
         defer { release() }
         try withCursor(table) { cursor in
@@ -158,23 +165,12 @@ public class ReadTransaction {
                     let low = UInt(bitPattern: base)
                     own = Self.widened(own, toCover: (low, low + UInt(value.count)))
                 }
-                guard try body(key, value) else { return }
-                scanned += value.count
                 sinceReleased += value.count
+                guard try body(key, value) else { return }
                 if sinceReleased >= interval { release() }
                 entry = try cursor.next()
             }
         }
-        return scanned
-    }
-
-    /// `releaseEveryReadPage`, each time this environment's scans have handed out `interval`
-    /// bytes since it last ran (this transaction's `scanned` among them): the B-tree's inner
-    /// pages, which every chunk of a long scan visits again, and the lookups made between
-    /// its records. Not after each chunk: that made every lookup of the next one map its page
-    /// again, and walked the page tables of the whole span each time.
-    public func releaseEveryReadPage(onceScanned scanned: Int, every interval: Int) {
-        if environmentSpan.noteScanned(scanned, every: interval) { releaseEveryReadPage() }
     }
 
     /// Widens the span of the map handed out to cover `value` (`releaseReadPages`).

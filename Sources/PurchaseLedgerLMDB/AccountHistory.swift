@@ -146,7 +146,8 @@ enum AccountHistory {
 
     /// For each handle, the position of its account's newest event at or before `last`: the
     /// tail read once, in order up to `last`, then for each handle it did not name, one seek a
-    /// bucket from the index's newest down until one holds an entry of it.
+    /// bucket from that of the newest position the index holds down until one holds an entry
+    /// of it.
     static func newestPositions(
         of handles: [UInt64], through last: UInt64, indexed: Table<[UInt8], EmptyValue>, tail: Tail, in txn: ReadTransaction
     ) throws -> [UInt64: UInt64] {
@@ -158,8 +159,7 @@ enum AccountHistory {
         var tailNewest: [UInt64: UInt64] = [:]
         var indexedThrough = last
         if case .log(_, let mark) = tail { indexedThrough = min(last, mark) }
-        try forEachTailEntry(tail, from: 1, in: txn) { position, handle in
-            guard position <= last else { return false }
+        try forEachTailEntry(tail, from: 1, through: last, in: txn) { position, handle in
             indexedThrough = min(indexedThrough, position - 1)
             if wanted.contains(handle) { tailNewest[handle] = position }
             return true
@@ -194,17 +194,23 @@ enum AccountHistory {
         return newest
     }
 
-    /// Calls `body` with each entry of the tail from `first` on, in order, until it returns false.
+    /// Calls `body` with each entry of the tail from `first` through `last` (none after it is
+    /// decoded), in order, until it returns false.
     private static func forEachTailEntry(
-        _ tail: Tail, from first: UInt64, in txn: ReadTransaction, _ body: (UInt64, UInt64) throws -> Bool
+        _ tail: Tail, from first: UInt64, through last: UInt64 = .max, in txn: ReadTransaction, _ body: (UInt64, UInt64) throws -> Bool
     ) throws {
         switch tail {
         case .table(let recent):
-            try txn.scan(recent, from: first) { key, value in try body(try UInt64(lmdbBytes: key), try UInt64(lmdbBytes: value)) }
+            try txn.scan(recent, from: first) { key, value in
+                let position = try UInt64(lmdbBytes: key)
+                guard position <= last else { return false }
+                return try body(position, try UInt64(lmdbBytes: value))
+            }
         case .log(let log, let mark):
             // Checked: a damaged record must fail the read, not move to another account's history.
             try txn.scan(log, from: max(first, mark + 1)) { key, value in
                 let position = try UInt64(lmdbBytes: key)
+                guard position <= last else { return false }
                 return try body(position, try IndexTail.fields(of: value, at: position).account)
             }
         }

@@ -372,15 +372,11 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             // not once a chunk: the log's pages lie among the indexes' (the free list reuses
             // pages), and a fault maps the neighbours of the page it needs too (the kernel's
             // fault-around, and the page cache's large folios), so that a chunk of 4,096
-            // records held up to 10 MB of the file resident until its end. Only the scan's own
-            // pages, as it goes and at its end. What the environment's reads mapped besides (the
-            // B-tree's inner pages, which every chunk visits again, and the lookups between
-            // records) goes each time the scans, long or short, have read 16 MiB in all: not
-            // after each chunk, which made the next chunk's lookups map their pages again, nor
-            // after each short scan, such as the feed's after each commit, which would make
-            // every other thread's lookups map theirs (a chunked read lets go of those at its
-            // end: `letGoOfReadPages`).
-            let scanned = try txn.scan(tables.log, from: start, releasingPagesEvery: 64 << 10) { key, value in
+            // records held up to 10 MB of the file resident until its end. The span of the
+            // records read since the last time, not the transaction's: the lookups between
+            // records (states, names, proofs) go with every read page each time the reads have
+            // handed out `releasesReadPagesEvery` (`LedgerDirectory.openStorage`).
+            try txn.scan(tables.log, from: start, releasingPagesEvery: 64 << 10) { key, value in
                 guard key.count == 8 else {
                     throw StorageError(.damaged, "the log holds a key of \(key.count) bytes")
                 }
@@ -388,7 +384,6 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 guard position <= end else { return false }
                 return try body(position, value)
             }
-            txn.releaseEveryReadPage(onceScanned: scanned, every: 16 << 20)
         }
 
         func position(ofEventID id: String) throws -> UInt64? {
@@ -640,8 +635,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             case .byHandle(let indexed, let recent):
                 return try AccountHistory.newestPositions(of: handles, through: last, indexed: indexed, tail: try historyTail(recent: recent), in: txn)
             case .byName:
-                // Only the proof tree asks, from a writer: opened to write, a history by name
-                // becomes one by handle.
+                // Only the proof tree asks, and only of a ledger open to write, whose history
+                // the open made one by handle.
                 throw StorageError(.readOnly, "a ledger of an older layout is read-only until it is opened to write")
             }
         }

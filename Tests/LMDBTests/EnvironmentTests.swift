@@ -280,9 +280,9 @@ struct EnvironmentTests {
     /// A scan that lets go of its pages as it goes lets go of its own, not of the pages the
     /// lookups made between its values mapped (a replay's reads of states and names, all over
     /// the file: letting go of them made each map again, at a cost that grew with the file).
-    /// Those go with the environment's span once the scans handed out the interval given.
+    /// Those go with every read page once the reads handed out `releasesReadPagesEvery`.
     @Test func aScanLetsGoOfItsOwnPagesNotOfTheLookupsBetweenItsValues() throws {
-        try withEnvironment({ $0.initialMapSize = 64 << 20 }) { environment, tables, directory in
+        try withEnvironment({ $0.initialMapSize = 64 << 20; $0.releasesReadPagesEvery = 12_000_000 }) { environment, tables, directory in
             let blobs: UInt64 = 2_000
             let numbers: UInt64 = 100_000
             try environment.write { txn throws in
@@ -290,26 +290,48 @@ struct EnvironmentTests {
                 for key in 0..<numbers { try txn.put(String(repeating: "n", count: 100), in: tables.numbers, forKey: key) }
             }
             let file = directory + "/data.mdb"
-            try environment.read { txn throws in
-                let scanned = try txn.scan(tables.blobs, releasingPagesEvery: 64 << 10) { _, value in
-                    #expect(value.count == 4_000)
+            func scanLookingUp(_ txn: ReadTransaction, lookingUp: Bool) throws {
+                var scanned = 0
+                try txn.scan(tables.blobs, releasingPagesEvery: 64 << 10) { key, value in
+                    scanned += value.count
+                    if lookingUp {
+                        // About 2,000 of the numbers' 2,900 leaves, 8 MB.
+                        let number = try UInt64(lmdbBytes: key) * (numbers / blobs)
+                        #expect(try txn.withValue(in: tables.numbers, forKey: number) { $0.count } == 100)
+                    }
                     return true
                 }
                 #expect(scanned == Int(blobs) * 4_000)
-                #expect(try residentBytes(ofMappingsOf: file) < 1_000_000, "the scan let go of its 8 MB as it went and at its end")
             }
             try environment.read { txn throws in
-                try txn.scan(tables.blobs, releasingPagesEvery: 64 << 10) { key, _ in
-                    // About 2,000 of the numbers' 2,900 leaves, 8 MB.
-                    let number = try UInt64(lmdbBytes: key) * (numbers / blobs)
-                    #expect(try txn.withValue(in: tables.numbers, forKey: number) { $0.count } == 100)
-                    return true
+                try scanLookingUp(txn, lookingUp: true)
+                #expect(try residentBytes(ofMappingsOf: file) > 4_000_000, "the lookups' pages stayed: 8.2 MB handed out of 12")
+                try scanLookingUp(txn, lookingUp: false)
+                #expect(try residentBytes(ofMappingsOf: file) < 1_000_000, "the second scan crossed 12 MB: every read page went")
+            }
+        }
+    }
+
+    /// Lookups alone count too: a read that only looks up (a timeline reading its records by
+    /// position) keeps about `releasesReadPagesEvery` resident, not every page it touched.
+    @Test func lookupsAloneLetGoOnceTheyHandedOutTheInterval() throws {
+        for interval in [nil, 1_000_000] as [Int?] {
+            try withEnvironment({ $0.initialMapSize = 64 << 20; $0.releasesReadPagesEvery = interval }) { environment, tables, directory in
+                try environment.write { txn throws in
+                    for key in 0..<UInt64(2_000) { try txn.put([UInt8](repeating: 7, count: 4_000), in: tables.blobs, forKey: key) }
                 }
-                #expect(try residentBytes(ofMappingsOf: file) > 4_000_000, "the lookups' pages stayed")
-                txn.releaseEveryReadPage(onceScanned: 8_000_000, every: 20_000_000)
-                #expect(try residentBytes(ofMappingsOf: file) > 4_000_000, "not yet: 8 MB scanned of 20")
-                txn.releaseEveryReadPage(onceScanned: 12_000_000, every: 20_000_000)
-                #expect(try residentBytes(ofMappingsOf: file) < 1_000_000, "20 MB scanned: every read's pages went")
+                try environment.read { txn throws in
+                    for key in 0..<UInt64(2_000) {
+                        // Read whole: a value's overflow page is mapped when its bytes are read.
+                        #expect(try txn.withValue(in: tables.blobs, forKey: key) { $0.count == 4_000 && $0.allSatisfy { $0 == 7 } } == true)
+                    }
+                    let resident = try residentBytes(ofMappingsOf: directory + "/data.mdb")
+                    if interval == nil {
+                        #expect(resident > 7_000_000, "without an interval, the 8 MB looked up stay")
+                    } else {
+                        #expect(resident < 2_500_000, "\(resident) bytes stayed resident, past 1 MB and the pages around it")
+                    }
+                }
             }
         }
     }

@@ -7,15 +7,22 @@ import Synchronization
 /// (under the map lock held exclusively), since its addresses then point elsewhere.
 final class MapReadSpan: Sendable {
     private let span = Mutex<(low: UInt, high: UInt)?>(nil)
-    /// Bytes the environment's scans handed out since the span's pages were last let go of.
-    private let scanned = Atomic<Int>(0)
+    /// `Environment.Configuration.releasesReadPagesEvery`.
+    private let interval: Int?
+    /// Bytes of values the reads handed out, in all (wrapping).
+    private let handedOut = Atomic<Int>(0)
 
-    /// Counts `bytes` scanned; true (and the count starts over) once `interval` were.
-    func noteScanned(_ bytes: Int, every interval: Int) -> Bool {
-        let total = scanned.add(bytes, ordering: .relaxed).newValue
-        guard total >= interval else { return false }
-        scanned.store(0, ordering: .relaxed)
-        return true
+    init(releasingEvery interval: Int?) {
+        self.interval = interval.map { max(1, $0) }
+    }
+
+    /// Counts `bytes` of values handed out; true when they cross a multiple of the interval:
+    /// the read that crossed it lets go of every read page. Without a store of its own, so
+    /// that reads on two threads at once neither lose a count nor both let go for one.
+    func noteHandedOut(_ bytes: Int) -> Bool {
+        guard let interval, bytes > 0 else { return false }
+        let before = handedOut.wrappingAdd(bytes, ordering: .relaxed).oldValue
+        return before / interval != (before &+ bytes) / interval
     }
 
     /// nil before any read of this map.
