@@ -43,10 +43,13 @@ public final class Environment: @unchecked Sendable {
         public var durability: Durability = .synchronous
         /// Permissions of created files.
         public var fileMode: UInt32 = 0o644
-        /// Each time the read-only transactions have handed out this many bytes of values since
-        /// the last time (lookups and scans alike), the read that crossed it lets go of every
-        /// page of the map they read (`ReadTransaction.releaseEveryReadPage`): what reads keep
-        /// resident stays about that much, whatever reads and however long. nil: only when asked.
+        /// Each time the read-only transactions' lookups (`withValue`, each counting at least
+        /// the page its value lies in) and scans have handed out this many bytes since the last
+        /// time, the read that crossed it lets go of every page of the map the reads handed out
+        /// values from, and of those between (`ReadTransaction.releaseEveryReadPage`): what
+        /// they keep resident stays about that much, however long they run. Reads through a
+        /// cursor of the caller's own (`withCursor`) count nothing, and what they map goes only
+        /// when it lies in that span. nil (or 0): only when asked.
         public var releasesReadPagesEvery: Int? = nil
 
         public init() {}

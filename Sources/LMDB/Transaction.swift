@@ -49,7 +49,7 @@ public class ReadTransaction {
             try LMDBCall.get(txn, table.handle, key: keyBytes) { value in
                 if readsFromTheMap {
                     noteHandedOut(value)
-                    handedOut = value.count
+                    handedOut = max(value.count, MapReadSpan.pageSize)
                 }
                 return try body(value)
             }
@@ -117,8 +117,13 @@ public class ReadTransaction {
         _ table: Table<K, V>, from start: K? = nil,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {
+        // Counted as it goes, so that a long scan of a whole table lets go of it on the way.
         var handedOut = 0
-        defer { if environmentSpan.noteHandedOut(handedOut) { releaseEveryReadPage() } }
+        func count() {
+            if environmentSpan.noteHandedOut(handedOut) { releaseEveryReadPage() }
+            handedOut = 0
+        }
+        defer { count() }
         try withCursor(table) { cursor in
             var entry = try start.map { try cursor.seek(atOrAfter: $0) } ?? cursor.first()
             while let (key, value) = entry {
@@ -127,6 +132,7 @@ public class ReadTransaction {
                     handedOut += value.count
                 }
                 guard try body(key, value) else { return }
+                if handedOut >= 64 << 10 { count() }
                 entry = try cursor.next()
             }
         }

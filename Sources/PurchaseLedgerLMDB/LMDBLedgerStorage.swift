@@ -374,8 +374,9 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             // fault-around, and the page cache's large folios), so that a chunk of 4,096
             // records held up to 10 MB of the file resident until its end. The span of the
             // records read since the last time, not the transaction's: the lookups between
-            // records (states, names, proofs) go with every read page each time the reads have
-            // handed out `releasesReadPagesEvery` (`LedgerDirectory.openStorage`).
+            // records (names, proofs; states, read through a cursor, count nothing) go with
+            // every read page each time the reads have handed out `releasesReadPagesEvery`
+            // (`LedgerDirectory.openStorage`).
             try txn.scan(tables.log, from: start, releasingPagesEvery: 64 << 10) { key, value in
                 guard key.count == 8 else {
                     throw StorageError(.damaged, "the log holds a key of \(key.count) bytes")

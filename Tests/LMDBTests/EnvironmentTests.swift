@@ -282,7 +282,7 @@ struct EnvironmentTests {
     /// the file: letting go of them made each map again, at a cost that grew with the file).
     /// Those go with every read page once the reads handed out `releasesReadPagesEvery`.
     @Test func aScanLetsGoOfItsOwnPagesNotOfTheLookupsBetweenItsValues() throws {
-        try withEnvironment({ $0.initialMapSize = 64 << 20; $0.releasesReadPagesEvery = 12_000_000 }) { environment, tables, directory in
+        try withEnvironment({ $0.initialMapSize = 64 << 20; $0.releasesReadPagesEvery = 20_000_000 }) { environment, tables, directory in
             let blobs: UInt64 = 2_000
             let numbers: UInt64 = 100_000
             try environment.write { txn throws in
@@ -305,9 +305,9 @@ struct EnvironmentTests {
             }
             try environment.read { txn throws in
                 try scanLookingUp(txn, lookingUp: true)
-                #expect(try residentBytes(ofMappingsOf: file) > 4_000_000, "the lookups' pages stayed: 8.2 MB handed out of 12")
+                #expect(try residentBytes(ofMappingsOf: file) > 4_000_000, "the lookups' pages stayed: 16.2 MB counted of 20 (8 MB scanned, 2,000 lookups of a page)")
                 try scanLookingUp(txn, lookingUp: false)
-                #expect(try residentBytes(ofMappingsOf: file) < 1_000_000, "the second scan crossed 12 MB: every read page went")
+                #expect(try residentBytes(ofMappingsOf: file) < 1_000_000, "the second scan crossed 20 MB: every read page went")
             }
         }
     }
@@ -330,6 +330,32 @@ struct EnvironmentTests {
                         #expect(resident > 7_000_000, "without an interval, the 8 MB looked up stay")
                     } else {
                         #expect(resident < 2_500_000, "\(resident) bytes stayed resident, past 1 MB and the pages around it")
+                    }
+                }
+            }
+        }
+    }
+
+    /// A lookup of a small value maps the page it lies in: it counts as a page, or lookups of
+    /// small values all over a table would keep it all resident before they counted to the
+    /// interval.
+    @Test func aLookupOfASmallValueCountsAsItsPage() throws {
+        for interval in [nil, 1_000_000] as [Int?] {
+            try withEnvironment({ $0.initialMapSize = 64 << 20; $0.releasesReadPagesEvery = interval }) { environment, tables, directory in
+                let count: UInt64 = 100_000
+                try environment.write { txn throws in
+                    for key in 0..<count { try txn.put([UInt8](repeating: 7, count: 100), in: tables.blobs, forKey: key) }
+                }
+                try environment.read { txn throws in
+                    // About 2,400 of the table's 2,900 leaves, 10 MB; 240 KB of values.
+                    for key in stride(from: 0, to: count, by: 41) {
+                        #expect(try txn.withValue(in: tables.blobs, forKey: key) { $0.count } == 100)
+                    }
+                    let resident = try residentBytes(ofMappingsOf: directory + "/data.mdb")
+                    if interval == nil {
+                        #expect(resident > 4_000_000, "without an interval, the leaves looked up stay")
+                    } else {
+                        #expect(resident < 3_000_000, "\(resident) bytes stayed resident, past 1 MB and the pages around it")
                     }
                 }
             }

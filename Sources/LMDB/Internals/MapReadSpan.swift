@@ -1,5 +1,11 @@
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The lowest and highest addresses of the map that this environment's read-only transactions
 /// have handed out since the map was last mapped: every page in between may go at once
 /// (`releaseEveryReadPage`), the B-tree's inner pages that lie there too, which a cursor reads
@@ -12,8 +18,12 @@ final class MapReadSpan: Sendable {
     /// Bytes of values the reads handed out, in all (wrapping).
     private let handedOut = Atomic<Int>(0)
 
+    /// What a lookup counts at least: it maps the page its value lies in, whatever its size.
+    static let pageSize = max(4096, Int(sysconf(Int32(_SC_PAGESIZE))))
+
+    /// `interval` of 0 or less: no release of its own, as nil.
     init(releasingEvery interval: Int?) {
-        self.interval = interval.map { max(1, $0) }
+        self.interval = interval.flatMap { $0 > 0 ? $0 : nil }
     }
 
     /// Counts `bytes` of values handed out; true when they cross a multiple of the interval:
