@@ -26,14 +26,7 @@ struct ProofTreeFollowerTests {
             #expect(previous == newest[account], "position \(offset + 1)")
             newest[account] = offset + 1
         }
-        try expectTheStoredTreeIsTheRecords(at: location)
-    }
-
-    /// The stored tree is the one the ledger's records make (`LedgerLog.proofTreeProblem()`).
-    static func expectTheStoredTreeIsTheRecords(at location: String) throws {
-        let log = try LedgerLog.open(location: location)
-        defer { log.close() }
-        #expect(try log.proofTreeProblem() == nil)
+        try ProofTreeTests.expectTheStoredTreeIsTheRecords(at: location)
     }
 
     /// A warm cache, then: an account made by a forget before its first leaf, a forget of a
@@ -178,7 +171,7 @@ struct ProofTreeFollowerTests {
                 let written = try await copy.writer!.writeWithAppends { try batch.write($0) }
                 #expect(written == false)
                 await copy.close()
-                try Self.expectTheStoredTreeIsTheRecords(at: location)
+                try ProofTreeTests.expectTheStoredTreeIsTheRecords(at: location)
             }
         }
     }

@@ -18,6 +18,13 @@ struct ProofTreeTests {
         return signer
     }()
 
+    /// The stored tree is the one the ledger's records make (`LedgerLog.proofTreeProblem()`).
+    static func expectTheStoredTreeIsTheRecords(at location: String) throws {
+        let log = try LedgerLog.open(location: location)
+        defer { log.close() }
+        #expect(try log.proofTreeProblem() == nil)
+    }
+
     /// The leaves, a line each, as `ledger export --as-forgotten` writes them.
     static func leaves(at location: String) throws -> [[UInt8]] {
         let log = try LedgerLog.open(location: location)
@@ -142,9 +149,7 @@ struct ProofTreeTests {
             let tree = MemoryMerkleHashes()
             for leaf in try Self.leaves(at: location) { try tree.append(leaf: leaf) }
             #expect(try MerkleTree.root(size: last, reading: tree) == root)
-            let log = try LedgerLog.open(location: location)
-            defer { log.close() }
-            #expect(try log.proofTreeProblem() == nil)
+            try Self.expectTheStoredTreeIsTheRecords(at: location)
         }
     }
 
@@ -305,7 +310,7 @@ struct ProofTreeTests {
             // which would take the stale position as her newest leaf, fails on it instead.
             #expect(try ledger.feedStates(prefix: key).first?.value == current)
             await ledger.close()
-            try ProofTreeFollowerTests.expectTheStoredTreeIsTheRecords(at: location)
+            try Self.expectTheStoredTreeIsTheRecords(at: location)
         }
     }
 
@@ -328,9 +333,7 @@ struct ProofTreeTests {
             let kept = try #require(try ledger.feedStates(prefix: "proof/account/1").first?.value)
             #expect(kept.count == 32 && kept.prefix(32) == forgotten.prefix(32))
             await ledger.close()
-            let log = try LedgerLog.open(location: location)
-            defer { log.close() }
-            #expect(try log.proofTreeProblem() == nil)
+            try Self.expectTheStoredTreeIsTheRecords(at: location)
         }
     }
 
@@ -355,9 +358,7 @@ struct ProofTreeTests {
             #expect(try ledger.feedStates(prefix: "proof/account/1").first?.value.count == 32)
             try await ledger.extendProofTree()
             await ledger.close()
-            let log = try LedgerLog.open(location: location)
-            defer { log.close() }
-            #expect(try log.proofTreeProblem() == nil)
+            try Self.expectTheStoredTreeIsTheRecords(at: location)
         }
     }
 
