@@ -148,4 +148,33 @@ struct SlicedSnapshotTests {
             await reopened.close()
         }
     }
+
+    /// A snapshot writes its states in the order the storage keys them (the account's length
+    /// in bytes, then its bytes), found by comparing words of leading bytes: it must be that
+    /// order, also for accounts that share their first sixteen bytes or differ only in bytes
+    /// past 0x7F.
+    @Test func statesAreOrderedAsTheStorageKeysThem() {
+        var accounts = ["b", "a", "ab", "é", "e\u{301}", "\u{FF}x", "account-0000001", "account-0000000"]
+        // Longer than sixteen bytes, sharing them, differing after; and a run that differs only
+        // in its last byte, in no order.
+        for index in [7, 3, 19, 11, 0, 12] {
+            accounts.append("account-00000000-\(index)")
+            accounts.append("account-0000000\(index)-tail")
+            accounts.append("sixteen-bytes-ab" + String(Unicode.Scalar(UInt8(0x80 + index))))
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let length = Int.random(in: 1...24, using: &generator)
+            accounts.append(String((0..<length).map { _ in Character(Unicode.Scalar(UInt8.random(in: 0x61...0x63, using: &generator))) }))
+        }
+        accounts = Array(Set(accounts.map { UTF8Key($0) })).map(\.string).shuffled()
+        let keys = accounts.map { UTF8Key($0) }
+        let ordered = AccountStorageOrder.indicesInOrder(keys).map { keys[$0] }
+        // The storage's order, as LMDB compares its keys: a length byte, then the bytes.
+        let expected = accounts.sorted { lhs, rhs in
+            ([UInt8(lhs.utf8.count)] + Array(lhs.utf8)).lexicographicallyPrecedes([UInt8(rhs.utf8.count)] + Array(rhs.utf8))
+        }
+        // By their bytes: "é" and "e\u{301}" are equal `String`s.
+        #expect(ordered.map { Array($0.string.utf8) } == expected.map { Array($0.utf8) })
+    }
 }

@@ -10,7 +10,11 @@ extension LiveProjections {
     /// captured at `header.position`, and how many of them are already stored.
     struct SnapshotWrite {
         var header: SnapshotHeader
+        /// The accounts changed since the last snapshot, with their states, as captured.
         var states: [(account: UTF8Key, state: AccountState)]
+        /// The indices of `states` in the order storage keys their accounts, the order they are
+        /// written in (`AccountStorageOrder`).
+        var order: [Int]
         var written = 0
         /// No usable snapshot before it: it replaces whatever was stored (unless other processes
         /// share the storage and may read what is stored).
@@ -38,22 +42,21 @@ extension LiveProjections {
     func beginSnapshot() -> Bool {
         guard !isWritingSnapshot else { return false }
         let (changed, previous, position, counts) = published.withLock { state in
-            (state.lastChanged.keys.map { ($0, state.accounts[$0]!) }, state.snapshot, state.position,
-             (state.accountCount, state.entryCount, state.unfinishedCount))
+            // Labelled as `SnapshotWrite.states` is: an array of other labels is converted
+            // element by element.
+            let changed: [(account: UTF8Key, state: AccountState)] = state.lastChanged.keys.map { (account: $0, state: state.accounts[$0]!) }
+            return (changed, state.snapshot, state.position, (state.accountCount, state.entryCount, state.unfinishedCount))
         }
         guard position > 0, position != previous?.position else { return false }
         let header = SnapshotHeader(
             position: position, fingerprint: SnapshotFormat.fingerprint, previous: previous?.position ?? 0,
             accountsWritten: changed.count, accounts: counts.0, entries: counts.1, unfinished: counts.2,
             createdAt: .now())
-        // In the order LMDB keys account states (length, then bytes), so that each slice
-        // rewrites a run of neighbouring pages instead of pages all over the table.
-        let ordered = changed.sorted { lhs, rhs in
-            let (left, right) = (lhs.0.string.utf8, rhs.0.string.utf8)
-            return left.count != right.count ? left.count < right.count : left.lexicographicallyPrecedes(right)
-        }
+        // Written in the storage's order, so that each slice rewrites a run of neighbouring
+        // pages instead of pages all over the table.
+        let order = AccountStorageOrder.indicesInOrder(changed.lazy.map(\.account))
         snapshotWrite.withLock {
-            $0 = SnapshotWrite(header: header, states: ordered, replacesAll: previous == nil, started: .now)
+            $0 = SnapshotWrite(header: header, states: changed, order: order, replacesAll: previous == nil, started: .now)
         }
         return true
     }
@@ -95,7 +98,7 @@ extension LiveProjections {
             var index = job.written
             var accounts: [String] = []
             while index < job.states.count {
-                let (account, state) = job.states[index]
+                let (account, state) = job.states[job.order[index]]
                 try writer.putAccountState(AccountStateCodec.encode(state), account: account.string, version: position)
                 accounts.append(account.string)
                 index += 1
