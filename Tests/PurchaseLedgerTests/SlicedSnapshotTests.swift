@@ -149,32 +149,34 @@ struct SlicedSnapshotTests {
         }
     }
 
-    /// A snapshot writes its states in the order the storage keys them (the account's length
-    /// in bytes, then its bytes), found by comparing words of leading bytes: it must be that
-    /// order, also for accounts that share their first sixteen bytes or differ only in bytes
-    /// past 0x7F.
-    @Test func statesAreOrderedAsTheStorageKeysThem() {
+    /// A snapshot writes its states in the order the storage keys them (LMDB's
+    /// `accountStates`), found by comparing a length and two words of leading bytes: it must
+    /// be that order at the words' edges (the 8th, 16th and 17th bytes), past 0x7F, and for
+    /// accounts that share their first sixteen bytes.
+    @Test func statesAreOrderedAsTheStorageKeysThem() throws {
         var accounts = ["b", "a", "ab", "é", "e\u{301}", "\u{FF}x", "account-0000001", "account-0000000"]
-        // Longer than sixteen bytes, sharing them, differing after; and a run that differs only
-        // in its last byte, in no order.
-        for index in [7, 3, 19, 11, 0, 12] {
-            accounts.append("account-00000000-\(index)")
-            accounts.append("account-0000000\(index)-tail")
-            accounts.append("sixteen-bytes-ab" + String(Unicode.Scalar(UInt8(0x80 + index))))
+        // Two bytes each, so that the accounts built of them have one length: 0x30, 0x39,
+        // 0x7F (below 0x80, as a signed comparison would put 0xC3) and 0xC3 0xA9.
+        for bytes in ["00", "99", "\u{7F}x", "é"] {
+            accounts.append("eight-by" + bytes + "-tail")  // the second word's first bytes
+            accounts.append("sixteen-bytes-" + bytes)  // the second word's last bytes
+            accounts.append("sixteen-bytes-ab" + bytes)  // the first bytes past the words
+            accounts.append("account-00000000-" + bytes)
         }
-        var generator = SystemRandomNumberGenerator()
-        for _ in 0..<200 {
+        // Seventeen bytes, the sixteen of the words shared: only the last byte decides.
+        for byte in ["0", "5", "9", "A", "z", "\u{7F}"] { accounts.append("sixteen-bytes-ab" + byte) }
+        var generator = SeededGenerator(seed: 42)
+        for _ in 0..<300 {
             let length = Int.random(in: 1...24, using: &generator)
             accounts.append(String((0..<length).map { _ in Character(Unicode.Scalar(UInt8.random(in: 0x61...0x63, using: &generator))) }))
         }
-        accounts = Array(Set(accounts.map { UTF8Key($0) })).map(\.string).shuffled()
-        let keys = accounts.map { UTF8Key($0) }
+        let keys = Array(Set(accounts.map { UTF8Key($0) })).sorted().shuffled(using: &generator)
         let ordered = AccountStorageOrder.indicesInOrder(keys).map { keys[$0] }
-        // The storage's order, as LMDB compares its keys: a length byte, then the bytes.
-        let expected = accounts.sorted { lhs, rhs in
-            ([UInt8(lhs.utf8.count)] + Array(lhs.utf8)).lexicographicallyPrecedes([UInt8(rhs.utf8.count)] + Array(rhs.utf8))
+        // The storage's own keys, in LMDB's order (their bytes).
+        let expected = try keys.sorted { lhs, rhs in
+            let (left, right) = try (#require(LMDBLedgerStorage.historyKey(lhs.string, 0)), #require(LMDBLedgerStorage.historyKey(rhs.string, 0)))
+            return left.lexicographicallyPrecedes(right)
         }
-        // By their bytes: "é" and "e\u{301}" are equal `String`s.
-        #expect(ordered.map { Array($0.string.utf8) } == expected.map { Array($0.utf8) })
+        #expect(ordered == expected)
     }
 }
