@@ -151,8 +151,8 @@ struct SlicedSnapshotTests {
 
     /// A snapshot writes its states in the order the storage keys them (LMDB's
     /// `accountStates`), found by comparing a length and two words of leading bytes: it must
-    /// be that order at the words' edges (the 8th, 16th and 17th bytes), past 0x7F, and for
-    /// accounts that share their first sixteen bytes.
+    /// be that order where the second word begins and ends and just past it, for bytes past
+    /// 0x7F, and for accounts that share their first sixteen bytes.
     @Test func statesAreOrderedAsTheStorageKeysThem() throws {
         var accounts = ["b", "a", "ab", "é", "e\u{301}", "\u{FF}x", "account-0000001", "account-0000000"]
         // Two bytes each, so that the accounts built of them have one length: 0x30, 0x39,

@@ -6,8 +6,8 @@
 /// Made once per account, so that a sort compares integers: the length and the first sixteen
 /// bytes, read as two big-endian words, and the whole bytes only for two accounts of one
 /// length longer than sixteen bytes that share those. (Comparing the strings' UTF-8 views at
-/// each of a sort's comparisons made capturing a snapshot of 50,000 accounts a stall of the
-/// writer's thread measured in tens of milliseconds.)
+/// each of a sort's comparisons made the capture a long pause of the writer's thread:
+/// docs/ARCHITECTURE.md, "Snapshots and opening".)
 struct AccountStorageOrder: Comparable {
     let length: Int
     let head: UInt64
