@@ -49,9 +49,16 @@ public struct FeedCursor: Sendable, Hashable, Comparable, CustomStringConvertibl
     }
 
     public var description: String {
-        // In one buffer: a feed writes a cursor's text for each change it hands out.
         var text: [UInt8] = []
         text.reserveCapacity(48 + ((account?.utf8.count ?? 0) + 2) / 3 * 4)
+        appendText(to: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Appends the text form (`description`): digits, `@`, `.`, `-` and URL-safe base64 only.
+    /// A feed writes it twice for each change it hands out (its id and its cursor), into the
+    /// change's JSON, without a string between.
+    func appendText(to text: inout [UInt8]) {
         text += String(position).utf8
         if let instant {
             let nanoseconds = String(instant.nanoseconds)
@@ -63,7 +70,6 @@ public struct FeedCursor: Sendable, Hashable, Comparable, CustomStringConvertibl
             text.append(UInt8(ascii: "."))
             account.withUTF8 { Base64URL.append($0, to: &text) }
         }
-        return String(decoding: text, as: UTF8.self)
     }
 
     /// Parses the text form; nil for anything else (a cursor comes from outside: a query

@@ -151,18 +151,19 @@ extension LedgerChange {
     /// Appends `json` and a newline to `bytes`, without a `String` between: a feed printed
     /// whole writes a line a change.
     package func appendJSONLine(to bytes: inout [UInt8]) {
-        var writer = JSONWriter(spaced: false)
+        // Into the caller's buffer: not a buffer of its own per change, then copied.
+        var writer = JSONWriter(spaced: false, appendingTo: bytes)
+        bytes = []
         write(to: &writer)
-        bytes += writer.bytes
-        bytes.append(0x0A)
+        writer.newline()
+        bytes = writer.takeBytes()
     }
 
     func write(to writer: inout JSONWriter) {
         writer.beginObject()
-        // The id is the cursor's text: made once for both.
-        let id = id
-        writer.member("id", id)
-        writer.member("cursor", id)
+        // The id is the cursor's text, written in place for both.
+        writer.member("id") { cursor.appendText(to: &$0) }
+        writer.member("cursor") { cursor.appendText(to: &$0) }
         writer.member("account", account)
         writer.member("position", Int64(position))
         writer.key("cause")

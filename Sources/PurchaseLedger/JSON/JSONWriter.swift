@@ -16,6 +16,19 @@ package struct JSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
+    /// A writer that appends to `bytes` (a line after the lines before it), without copying
+    /// them: `takeBytes()` hands them back.
+    package init(spaced: Bool = false, appendingTo bytes: consuming [UInt8]) {
+        self.spaced = spaced
+        self.bytes = bytes
+    }
+
+    /// The bytes written, leaving the writer empty.
+    package mutating func takeBytes() -> [UInt8] {
+        defer { bytes = [] }
+        return bytes
+    }
+
     package var string: String { String(decoding: bytes, as: UTF8.self) }
 
     /// Ends a line (between top-level values, as in JSON Lines).
@@ -89,6 +102,18 @@ package struct JSONWriter {
         separate()
         bytes.append(UInt8(ascii: "\""))
         value.appendRFC3339(to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A string member whose text `write` appends: only bytes a JSON string holds unescaped
+    /// (printable ASCII but the quote and the backslash), such as a cursor's text.
+    package mutating func member(_ name: String, unescaped write: (inout [UInt8]) -> Void) {
+        key(name)
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        let start = bytes.count
+        write(&bytes)
+        assert(bytes[start...].allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
         bytes.append(UInt8(ascii: "\""))
     }
 
