@@ -203,6 +203,46 @@ struct ChangeFeedTests {
             #expect(FeedCursor(bad) == nil, "\(bad)")
         }
     }
+
+    /// A change's JSON carries its cursor's text as its id and its cursor, written in place:
+    /// the text of any cursor (a time change's, before 1970, an account of any bytes) reads
+    /// back to that cursor, and a line appended after others, to a buffer held elsewhere too,
+    /// leaves what was there and what holds it.
+    @Test func aChangesLineCarriesItsCursorAsText() async throws {
+        try await withTemporaryDirectory { directory in
+            let ledger = try Ledger.open(at: directory + "/ledger", catalog: wordGameCatalog, configuration: .testing)
+            try await ledger.appendAll(Self.deviceEvents())
+            let changes = try await Self.collect(ledger.changes(follow: false)) { _ in false }
+            await ledger.close()
+            let time = Timestamp(seconds: -2, nanoseconds: 5)
+            let cursors = [
+                changes[0].cursor, FeedCursor(position: 7), FeedCursor(position: 1, instant: time),
+                FeedCursor(position: 1, instant: time, account: "é/\u{0}\"\\"),
+            ]
+            for cursor in cursors {
+                var change = try #require(changes.last)
+                change.cursor = cursor
+                guard case .object(let members) = try JSONParser.parse(Array(change.json.utf8)) else {
+                    Issue.record("not an object: \(change.json)")
+                    continue
+                }
+                for name in ["id", "cursor"] {
+                    guard case .string(let text) = members[UTF8Key(name)] else {
+                        Issue.record("no \(name) in \(change.json)")
+                        continue
+                    }
+                    #expect(text == cursor.description)
+                    #expect(FeedCursor(text) == cursor, "\(name): \(text)")
+                }
+                var buffer = Array("x\n".utf8)
+                let held = buffer
+                change.appendJSONLine(to: &buffer)
+                change.appendJSONLine(to: &buffer)
+                #expect(buffer == Array("x\n\(change.json)\n\(change.json)\n".utf8))
+                #expect(held == Array("x\n".utf8))
+            }
+        }
+    }
 }
 
 /// The account whose expiry the follower waits for, once it is known.

@@ -17,7 +17,8 @@ package struct JSONWriter {
     }
 
     /// A writer that appends to `bytes` (a line after the lines before it), without copying
-    /// them: `takeBytes()` hands them back.
+    /// them: `takeBytes()` hands them back. It starts at the top level, so `bytes` must end
+    /// after a whole value.
     package init(spaced: Bool = false, appendingTo bytes: consuming [UInt8]) {
         self.spaced = spaced
         self.bytes = bytes
@@ -106,14 +107,15 @@ package struct JSONWriter {
     }
 
     /// A string member whose text `write` appends: only bytes a JSON string holds unescaped
-    /// (printable ASCII but the quote and the backslash), such as a cursor's text.
+    /// (printable ASCII but the quote and the backslash), such as a cursor's text; any other
+    /// byte stops the process rather than write JSON that does not parse.
     package mutating func member(_ name: String, unescaped write: (inout [UInt8]) -> Void) {
         key(name)
         separate()
         bytes.append(UInt8(ascii: "\""))
         let start = bytes.count
         write(&bytes)
-        assert(bytes[start...].allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
+        precondition(bytes[start...].allSatisfy { $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") })
         bytes.append(UInt8(ascii: "\""))
     }
 
