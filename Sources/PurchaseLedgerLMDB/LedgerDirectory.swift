@@ -60,8 +60,8 @@ enum LedgerDirectory {
         // What reads keep of the file resident: a replay's or a feed's lookups between the
         // records it scans, a timeline's records, a verify's proofs. Not much less: each time
         // lets go of pages the next reads map again (the B-trees' inner pages, the accounts a
-        // tail replay reads as it goes), which cost an open from a snapshot a third of its time
-        // when it came every 64 KiB of records.
+        // tail replay reads as it goes), which made opens from a snapshot slow when it came
+        // every 64 KiB of records (docs/ARCHITECTURE.md, "Replay is CPU-bound").
         environment.releasesReadPagesEvery = 8 << 20
         environment.durability = switch configuration.durability {
         case .synchronous: .synchronous

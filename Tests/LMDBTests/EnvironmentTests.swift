@@ -316,22 +316,14 @@ struct EnvironmentTests {
     /// position) keeps about `releasesReadPagesEvery` resident, not every page it touched.
     @Test func lookupsAloneLetGoOnceTheyHandedOutTheInterval() throws {
         for interval in [nil, 1_000_000] as [Int?] {
-            try withEnvironment({ $0.initialMapSize = 64 << 20; $0.releasesReadPagesEvery = interval }) { environment, tables, directory in
-                try environment.write { txn throws in
-                    for key in 0..<UInt64(2_000) { try txn.put([UInt8](repeating: 7, count: 4_000), in: tables.blobs, forKey: key) }
-                }
-                try environment.read { txn throws in
-                    for key in 0..<UInt64(2_000) {
-                        // Read whole: a value's overflow page is mapped when its bytes are read.
-                        #expect(try txn.withValue(in: tables.blobs, forKey: key) { $0.count == 4_000 && $0.allSatisfy { $0 == 7 } } == true)
-                    }
-                    let resident = try residentBytes(ofMappingsOf: directory + "/data.mdb")
-                    if interval == nil {
-                        #expect(resident > 7_000_000, "without an interval, the 8 MB looked up stay")
-                    } else {
-                        #expect(resident < 2_500_000, "\(resident) bytes stayed resident, past 1 MB and the pages around it")
-                    }
-                }
+            // Read whole: a value's overflow page is mapped when its bytes are read.
+            let resident = try residentAfterLookups(lookingUp: 0..<2_000, of: 2_000, valuesOf: 4_000, releasingEvery: interval) {
+                $0.count == 4_000 && $0.allSatisfy { $0 == 7 }
+            }
+            if interval == nil {
+                #expect(resident > 7_000_000, "without an interval, the 8 MB looked up stay")
+            } else {
+                #expect(resident < 2_500_000, "\(resident) bytes stayed resident, past 1 MB and the pages around it")
             }
         }
     }
@@ -341,23 +333,33 @@ struct EnvironmentTests {
     /// interval.
     @Test func aLookupOfASmallValueCountsAsItsPage() throws {
         for interval in [nil, 1_000_000] as [Int?] {
-            try withEnvironment({ $0.initialMapSize = 64 << 20; $0.releasesReadPagesEvery = interval }) { environment, tables, directory in
-                let count: UInt64 = 100_000
-                try environment.write { txn throws in
-                    for key in 0..<count { try txn.put([UInt8](repeating: 7, count: 100), in: tables.blobs, forKey: key) }
+            // About 2,400 of the table's 2,900 leaves, 10 MB; 240 KB of values.
+            let resident = try residentAfterLookups(
+                lookingUp: stride(from: 0, to: 100_000, by: 41), of: 100_000, valuesOf: 100, releasingEvery: interval
+            ) { $0.count == 100 }
+            if interval == nil {
+                #expect(resident > 4_000_000, "without an interval, the leaves looked up stay")
+            } else {
+                #expect(resident < 3_000_000, "\(resident) bytes stayed resident, past 1 MB and the pages around it")
+            }
+        }
+    }
+
+    /// The data file's resident bytes after one read looked up `keys` among `count` values of
+    /// `size` bytes (each checked by `check`), in an environment letting go every `interval`.
+    private func residentAfterLookups(
+        lookingUp keys: some Sequence<UInt64>, of count: UInt64, valuesOf size: Int, releasingEvery interval: Int?,
+        check: (UnsafeRawBufferPointer) -> Bool
+    ) throws -> Int {
+        try withEnvironment({ $0.initialMapSize = 64 << 20; $0.releasesReadPagesEvery = interval }) { environment, tables, directory in
+            try environment.write { txn throws in
+                for key in 0..<count { try txn.put([UInt8](repeating: 7, count: size), in: tables.blobs, forKey: key) }
+            }
+            return try environment.read { txn throws in
+                for key in keys {
+                    #expect(try txn.withValue(in: tables.blobs, forKey: key, check) == true)
                 }
-                try environment.read { txn throws in
-                    // About 2,400 of the table's 2,900 leaves, 10 MB; 240 KB of values.
-                    for key in stride(from: 0, to: count, by: 41) {
-                        #expect(try txn.withValue(in: tables.blobs, forKey: key) { $0.count } == 100)
-                    }
-                    let resident = try residentBytes(ofMappingsOf: directory + "/data.mdb")
-                    if interval == nil {
-                        #expect(resident > 4_000_000, "without an interval, the leaves looked up stay")
-                    } else {
-                        #expect(resident < 3_000_000, "\(resident) bytes stayed resident, past 1 MB and the pages around it")
-                    }
-                }
+                return try residentBytes(ofMappingsOf: directory + "/data.mdb")
             }
         }
     }
