@@ -316,7 +316,10 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         let seconds = Int64(bitPattern: UInt64(bigEndian: key.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) ^ (1 << 63))
         let nanoseconds = UInt32(bigEndian: key.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
         guard nanoseconds < 1_000_000_000 else { throw StorageError(.damaged, "the clock holds a reading of \(nanoseconds) ns") }
-        return ClockReading(position: position, time: Timestamp(seconds: seconds, nanoseconds: nanoseconds))
+        // Only times of years 0000–9999 are ever recorded.
+        let time = Timestamp(seconds: seconds, nanoseconds: nanoseconds)
+        guard time.isRepresentable else { throw StorageError(.damaged, "the clock holds a reading at \(seconds) s") }
+        return ClockReading(position: position, time: time)
     }
 
     static func encode(_ holder: TransactionHolder) -> [UInt8] {

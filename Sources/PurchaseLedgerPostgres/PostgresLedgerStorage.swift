@@ -449,11 +449,7 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
                     (\(Int64(clamping: from.position)), \(from.time.seconds), \(Int32(from.time.nanoseconds)))
                 ORDER BY position, seconds, nanoseconds LIMIT \(Int64(limit))
                 """).map { row in
-                let (position, seconds, nanoseconds) = try row.decode((Int64, Int64, Int32).self)
-                guard (0..<1_000_000_000).contains(nanoseconds) else {
-                    throw StorageError(.damaged, "the clock holds a reading of \(nanoseconds) ns")
-                }
-                return ClockReading(position: try StoredPosition.from(position), time: Timestamp(seconds: seconds, nanoseconds: UInt32(nanoseconds)))
+                try Self.clockReading(try row.decode((Int64, Int64, Int32).self))
             }
         }
 
@@ -462,12 +458,18 @@ final class PostgresLedgerStorage: LedgerStorage, @unchecked Sendable {
             return try run("""
                 SELECT position, seconds, nanoseconds FROM ledger_clock ORDER BY position DESC, seconds DESC, nanoseconds DESC LIMIT 1
                 """).first.map { row in
-                let (position, seconds, nanoseconds) = try row.decode((Int64, Int64, Int32).self)
-                guard (0..<1_000_000_000).contains(nanoseconds) else {
-                    throw StorageError(.damaged, "the clock holds a reading of \(nanoseconds) ns")
-                }
-                return ClockReading(position: try StoredPosition.from(position), time: Timestamp(seconds: seconds, nanoseconds: UInt32(nanoseconds)))
+                try Self.clockReading(try row.decode((Int64, Int64, Int32).self))
             }
+        }
+
+        /// A row of `ledger_clock`, checked: only times of years 0000–9999 are ever recorded.
+        private static func clockReading(_ row: (position: Int64, seconds: Int64, nanoseconds: Int32)) throws -> ClockReading {
+            guard (0..<1_000_000_000).contains(row.nanoseconds) else {
+                throw StorageError(.damaged, "the clock holds a reading of \(row.nanoseconds) ns")
+            }
+            let time = Timestamp(seconds: row.seconds, nanoseconds: UInt32(row.nanoseconds))
+            guard time.isRepresentable else { throw StorageError(.damaged, "the clock holds a reading at \(row.seconds) s") }
+            return ClockReading(position: try StoredPosition.from(row.position), time: time)
         }
 
         func account(ofAppTransaction appTransaction: String) throws -> String? {

@@ -206,6 +206,10 @@ struct LogReader: Sendable {
     /// Every catalog recorded, with the first position each governed, oldest first.
     func catalogHistory() throws -> [(effectiveFrom: UInt64, catalog: Catalog)] {
         try storage.read { try $0.catalogs() }.map { recorded in
+            // Positions start at 1: a catalog in force from 0 names no position a record has.
+            guard recorded.effectiveFrom >= 1 else {
+                throw StorageError(.damaged, "a catalog is recorded for position 0, where no record is")
+            }
             do {
                 return (recorded.effectiveFrom, try Catalog(json: recorded.json))
             } catch {

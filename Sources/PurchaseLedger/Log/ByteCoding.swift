@@ -96,6 +96,12 @@ package struct ByteReader {
     }
 
     /// Moves past `count` bytes.
+    /// A varint that counts something in memory: one past `Int.max` is damage, not a trap.
+    package mutating func count() throws(Malformed) -> Int {
+        guard let count = Int(exactly: try varint()) else { throw Malformed(reason: "count out of range") }
+        return count
+    }
+
     package mutating func skip(_ count: Int) throws(Malformed) {
         guard count >= 0, count <= bytes.count - offset else { throw Malformed(reason: "skip past the end") }
         offset += count
@@ -128,6 +134,10 @@ package struct ByteReader {
         let seconds = try signed()
         let nanos = try varint()
         guard nanos < 1_000_000_000 else { throw Malformed(reason: "nanoseconds out of range") }
-        return Timestamp(seconds: seconds, nanoseconds: UInt32(nanos))
+        // Only times of years 0000–9999 are ever written (events are checked, the rest is now):
+        // one outside them is damage, not a time to format or compute with.
+        let time = Timestamp(seconds: seconds, nanoseconds: UInt32(nanos))
+        guard time.isRepresentable else { throw Malformed(reason: "time out of range") }
+        return time
     }
 }

@@ -367,16 +367,21 @@ package enum LogRecordCodec {
             let state = try value(try reader.byte(), in: DownloadState.allCases)
             let mask = try reader.byte()
             guard mask < 4 else { throw Damage.undecodable("unknown field mask") }
+            let progress = mask & 1 != 0 ? try reader.double() : nil
+            let timeRemaining = mask & 2 != 0 ? try reader.double() : nil
+            // The ranges `Event.validate` allows: nothing else was ever appended.
+            if let progress, !(progress >= 0 && progress <= 1) { throw Damage.undecodable("progress out of range") }
+            if let timeRemaining, !(timeRemaining >= -1 && timeRemaining.isFinite) {
+                throw Damage.undecodable("timeRemaining out of range")
+            }
             payload = .downloadUpdated(DownloadUpdated(
-                payment: payment, download: download, state: state,
-                progress: mask & 1 != 0 ? try reader.double() : nil,
-                timeRemaining: mask & 2 != 0 ? try reader.double() : nil))
+                payment: payment, download: download, state: state, progress: progress, timeRemaining: timeRemaining))
         case .transactionFinished:
             payload = .transactionFinished(TransactionFinished(payment: try reader.string()))
         case .consumed:
             let item = try reader.string()
             let amount = try reader.varint()
-            guard amount <= UInt64(Int64.max) else { throw Damage.undecodable("amount out of range") }
+            guard (1...UInt64(Int64.max)).contains(amount) else { throw Damage.undecodable("amount out of range") }
             payload = .consumed(Consumed(item: item, amount: Int64(amount)))
         case .revoked:
             let transaction = try reader.string()

@@ -39,7 +39,10 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         (lhs.seconds, lhs.nanoseconds) < (rhs.seconds, rhs.nanoseconds)
     }
 
-    public var description: String { rfc3339 }
+    /// RFC 3339 (`rfc3339`) for a representable instant; seconds since 1970 for another.
+    public var description: String {
+        isRepresentable ? rfc3339 : "\(seconds) s \(nanoseconds) ns since 1970 (outside years 0000–9999)"
+    }
 
     // MARK: RFC 3339
 
@@ -116,7 +119,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         return Timestamp(seconds: seconds, nanoseconds: UInt32(nanos))
     }
 
-    /// UTC, `Z`, and the fraction only as long as it needs to be.
+    /// UTC, `Z`, and the fraction only as long as it needs to be. For a representable instant
+    /// (`isRepresentable`): every time the ledger is given or reads back is checked to be one.
     public var rfc3339: String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(30)

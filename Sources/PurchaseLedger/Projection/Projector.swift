@@ -99,7 +99,7 @@ enum Projector {
 
         case .consumed(let consumed):
             let item = UTF8Key(consumed.item)
-            try store.setBalance((try store.balance(account, item) ?? 0) - consumed.amount, of: account, item: item)
+            try store.setBalance(try sum(try store.balance(account, item) ?? 0, -consumed.amount), of: account, item: item)
 
         case .revoked(let revoked):
             let key = UTF8Key(revoked.transaction)
@@ -223,8 +223,17 @@ enum Projector {
         guard let product = catalog[entry.product] else { return }
         for (item, amount) in product.grants {
             let key = UTF8Key(item)
-            try store.setBalance((try store.balance(account, key) ?? 0) + sign * amount * Int64(entry.quantity), of: account, item: key)
+            try store.setBalance(try sum(try store.balance(account, key) ?? 0, sign * amount * Int64(entry.quantity)), of: account, item: key)
         }
+    }
+
+    /// A balance moved by `change`. The rules keep every balance far from the bounds (a
+    /// consumption at most the balance, a catalog's grants at most 10^9 a unit); a record or a
+    /// snapshot that would cross them is damage, not a reason to trap.
+    private static func sum(_ balance: Int64, _ change: Int64) throws(ProjectionInconsistency) -> Int64 {
+        let (sum, overflow) = balance.addingReportingOverflow(change)
+        guard !overflow else { throw ProjectionInconsistency(description: "a balance of \(balance) cannot move by \(change)") }
+        return sum
     }
 
     private static func product(_ id: String, in catalog: Catalog) throws(ProjectionInconsistency) -> Catalog.Product {

@@ -79,8 +79,8 @@ struct SnapshotHeader: Sendable, Hashable {
                 var reader = ByteReader(UnsafeRawBufferPointer(rebasing: raw[1...]))
                 let header = SnapshotHeader(
                     position: try reader.varint(), fingerprint: try reader.uint64(), previous: try reader.varint(),
-                    accountsWritten: Int(try reader.varint()), accounts: Int(try reader.varint()),
-                    entries: Int(try reader.varint()), unfinished: Int(try reader.varint()), createdAt: try reader.timestamp())
+                    accountsWritten: try reader.count(), accounts: try reader.count(),
+                    entries: try reader.count(), unfinished: try reader.count(), createdAt: try reader.timestamp())
                 guard reader.isAtEnd else { throw Problem.damaged("trailing bytes") }
                 guard header.fingerprint == SnapshotFormat.fingerprint else { throw Problem.otherRules }
                 guard header.position == key else { throw Problem.positionMismatch }

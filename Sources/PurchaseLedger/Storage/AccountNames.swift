@@ -60,7 +60,8 @@ package final class AccountNames: Sendable {
     func name(of handle: UInt64, reader: any LedgerStorageReader) throws -> String? {
         let (cached, highest) = table.withLock { ($0.name(handle), $0.highest) }
         if let cached { return cached }
-        let rows = try reader.accountNames(from: handle, limit: handle == highest + 1 ? Self.readAhead : 1)
+        // `&+`: a damaged table's largest handle may be the largest number.
+        let rows = try reader.accountNames(from: handle, limit: handle == highest &+ 1 ? Self.readAhead : 1)
         adopt(rows)
         return rows.first { $0.handle == handle }?.account
     }
