@@ -74,6 +74,15 @@ public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Senda
         return error
     }
 
+    /// Every slot of the held reads is taken, the server's or the key's (`HeldReads`): 503,
+    /// retry in a second.
+    static func heldReadsTaken() -> LedgerHTTPError {
+        var error = LedgerHTTPError(status: .serviceUnavailable, code: "busy",
+            message: "the server holds as many streams and long polls as it takes (limits.heldReads, limits.heldReadsPerKey); retry after a second")
+        error.retryAfterSeconds = 1
+        return error
+    }
+
     static func `internal`(_ message: String) -> LedgerHTTPError {
         LedgerHTTPError(status: .internalServerError, code: "internal", message: message)
     }

@@ -45,6 +45,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public let dashboard: Bool
     /// The slots of the expensive reads (a timeline, the books here; the hubs' catch-ups), shared with the hub.
     let reads: ExpensiveReads
+    /// The streams and long polls held at once (`limits.heldReads`, `limits.heldReadsPerKey`).
+    let held: HeldReads
     private let requestMetrics: RequestMetrics
     /// Refused notifications are logged at a bounded rate: anyone can send them.
     private let refusals = RefusalLog()
@@ -69,6 +71,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         self.changeFeed = changeFeed
         self.dashboard = dashboard
         reads = changeFeed?.reads ?? ExpensiveReads(limit: limits.expensiveReads)
+        held = HeldReads(limit: limits.heldReadsLimit, limitPerKey: limits.heldReadsPerKey)
         self.ledger = ledger
         self.keys = keys
         self.limits = limits
@@ -95,7 +98,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         if dashboard { addDashboardRoutes(to: routes) }
         if let changeFeed {
             routes.get("/v1/changes") { request, context in try await changes(request, context: context, hub: changeFeed) }
-            routes.get("/v1/changes/stream") { request, context in try changeStream(request, context: context, hub: changeFeed) }
+            routes.get("/v1/changes/stream") { request, context in try await changeStream(request, context: context, hub: changeFeed) }
         }
         if let notifications {
             routes.post("/v1/appstore/notifications") { request, context in try await appStoreNotification(request, context: context) }
@@ -267,9 +270,12 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     /// waits (long poll) up to `wait` seconds when there is none yet.
     func changes(_ request: Request, context: Context, hub: ChangeFeedHub) async throws -> Response {
         try context.require(.changesRead)
-        let after = try cursorParameter(request, header: nil)
+        let after = try await cursorParameter(request, header: nil, context: context)
         let limit = Int(try integerParameter(request, "limit", default: 100, range: 1...1000))
         let wait = try integerParameter(request, "wait", default: 0, range: 0...UInt64(ServerConfiguration.Limits.longestChangeWaitSeconds))
+        // A long poll holds its connection while it waits.
+        let slot = wait > 0 ? try heldSlot(context) : nil
+        defer { slot?.release() }
         var changes: [LedgerChange]
         var next: FeedCursor
         do {
@@ -297,19 +303,23 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
 
     /// `GET /v1/changes/stream`: the same changes as server-sent events (`id` the change's id,
     /// `event: change`, `data` its JSON), from `Last-Event-ID` or `after`; a comment every
-    /// fifteen seconds keeps the connection alive. Ends when the server shuts down.
-    func changeStream(_ request: Request, context: Context, hub: ChangeFeedHub) throws -> Response {
+    /// fifteen seconds keeps the connection alive. Ends when the server shuts down; holds a
+    /// slot of the held reads until then.
+    func changeStream(_ request: Request, context: Context, hub: ChangeFeedHub) async throws -> Response {
         try context.require(.changesRead)
-        let start = try cursorParameter(request, header: request.headers[.lastEventID])
+        let start = try await cursorParameter(request, header: request.headers[.lastEventID], context: context)
+        let slot = try heldSlot(context)
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
         let clientLeft = context.clientLeft
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            defer { slot.release() }
             var cursor = start
             var quiet = 0
             try await writer.write(ByteBuffer(string: ": ledger change feed\n\n"))
-            while !Task.isCancelled, !Task.isShuttingDownGracefully {
+            // A client that left gives its slot back within a second, not at the next write.
+            while !Task.isCancelled, !Task.isShuttingDownGracefully, !clientLeft() {
                 let generation = ledger.forgetGeneration
                 let changes: [LedgerChange]
                 let next: FeedCursor
@@ -342,14 +352,36 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         })
     }
 
-    /// `after` (or the `Last-Event-ID` header when given): a change's id or a position.
-    private func cursorParameter(_ request: Request, header: String?) throws -> FeedCursor {
+    /// `after` (or the `Last-Event-ID` header when given): a change's id or a position, not
+    /// past the log's end (a reader that sent one would wait, unaware, for changes it has
+    /// skipped).
+    private func cursorParameter(_ request: Request, header: String?, context: Context) async throws -> FeedCursor {
         guard let text = header ?? request.uri.queryParameters["after"].map(String.init) else { return .start }
+        let name = header == nil ? "after" : "Last-Event-ID"
         guard let cursor = FeedCursor(text) else {
-            let name = header == nil ? "after" : "Last-Event-ID"
             throw LedgerHTTPError.badRequest("\(name) must be a change's id or a log position, not \"\(LogSafe.metadata(String(text.prefix(64))))\"")
         }
+        guard cursor.position > ledger.position else { return cursor }
+        // Another process on shared storage may have appended it.
+        let reached: UInt64
+        do {
+            reached = try await ledger.catchUp()
+        } catch {
+            throw Self.httpError(storage: error, logger: context.logger)
+        }
+        guard cursor.position <= reached else {
+            throw LedgerHTTPError.badRequest("\(name) is past the end of the log (position \(reached)): it is no cursor of this ledger's")
+        }
         return cursor
+    }
+
+    /// A slot for a read that holds its connection while it waits (`HeldReads`); 503 `busy`
+    /// when the server's or the key's are all taken.
+    private func heldSlot(_ context: Context) throws -> HeldReads.Slot {
+        guard let slot = held.tryAcquire(key: context.identity?.name ?? "") else {
+            throw LedgerHTTPError.heldReadsTaken()
+        }
+        return slot
     }
 
     func history(_ request: Request, context: Context) throws -> Response {

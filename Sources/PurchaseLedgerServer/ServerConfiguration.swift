@@ -86,11 +86,20 @@ public struct ServerConfiguration: Codable, Sendable {
         /// derives: past it, the page holds what was found, and its `next` where the derivation
         /// got to (the next request goes on from there).
         public var feedCatchUpEvents: Int
+        /// Most reads that hold their connection while they wait for changes (streams of the
+        /// feed, long polls) at once; another is answered 503 `busy`. Below `maxConnections`, so
+        /// that readers that never read cannot take every connection; nil: a quarter of them.
+        public var heldReads: Int?
+        /// Most such reads of one API key at once.
+        public var heldReadsPerKey: Int
+
+        /// `heldReads`, or its default.
+        public var heldReadsLimit: Int { heldReads ?? max(1, maxConnections / 4) }
 
         public init(
             bodyBytes: Int = 1 << 20, eventsPerRequest: Int = 1000,
             maxConnections: Int = 512, idleTimeoutSeconds: Double = 30, requestTimeoutSeconds: Double = 15,
-            expensiveReads: Int = 2, feedCatchUpEvents: Int = 100_000
+            expensiveReads: Int = 2, feedCatchUpEvents: Int = 100_000, heldReads: Int? = nil, heldReadsPerKey: Int = 32
         ) {
             self.bodyBytes = bodyBytes
             self.eventsPerRequest = eventsPerRequest
@@ -99,6 +108,8 @@ public struct ServerConfiguration: Codable, Sendable {
             self.requestTimeoutSeconds = requestTimeoutSeconds
             self.expensiveReads = expensiveReads
             self.feedCatchUpEvents = feedCatchUpEvents
+            self.heldReads = heldReads
+            self.heldReadsPerKey = heldReadsPerKey
         }
 
         public init(from decoder: any Decoder) throws {
@@ -111,6 +122,8 @@ public struct ServerConfiguration: Codable, Sendable {
             requestTimeoutSeconds = try container.decodeIfPresent(Double.self, forKey: .requestTimeoutSeconds) ?? defaults.requestTimeoutSeconds
             expensiveReads = try container.decodeIfPresent(Int.self, forKey: .expensiveReads) ?? defaults.expensiveReads
             feedCatchUpEvents = try container.decodeIfPresent(Int.self, forKey: .feedCatchUpEvents) ?? defaults.feedCatchUpEvents
+            heldReads = try container.decodeIfPresent(Int.self, forKey: .heldReads)
+            heldReadsPerKey = try container.decodeIfPresent(Int.self, forKey: .heldReadsPerKey) ?? defaults.heldReadsPerKey
         }
 
         /// The longest `wait` of `GET /v1/changes`: under the idle timeout's default.
@@ -388,6 +401,9 @@ public struct ServerConfiguration: Codable, Sendable {
         guard limits.bodyBytes > 0, limits.eventsPerRequest > 0, limits.maxConnections > 0, (1...64).contains(limits.expensiveReads),
               (1_000...100_000_000).contains(limits.feedCatchUpEvents) else {
             throw ServerConfigurationError("\"limits\" must be positive (expensiveReads 1 to 64, feedCatchUpEvents 1,000 to 100,000,000)")
+        }
+        guard limits.heldReadsLimit >= 1, limits.heldReadsLimit < max(2, limits.maxConnections), limits.heldReadsPerKey >= 1 else {
+            throw ServerConfigurationError("\"limits.heldReads\" must be from 1 to one less than maxConnections, and heldReadsPerKey at least 1")
         }
         for (name, seconds) in [("idleTimeoutSeconds", limits.idleTimeoutSeconds), ("requestTimeoutSeconds", limits.requestTimeoutSeconds)] {
             guard seconds.isFinite, seconds >= 0.001, seconds <= Limits.maximumTimeoutSeconds else {

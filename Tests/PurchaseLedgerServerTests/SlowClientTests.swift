@@ -186,6 +186,9 @@ struct SlowClientTests {
         (#"{"ledger": "l", "limits": {"maxConnections": 0}}"#, "must be positive"),
         (#"{"ledger": "l", "limits": {"idleTimeoutSeconds": 0}}"#, "limits.idleTimeoutSeconds"),
         (#"{"ledger": "l", "limits": {"requestTimeoutSeconds": 1e9}}"#, "limits.requestTimeoutSeconds"),
+        (#"{"ledger": "l", "limits": {"maxConnections": 8, "heldReads": 8}}"#, "limits.heldReads"),
+        (#"{"ledger": "l", "limits": {"heldReads": 0}}"#, "limits.heldReads"),
+        (#"{"ledger": "l", "limits": {"heldReadsPerKey": 0}}"#, "limits.heldReads"),
     ])
     func badConnectionLimitsAreRefused(_ text: String, _ expected: String) async throws {
         try await withTemporaryDirectory { directory in
