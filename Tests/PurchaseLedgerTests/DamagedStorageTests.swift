@@ -67,6 +67,47 @@ struct DamagedStorageTests {
         #expect(throws: ProjectionInconsistency.self) { try state.apply(consumed("e2"), at: 2, catalog: wordGameCatalog) }
     }
 
+    /// Records the rules would refuse, appended past them: a purchase of ten hints, two
+    /// consumptions that take the balance to the smallest number plus nine, then the purchase's
+    /// refund, whose taking back of ten crosses it. The feed's derivation stops there as damage;
+    /// it once tried the event again on the state the first try had half changed (the refund
+    /// recorded, its credit not taken back), and went on as if it had applied.
+    @Test(arguments: Backend.available)
+    func theFeedStopsAtARecordThatWouldMoveABalancePastItsBounds(_ backend: Backend) async throws {
+        try await withLocation(on: backend) { location in
+            let ledger = try Ledger.open(location: location, catalog: wordGameCatalog, configuration: .testing)
+            _ = try await ledger.append(contentsOf: [
+                .paymentAdded(id: "e1", account: "ana", at: newYear, payment: "A1", product: "com.example.tenhints"),
+                .transactionUpdated(id: "e2", account: "ana", at: newYear, TransactionUpdated(payment: "A1", state: .purchased, transaction: "t1")),
+            ])
+            await ledger.close()
+            let storage = try backend.openStorage(location)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                let handle = try #require(try writer.accountHandle(of: "ana"))
+                let damaged: [Event] = [
+                    .consumed(id: "e3", account: "ana", at: newYear, item: "hints", amount: .max),
+                    .consumed(id: "e4", account: "ana", at: newYear, item: "hints", amount: 2),
+                    .revoked(id: "e5", account: "ana", at: newYear, transaction: "t1"),
+                ]
+                for (offset, event) in damaged.enumerated() {
+                    let position = UInt64(offset + 3)
+                    let record = LogRecordCodec.record(event, position: position) { _ in handle }
+                    try writer.append(record: record.bytes, at: position, eventID: event.id, account: event.account)
+                }
+                try writer.recordClock(ClockReading(position: 5, time: .now()))
+            }
+            storage.close()
+            let log = try LedgerLog.open(location: location)
+            defer { log.close() }
+            var derived: [UInt64] = []
+            let error = await #expect(throws: StorageError.self) {
+                for try await change in log.changes() { derived.append(change.position) }
+            }
+            #expect(error?.code == .damaged)
+            #expect(!derived.contains(5))
+        }
+    }
+
     /// A header whose counts do not fit an `Int`, with a good checksum.
     @Test func aSnapshotHeaderWithACountPastIntIsDamage() throws {
         func header(accountsWritten: UInt64) -> [UInt8] {

@@ -182,11 +182,20 @@ struct ChangeDeriver {
         do {
             try state.apply(event, at: record.position, catalog: catalog)
         } catch {
-            // A product added to the catalog after this deriver read it.
-            guard let newest = try log.currentCatalog() else { throw error }
+            // A product added to the catalog after this deriver read it. (Nothing was applied:
+            // the product is looked up first. Any other inconsistency is damage, and may have
+            // changed part of the state: it is thrown, not tried again.)
+            let inconsistency: ProjectionInconsistency = error
+            guard inconsistency.kind == .productNotInCatalog, let newest = try log.currentCatalog(), newest != catalog else {
+                throw inconsistency.damage(at: record.position)
+            }
             catalog = newest
             try readEntitlements(from: log)
-            try state.apply(event, at: record.position, catalog: catalog)
+            do {
+                try state.apply(event, at: record.position, catalog: catalog)
+            } catch {
+                throw error.damage(at: record.position)
+            }
         }
         // A revocation counts in every account that names the transaction, not only those
         // listed: their projections computed earlier in this reading may no longer hold.

@@ -309,7 +309,7 @@ struct ProjectionSession<Facts: GlobalFacts>: RuleContext, ProjectionStore {
         do {
             try Projector.apply(event, at: next, catalog: catalog, to: &self)
         } catch let inconsistency as ProjectionInconsistency {
-            throw StorageError(.damaged, "the event at position \(next) cannot be applied: \(inconsistency)", position: next)
+            throw inconsistency.damage(at: next)
         }
         position = next
     }

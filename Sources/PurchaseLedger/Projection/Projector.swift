@@ -1,6 +1,21 @@
-/// A log record that cannot be applied: the log and the catalog disagree.
+/// A log record that cannot be applied: the log and the catalog disagree, or the record is
+/// one the rules never let through.
 struct ProjectionInconsistency: Error, CustomStringConvertible {
+    enum Kind {
+        /// The catalog read lacks the product: a newer catalog may have it.
+        case productNotInCatalog
+        case unknownPayment
+        case transferOfNeitherAccount
+        case balanceOutOfRange
+    }
+
+    var kind: Kind
     var description: String
+
+    /// What it is to a reader of the log: damage at the record's position.
+    func damage(at position: UInt64) -> StorageError {
+        StorageError(.damaged, "the event at position \(position) cannot be applied: \(description)", position: position)
+    }
 }
 
 /// How each appended event changes the projections: the single place where state changes.
@@ -52,7 +67,7 @@ enum Projector {
             } else {
                 // StoreKit delivered a transaction the app never added: the update opens the entry.
                 guard let productID = update.product else {
-                    throw ProjectionInconsistency(description: "update of unknown payment \(update.payment) without a product")
+                    throw ProjectionInconsistency(kind: .unknownPayment, description: "update of unknown payment \(update.payment) without a product")
                 }
                 var opened = QueueEntry(payment: update.payment, product: try product(productID, in: catalog),
                                         quantity: update.quantity ?? 1, openedAt: position)
@@ -177,7 +192,7 @@ enum Projector {
 
         case .transferred(let transfer):
             guard let side = transfer.side(of: event.account) else {
-                throw ProjectionInconsistency(description: "transfer \(event.id) belongs to neither of its accounts")
+                throw ProjectionInconsistency(kind: .transferOfNeitherAccount, description: "transfer \(event.id) belongs to neither of its accounts")
             }
             // The transactions index keeps the entry that first held each transaction (its
             // credit's); who owns the chain now follows from the accounts' transfers
@@ -232,13 +247,13 @@ enum Projector {
     /// snapshot that would cross them is damage, not a reason to trap.
     private static func sum(_ balance: Int64, _ change: Int64) throws(ProjectionInconsistency) -> Int64 {
         let (sum, overflow) = balance.addingReportingOverflow(change)
-        guard !overflow else { throw ProjectionInconsistency(description: "a balance of \(balance) cannot move by \(change)") }
+        guard !overflow else { throw ProjectionInconsistency(kind: .balanceOutOfRange, description: "a balance of \(balance) cannot move by \(change)") }
         return sum
     }
 
     private static func product(_ id: String, in catalog: Catalog) throws(ProjectionInconsistency) -> Catalog.Product {
         guard let product = catalog[id] else {
-            throw ProjectionInconsistency(description: "product \(id) is not in the catalog")
+            throw ProjectionInconsistency(kind: .productNotInCatalog, description: "product \(id) is not in the catalog")
         }
         return product
     }
@@ -248,7 +263,7 @@ enum Projector {
         _ account: UTF8Key, _ payment: String, in store: inout some ProjectionStore, _ change: (inout QueueEntry) -> Void
     ) throws {
         guard try store.updateEntry(account, UTF8Key(payment), change) != nil else {
-            throw ProjectionInconsistency(description: "event for unknown payment \(payment)")
+            throw ProjectionInconsistency(kind: .unknownPayment, description: "event for unknown payment \(payment)")
         }
     }
 }

@@ -48,7 +48,7 @@ struct AccountRebuilder {
             do {
                 try Projector.apply(event, at: position, catalog: catalog, to: &store)
             } catch let inconsistency as ProjectionInconsistency {
-                throw StorageError(.damaged, "the event at position \(position) cannot be applied: \(inconsistency)", position: position)
+                throw inconsistency.damage(at: position)
             }
             // A consumable bought here and refunded later through another account.
             if case .transactionUpdated(let update) = event.payload, sameBytes(event.account, account),
