@@ -270,7 +270,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     /// waits (long poll) up to `wait` seconds when there is none yet.
     func changes(_ request: Request, context: Context, hub: ChangeFeedHub) async throws -> Response {
         try context.require(.changesRead)
-        let after = try await cursorParameter(request, header: nil, context: context)
+        let after = try cursorParameter(request, header: nil, context: context)
         let limit = Int(try integerParameter(request, "limit", default: 100, range: 1...1000))
         let wait = try integerParameter(request, "wait", default: 0, range: 0...UInt64(ServerConfiguration.Limits.longestChangeWaitSeconds))
         // A long poll holds its connection while it waits.
@@ -307,7 +307,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     /// slot of the held reads until then.
     func changeStream(_ request: Request, context: Context, hub: ChangeFeedHub) async throws -> Response {
         try context.require(.changesRead)
-        let start = try await cursorParameter(request, header: request.headers[.lastEventID], context: context)
+        let start = try cursorParameter(request, header: request.headers[.lastEventID], context: context)
         let slot = try heldSlot(context)
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
@@ -355,22 +355,23 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     /// `after` (or the `Last-Event-ID` header when given): a change's id or a position, not
     /// past the log's end (a reader that sent one would wait, unaware, for changes it has
     /// skipped).
-    private func cursorParameter(_ request: Request, header: String?, context: Context) async throws -> FeedCursor {
+    private func cursorParameter(_ request: Request, header: String?, context: Context) throws -> FeedCursor {
         guard let text = header ?? request.uri.queryParameters["after"].map(String.init) else { return .start }
         let name = header == nil ? "after" : "Last-Event-ID"
         guard let cursor = FeedCursor(text) else {
             throw LedgerHTTPError.badRequest("\(name) must be a change's id or a log position, not \"\(LogSafe.metadata(String(text.prefix(64))))\"")
         }
         guard cursor.position > ledger.position else { return cursor }
-        // Another process on shared storage may have appended it.
-        let reached: UInt64
+        // The feed reads committed storage, which is ahead of the projections until they are
+        // published (and, on shared storage, of what this process has caught up with).
+        let stored: UInt64
         do {
-            reached = try await ledger.catchUp()
+            stored = try ledger.storedPosition()
         } catch {
             throw Self.httpError(storage: error, logger: context.logger)
         }
-        guard cursor.position <= reached else {
-            throw LedgerHTTPError.badRequest("\(name) is past the end of the log (position \(reached)): it is no cursor of this ledger's")
+        guard cursor.position <= stored else {
+            throw LedgerHTTPError.badRequest("\(name) is past the end of the log (position \(stored)): it is no cursor of this ledger's")
         }
         return cursor
     }

@@ -403,7 +403,7 @@ public struct ServerConfiguration: Codable, Sendable {
             throw ServerConfigurationError("\"limits\" must be positive (expensiveReads 1 to 64, feedCatchUpEvents 1,000 to 100,000,000)")
         }
         guard limits.heldReadsLimit >= 1, limits.heldReadsLimit < max(2, limits.maxConnections), limits.heldReadsPerKey >= 1 else {
-            throw ServerConfigurationError("\"limits.heldReads\" must be from 1 to one less than maxConnections, and heldReadsPerKey at least 1")
+            throw ServerConfigurationError("\"limits.heldReads\" must be from 1 to one less than maxConnections (1 with one connection), and heldReadsPerKey at least 1")
         }
         for (name, seconds) in [("idleTimeoutSeconds", limits.idleTimeoutSeconds), ("requestTimeoutSeconds", limits.requestTimeoutSeconds)] {
             guard seconds.isFinite, seconds >= 0.001, seconds <= Limits.maximumTimeoutSeconds else {

@@ -328,6 +328,13 @@ public final class Ledger: Sendable {
         live.position
     }
 
+    /// The position of the last record storage holds: ahead of `position` from a commit until
+    /// its projections are published, and on shared storage by what other processes appended
+    /// and this one has not caught up with.
+    public func storedPosition() throws -> UInt64 {
+        try storage.read { try $0.lastPosition() }
+    }
+
     /// What `account` owns as of `time`; nil when the ledger has no event of that account.
     public func projection(of account: String, asOf time: Timestamp = .now()) throws -> AccountProjection? {
         try live.projection(of: UTF8Key(account), asOf: time).projection
