@@ -44,38 +44,9 @@ struct HeldReadsTests {
     /// once the line is read (a stream's answer never ends).
     static func status(_ path: String, key: String, port: Int, lastEventID: String? = nil) async throws -> String {
         let resume = lastEventID.map { "Last-Event-ID: \($0)\r\n" } ?? ""
-        let reader = StatusLineReader(
-            request: "GET \(path) HTTP/1.1\r\nHost: ledger\r\nAuthorization: Bearer \(key)\r\n\(resume)Connection: close\r\n\r\n")
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(reader) } }
-            .connect(host: "127.0.0.1", port: port).get()
-        try await channel.closeFuture.get()
-        return try await channel.eventLoop.submit { reader.line }.get()
-    }
-
-    /// Sends a request once connected; keeps the answer's first line and closes.
-    final class StatusLineReader: ChannelInboundHandler, @unchecked Sendable {
-        typealias InboundIn = ByteBuffer
-        typealias OutboundOut = ByteBuffer
-        let request: String
-        private var bytes: [UInt8] = []
-        var line = ""
-
-        init(request: String) {
-            self.request = request
-        }
-
-        func channelActive(context: ChannelHandlerContext) {
-            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: request)), promise: nil)
-            context.fireChannelActive()
-        }
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            bytes += unwrapInboundIn(data).readableBytesView
-            guard let end = bytes.firstIndex(of: UInt8(ascii: "\r")) else { return }
-            line = String(decoding: bytes[..<end], as: UTF8.self)
-            context.close(promise: nil)
-        }
+        return try await SlowClientTests.exchange(
+            "GET \(path) HTTP/1.1\r\nHost: ledger\r\nAuthorization: Bearer \(key)\r\n\(resume)Connection: close\r\n\r\n",
+            port: port, statusLineOnly: true)
     }
 
     /// Asks until the status line is `expected` (the server takes the streams' requests on its

@@ -46,9 +46,10 @@ struct SlowClientTests {
     }
 
     /// Sends `request` (raw HTTP/1.1) on a new connection; the answer's bytes, read to the
-    /// server's close (empty when the server closed it before the request arrived).
-    static func exchange(_ request: String, port: Int) async throws -> String {
-        let collector = Collector(request: request)
+    /// server's close (empty when the server closed it before the request arrived), or with
+    /// `statusLineOnly` its first line, the connection closed then (a stream never ends).
+    static func exchange(_ request: String, port: Int, statusLineOnly: Bool = false) async throws -> String {
+        let collector = Collector(request: request, statusLineOnly: statusLineOnly)
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) } }
             .connect(host: "127.0.0.1", port: port).get()
@@ -63,10 +64,12 @@ struct SlowClientTests {
         typealias InboundIn = ByteBuffer
         typealias OutboundOut = ByteBuffer
         let request: String
+        let statusLineOnly: Bool
         var text = ""
 
-        init(request: String) {
+        init(request: String, statusLineOnly: Bool) {
             self.request = request
+            self.statusLineOnly = statusLineOnly
         }
 
         func channelActive(context: ChannelHandlerContext) {
@@ -76,6 +79,11 @@ struct SlowClientTests {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             text += String(buffer: unwrapInboundIn(data))
+            // "\r\n" is one `Character`.
+            if statusLineOnly, let end = text.firstIndex(of: "\r\n") {
+                text = String(text[..<end])
+                context.close(promise: nil)
+            }
         }
     }
 

@@ -95,13 +95,13 @@ package struct ByteReader {
         return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
     }
 
-    /// Moves past `count` bytes.
     /// A varint that counts something in memory: one past `Int.max` is damage, not a trap.
     package mutating func count() throws(Malformed) -> Int {
         guard let count = Int(exactly: try varint()) else { throw Malformed(reason: "count out of range") }
         return count
     }
 
+    /// Moves past `count` bytes.
     package mutating func skip(_ count: Int) throws(Malformed) {
         guard count >= 0, count <= bytes.count - offset else { throw Malformed(reason: "skip past the end") }
         offset += count
