@@ -21,23 +21,7 @@ final class ExpensiveReads: Sendable {
     }
 
     /// A slot, held until released (`release`, or when it goes).
-    final class Slot: Sendable {
-        private let reads: ExpensiveReads
-        private let released = Atomic<Bool>(false)
-
-        fileprivate init(reads: ExpensiveReads) {
-            self.reads = reads
-        }
-
-        func release() {
-            guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            reads.release()
-        }
-
-        deinit {
-            release()
-        }
-    }
+    typealias Slot = CountedSlot
 
     /// A slot when one is free; nil when `limit` reads run already.
     func tryAcquire() -> Slot? {
@@ -46,7 +30,7 @@ final class ExpensiveReads: Sendable {
             running += 1
             return true
         }
-        return taken ? Slot(reads: self) : nil
+        return taken ? Slot { self.release() } : nil
     }
 
     /// How many run now (for tests and metrics).

@@ -17,25 +17,7 @@ final class HeldReads: Sendable {
     }
 
     /// A slot, held until released (`release`, or when it goes).
-    final class Slot: Sendable {
-        private let reads: HeldReads
-        private let key: String
-        private let released = Atomic<Bool>(false)
-
-        fileprivate init(reads: HeldReads, key: String) {
-            self.reads = reads
-            self.key = key
-        }
-
-        func release() {
-            guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            reads.release(key)
-        }
-
-        deinit {
-            release()
-        }
-    }
+    typealias Slot = CountedSlot
 
     /// A slot for a read of the key named `key`; nil when `limit` reads are held, or
     /// `limitPerKey` of that key's.
@@ -47,7 +29,7 @@ final class HeldReads: Sendable {
             held.byKey[key] = ofKey + 1
             return true
         }
-        return taken ? Slot(reads: self, key: key) : nil
+        return taken ? Slot { self.release(key) } : nil
     }
 
     /// How many are held now, in all and of `key` (for tests and metrics).
