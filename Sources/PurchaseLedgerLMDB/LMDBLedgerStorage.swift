@@ -17,7 +17,8 @@ import Synchronization
 /// - `catalogs`: first position governed → catalog JSON (the catalog in force, and its past);
 /// - `meta`: `format` → the storage format marker;
 /// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
-///   big-endian) → nothing: the ledger's clock readings, in order (`ClockReading`);
+///   big-endian) → nothing: the ledger's clock readings, in order (`ClockReading`), but for
+///   the newest, which `meta` holds (`ClockTail`);
 /// - `feeds`: a key of a feed's consumer → its value (a webhook endpoint's progress);
 /// - `appTransactions`: Apple's `appTransactionId` → the account of the first report naming it;
 /// - `accountNames`: handle (u64 big-endian, from 1, appended) → account id, and
@@ -27,7 +28,8 @@ import Synchronization
 ///
 /// - `scrub`: empty; filled and emptied again after a forget (`scrubFreedPages`).
 /// - `meta` also holds `lastForget` (the position of the newest `forgotten` record),
-///   `eventIDsIndexedThrough` (the indexes' mark), `indexTail` (`IndexTail`), and
+///   `eventIDsIndexedThrough` (the indexes' mark), `indexTail` (`IndexTail`), `clockTail`
+///   (`ClockTail`), and
 ///   `rewritePending` from a forget until the file is rewritten (`DataFileRewrite`).
 ///
 /// And, written apart from appends by the snapshot policy:
@@ -475,6 +477,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
             }
         }
 
+        /// `clock`'s readings, then its tail's (`ClockTail`).
         func clockReadings(after: ClockReading?, limit: Int) throws -> [ClockReading] {
             guard let clock = tables.clock, limit > 0 else { return [] }
             var readings: [ClockReading] = []
@@ -484,11 +487,17 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 readings.append(reading)
                 return readings.count < limit
             }
+            guard readings.count < limit else { return readings }
+            for reading in try ClockTail.readings(tables.meta, in: txn) where after.map({ reading > $0 }) ?? true {
+                readings.append(reading)
+                if readings.count == limit { break }
+            }
             return readings
         }
 
         func lastClockReading() throws -> ClockReading? {
             guard let clock = tables.clock else { return nil }
+            if let newest = try ClockTail.newest(tables.meta, in: txn) { return newest }
             return try txn.withCursor(clock) { cursor in
                 try cursor.last().map { entry in try LMDBLedgerStorage.clockReading(fromKey: entry.key) }
             }
@@ -805,7 +814,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func recordClock(_ reading: ClockReading) throws {
             guard let clock = tables.clock else { throw StorageError(.readOnly, "the ledger is open read-only") }
-            try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
+            try ClockTail.record(reading, clock: clock, meta: tables.meta, in: write)
         }
 
         func setFeedState(_ key: String, _ value: [UInt8]?) throws {

@@ -1,0 +1,121 @@
+import LMDB
+import PurchaseLedger
+
+/// The LMDB backend's newest clock readings (`ClockReading`), kept in `meta` under `key`
+/// instead of in the `clock` table.
+///
+/// The writer records a reading with every commit. In `clock`, a B-tree three deep in a
+/// ledger of any size, that wrote three pages a commit; `meta` is one page, which a commit
+/// rewrites whole. The tail holds up to `capacity` readings, each the 40 lowercase hex digits
+/// of its `clock` key (`LMDBLedgerStorage.clockKey`), oldest first; the commit that records the
+/// last of them moves them all into `clock` and removes `key`. Every reading of the tail is
+/// after every reading of `clock`, so readers read `clock`, then the tail.
+///
+/// A ledger written before has no `key` (an empty tail) and needs no move. Readers look the
+/// tail up in each read transaction, so a process that opened the ledger before another began
+/// to keep a tail reads it too.
+enum ClockTail {
+    static let key = "clockTail"
+    /// Small enough that the value stays inside `meta`'s page: LMDB puts a value of more than
+    /// about 2,000 bytes (with 4 KiB pages) on pages of its own, which a commit would write too.
+    static let capacity = 32
+    private static let digitsPerReading = 40
+
+    /// The tail's readings, oldest first; empty when `meta` holds no tail.
+    /// - Throws: `StorageError.damaged` for a tail that is not whole readings of hex digits,
+    ///   or holds a reading no writer records, or readings out of order.
+    static func readings(_ meta: Table<String, String>, in txn: ReadTransaction) throws -> [ClockReading] {
+        try txn.withValue(in: meta, forKey: key) { text in
+            try decode(text, from: 0)
+        } ?? []
+    }
+
+    /// The tail's newest reading; nil when it is empty.
+    static func newest(_ meta: Table<String, String>, in txn: ReadTransaction) throws -> ClockReading? {
+        try txn.withValue(in: meta, forKey: key) { text in
+            try decode(text, from: max(text.count - digitsPerReading, 0)).last
+        } ?? nil
+    }
+
+    /// Records `reading` after the tail's newest, or in `clock` when it is not after it (the
+    /// tail moved first, so that it stays after `clock`); nothing when it is the newest
+    /// already. Moves the tail into `clock` once it holds `capacity` readings. Decodes only
+    /// the tail's newest reading unless it moves.
+    static func record(
+        _ reading: ClockReading, clock: Table<[UInt8], EmptyValue>, meta: Table<String, String>, in write: WriteTransaction
+    ) throws {
+        var text = try write.withValue(in: meta, forKey: key) { [UInt8]($0) } ?? []
+        if let newest = try text.withUnsafeBytes({ text in
+            text.isEmpty ? nil : try decode(text, from: max(text.count - digitsPerReading, 0)).last
+        }), reading <= newest {
+            guard reading < newest else { return }
+            try move(text, to: clock, meta: meta, in: write)
+            text = []
+        }
+        if text.isEmpty {
+            let newestInClock = try write.withCursor(clock) { cursor in
+                try cursor.last().map { entry in try LMDBLedgerStorage.clockReading(fromKey: entry.key) }
+            }
+            if let newestInClock, reading <= newestInClock {
+                try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
+                return
+            }
+        }
+        appendDigits(of: reading, to: &text)
+        if text.count >= capacity * digitsPerReading {
+            try move(text, to: clock, meta: meta, in: write)
+        } else {
+            try write.put(String(decoding: text, as: UTF8.self), in: meta, forKey: key)
+        }
+    }
+
+    /// Puts the readings of `text` into `clock` and removes the tail.
+    private static func move(
+        _ text: [UInt8], to clock: Table<[UInt8], EmptyValue>, meta: Table<String, String>, in write: WriteTransaction
+    ) throws {
+        for reading in try text.withUnsafeBytes({ try decode($0, from: 0) }) {
+            try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
+        }
+        _ = try write.delete(in: meta, key: key)
+    }
+
+    private static func appendDigits(of reading: ClockReading, to text: inout [UInt8]) {
+        let digits = Array("0123456789abcdef".utf8)
+        for byte in LMDBLedgerStorage.clockKey(reading) {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+    }
+
+    /// The readings of `text` from byte `start` (a reading's first digit) on.
+    private static func decode(_ text: UnsafeRawBufferPointer, from start: Int) throws -> [ClockReading] {
+        guard text.count % digitsPerReading == 0, text.count > 0 else {
+            throw StorageError(.damaged, "the clock's tail holds \(text.count) bytes, not whole readings")
+        }
+        var readings: [ClockReading] = []
+        readings.reserveCapacity((text.count - start) / digitsPerReading)
+        var key = [UInt8](repeating: 0, count: digitsPerReading / 2)
+        for offset in stride(from: start, to: text.count, by: digitsPerReading) {
+            for index in key.indices {
+                guard let high = hexValue(text[offset + 2 * index]), let low = hexValue(text[offset + 2 * index + 1]) else {
+                    throw StorageError(.damaged, "the clock's tail holds a byte that is not a lowercase hex digit")
+                }
+                key[index] = high << 4 | low
+            }
+            let reading = try key.withUnsafeBytes { try LMDBLedgerStorage.clockReading(fromKey: $0) }
+            if let previous = readings.last, reading <= previous {
+                throw StorageError(.damaged, "the clock's tail holds readings out of order")
+            }
+            readings.append(reading)
+        }
+        return readings
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import LMDB
+import LedgerTestSupport
+import Testing
+@testable import PurchaseLedger
+@testable import PurchaseLedgerLMDB
+
+/// The LMDB backend's newest clock readings (`ClockTail`): in `meta`, not in `clock`, until
+/// they are `ClockTail.capacity`; read as one sequence with those of `clock`, whatever the
+/// split and the page size asked for.
+struct ClockTailTests {
+    private static func reading(_ index: Int) -> ClockReading {
+        ClockReading(position: UInt64(index / 3), time: Timestamp(seconds: newYear.seconds + Int64(index), nanoseconds: UInt32(index)))
+    }
+
+    /// How many readings `clock` holds, and how many the tail.
+    private static func split(_ storage: LMDBLedgerStorage) throws -> (clock: Int, tail: Int) {
+        try storage.environment.read { txn in
+            (try txn.count(storage.tables.clock!), try ClockTail.readings(storage.tables.meta, in: txn).count)
+        }
+    }
+
+    private static func allReadings(_ storage: LMDBLedgerStorage, pageSize: Int) throws -> [ClockReading] {
+        var readings: [ClockReading] = []
+        while case let page = try storage.read({ try $0.clockReadings(after: readings.last, limit: pageSize) }), !page.isEmpty {
+            #expect(page.count <= pageSize)
+            readings += page
+        }
+        return readings
+    }
+
+    private static func withStorage(_ body: (LMDBLedgerStorage) throws -> Void) async throws {
+        try await withTemporaryDirectory { directory in
+            let storage = try LMDBLedgerStorage(directory: directory, configuration: Environment.Configuration())
+            defer { storage.close() }
+            try body(storage)
+        }
+    }
+
+    @Test func theNewestReadingsAreInMetaAndReadAfterTheClocksInOrder() async throws {
+        try await Self.withStorage { storage in
+            let capacity = ClockTail.capacity
+            var recorded: [ClockReading] = []
+            // One a commit, as the writer records them, up to one short of the move.
+            for index in 0..<capacity - 1 {
+                recorded.append(Self.reading(index))
+                try storage.write { (writer: any LedgerStorageWriter) throws in try writer.recordClock(recorded.last!) }
+            }
+            #expect(try Self.split(storage) == (0, capacity - 1))
+            #expect(try storage.read { try $0.lastClockReading() } == recorded.last)
+            // The commit that fills the tail moves it; then many in one commit, across a move.
+            recorded.append(Self.reading(capacity - 1))
+            try storage.write { (writer: any LedgerStorageWriter) throws in try writer.recordClock(recorded.last!) }
+            #expect(try Self.split(storage) == (capacity, 0))
+            #expect(try storage.read { try $0.lastClockReading() } == recorded.last)
+            let many = (capacity..<3 * capacity + 5).map(Self.reading)
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                for reading in many { try writer.recordClock(reading) }
+            }
+            recorded += many
+            #expect(try Self.split(storage) == (3 * capacity, 5))
+            #expect(try storage.read { try $0.lastClockReading() } == recorded.last)
+            for pageSize in [1, 7, capacity, 4096] {
+                #expect(try Self.allReadings(storage, pageSize: pageSize) == recorded)
+            }
+            // After a reading in the tail, only the tail's later ones.
+            let after = recorded[recorded.count - 3]
+            #expect(try storage.read { try $0.clockReadings(after: after, limit: 10) } == Array(recorded.suffix(2)))
+        }
+    }
+
+    /// The writer's clock never goes back, but `ledger copy` and older ledgers' first readings
+    /// record what they are given: a reading already held is held once, and one before the
+    /// newest is read in its place.
+    @Test func aReadingHeldAlreadyOrEarlierThanTheNewestKeepsTheOrder() async throws {
+        try await Self.withStorage { storage in
+            let readings = (0..<10).map(Self.reading)
+            for index in [0, 1, 2, 5, 5, 6, 3, 9, 9, 4, 0, 8, 7] {
+                try storage.write { (writer: any LedgerStorageWriter) throws in try writer.recordClock(readings[index]) }
+            }
+            #expect(try Self.allReadings(storage, pageSize: 4) == readings)
+            #expect(try storage.read { try $0.lastClockReading() } == readings[9])
+        }
+    }
+
+    /// Appends through the ledger write their readings to the tail: a commit writes `meta`'s
+    /// one page, not `clock`'s three.
+    @Test func anAppendWritesItsReadingToTheTail() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            for index in 1...5 {
+                _ = try await ledger.append(.paymentAdded(
+                    id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
+            }
+            await ledger.close()
+            var readOnly = Environment.Configuration()
+            readOnly.readOnly = true
+            let storage = try LMDBLedgerStorage(directory: path, configuration: readOnly)
+            defer { storage.close() }
+            #expect(try Self.split(storage).clock == 0)
+            let positions = try Self.allReadings(storage, pageSize: 100).map(\.position)
+            #expect(positions.last == 5)
+            #expect(Set(1...5).isSubset(of: Set(positions.map(Int.init))))
+        }
+    }
+
+    /// A ledger written before the tail holds every reading in `clock` and none in `meta`.
+    @Test func aLedgerWithoutATailReadsItsClockAndGetsOne() async throws {
+        try await Self.withStorage { storage in
+            let readings = (0..<6).map(Self.reading)
+            try storage.environment.write { txn in
+                for reading in readings.prefix(5) {
+                    try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(reading))
+                }
+            }
+            #expect(try storage.read { try $0.lastClockReading() } == readings[4])
+            try storage.write { (writer: any LedgerStorageWriter) throws in try writer.recordClock(readings[5]) }
+            #expect(try Self.split(storage) == (5, 1))
+            #expect(try Self.allReadings(storage, pageSize: 2) == readings)
+        }
+    }
+
+    /// Tails no writer stores, and whether the newest reading alone shows it (a reading's order
+    /// shows only when all are read).
+    static func damagedTails() -> [(text: String, newestIsDamaged: Bool)] {
+        let hex = { (reading: ClockReading) in
+            LMDBLedgerStorage.clockKey(reading).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        }
+        return [
+            ("", true),
+            (String(hex(reading(0)).dropLast()), true),
+            (String(repeating: "g", count: 40), true),
+            (hex(reading(1)).uppercased(), true),
+            (String(repeating: "0", count: 40), true),
+            (hex(reading(1)) + hex(reading(0)), false),
+            (hex(reading(1)) + hex(reading(1)), false),
+        ]
+    }
+
+    @Test(arguments: damagedTails())
+    func aTailThatIsNotWholeReadingsInOrderIsDamage(_ tail: (text: String, newestIsDamaged: Bool)) async throws {
+        try await Self.withStorage { storage in
+            try storage.environment.write { txn in try txn.put(tail.text, in: storage.tables.meta, forKey: ClockTail.key) }
+            var reads = [{ (reader: any LedgerStorageReader) throws in _ = try reader.clockReadings(after: nil, limit: 10) }]
+            if tail.newestIsDamaged {
+                reads.append { (reader: any LedgerStorageReader) throws in _ = try reader.lastClockReading() }
+            }
+            for read in reads {
+                let error = #expect(throws: StorageError.self) { try storage.read(read) }
+                #expect(error?.code == .damaged)
+            }
+        }
+    }
+}
