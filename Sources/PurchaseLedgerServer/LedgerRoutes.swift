@@ -187,7 +187,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         let (projection, position): (AccountProjection?, UInt64)
         if timeline {
             // An expensive read: in a slot, on the idle class's threads, stopped if the client leaves.
-            guard let slot = reads.tryAcquire() else { throw LedgerHTTPError.busy("an account's timeline") }
+            guard let slot = reads.tryAcquire(.accountOrBooks) else { throw LedgerHTTPError.busy("an account's timeline") }
             let (ledger, time) = (self.ledger, asOf)
             do {
                 (projection, position) = try await ExpensiveReads.run(in: slot, until: context.clientLeft) {

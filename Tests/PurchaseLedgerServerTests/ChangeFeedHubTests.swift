@@ -137,11 +137,40 @@ extension ChangeFeedHubTests {
     /// slot is taken is told the server is busy, and reads once one is free.
     @Test func aCatchUpWithEverySlotTakenIsRefusedBusy() async throws {
         try await Self.withFollowingHub(expensiveReads: 1) { _, hub, derived in
-            let taken = try #require(hub.reads.tryAcquire())
+            let taken = try #require(hub.reads.tryAcquire(.feedCatchUp))
             await #expect(throws: ChangeFeedHub.Busy.self) { _ = try await hub.changes(after: .start, limit: 10, wait: .zero) }
             taken.release()
             let (page, _) = try await hub.changes(after: .start, limit: 10, wait: .zero)
             #expect(page.map(\.json) == derived.prefix(10).map(\.json))
+        }
+    }
+
+    /// Feed readers far behind, paging as fast as they are answered, take all slots but one: a
+    /// timeline (or a proof, or the books) still finds its slot, and timelines leave the feed
+    /// one in turn.
+    @Test func feedReadersBehindLeaveAnAccountsReadItsSlot() async throws {
+        try await Self.withFollowingHub(expensiveReads: 2) { _, hub, derived in
+            let catchUp = try #require(hub.reads.tryAcquire(.feedCatchUp))
+            await #expect(throws: ChangeFeedHub.Busy.self) { _ = try await hub.changes(after: .start, limit: 10, wait: .zero) }
+            let timeline = try #require(hub.reads.tryAcquire(.accountOrBooks))
+            #expect(hub.reads.tryAcquire(.accountOrBooks) == nil, "every slot is taken")
+            catchUp.release()
+            #expect(hub.reads.tryAcquire(.accountOrBooks) == nil, "timelines leave the feed one")
+            let (page, _) = try await hub.changes(after: .start, limit: 10, wait: .zero)
+            #expect(page.map(\.json) == derived.prefix(10).map(\.json))
+            timeline.release()
+        }
+        for limit in 1...4 {
+            let reads = ExpensiveReads(limit: limit)
+            for (first, second) in [(ExpensiveReads.Kind.feedCatchUp, ExpensiveReads.Kind.accountOrBooks), (.accountOrBooks, .feedCatchUp)] {
+                var slots: [ExpensiveReads.Slot] = []
+                while let slot = reads.tryAcquire(first) { slots.append(slot) }
+                #expect(slots.count == max(1, limit - 1))
+                while let slot = reads.tryAcquire(second) { slots.append(slot) }
+                #expect(slots.count == limit)
+                for slot in slots { slot.release() }
+                #expect(reads.count == 0)
+            }
         }
     }
 
@@ -174,7 +203,7 @@ extension ChangeFeedHubTests {
     @Test func anExpensiveReadStopsWhenItsClientLeaves() async throws {
         let reads = ExpensiveReads(limit: 1)
         let polls = Mutex(0)
-        let slot = try #require(reads.tryAcquire())
+        let slot = try #require(reads.tryAcquire(.feedCatchUp))
         await #expect(throws: CancellationError.self) {
             try await ExpensiveReads.run(in: slot, until: { polls.withLock { $0 += 1; return $0 > 3 } }) {
                 // Work that would go on for a minute: it ends when cancelled.

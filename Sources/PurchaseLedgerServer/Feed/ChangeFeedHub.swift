@@ -205,7 +205,7 @@ public actor ChangeFeedHub: Service {
         // `kept` took the forgets (a parked derivation across one is dropped by `forget`).
         guard let found = await kept(after: cursor, limit: limit, wait: wait) else {
             dropStaleCatchUps()
-            guard let slot = reads.tryAcquire() else { throw Busy() }
+            guard let slot = reads.tryAcquire(.feedCatchUp) else { throw Busy() }
             let parked = parkedCatchUps.removeValue(forKey: cursor)?.changes
             if parked == nil { catchUpsStarted += 1 }
             let (ledger, excluded, budget) = (self.ledger, self.excluded, catchUpEvents)

@@ -10,36 +10,51 @@ import Glibc
 /// the feed from storage; an account's timeline), bounded in number: at most `limit` at once,
 /// each on the idle class's threads (`BackgroundExecutor`), so that whatever readers do, the
 /// appends keep their threads. A reader that finds no slot free is answered 503 `busy` with
-/// `Retry-After` (docs/SERVER.md); a stream waits for one. When the last one ends, the memory
-/// the reads took is given back to the system.
+/// `Retry-After` (docs/SERVER.md); a stream waits for one. Each kind of read (`Kind`) takes at
+/// most all slots but one when there are two or more, so that feed readers far behind, paging
+/// as fast as they are answered, leave a timeline its slot, and timelines leave the feed one.
+/// When the last one ends, the memory the reads took is given back to the system.
 final class ExpensiveReads: Sendable {
+    /// What a read is, for the share of the slots it may take.
+    enum Kind: CaseIterable {
+        /// A feed reader behind what its hub keeps (`ChangeFeedHub`).
+        case feedCatchUp
+        /// A read of one account's past or proof, or of the books.
+        case accountOrBooks
+    }
+
     let limit: Int
-    private let running = Mutex(0)
+    /// The reads running, of each kind.
+    private let running = Mutex([Kind: Int]())
 
     init(limit: Int) {
         self.limit = max(1, limit)
     }
 
+    /// The most slots reads of one kind take at once.
+    var limitPerKind: Int { limit > 1 ? limit - 1 : 1 }
+
     /// A slot, held until released (`release`, or when it goes).
     typealias Slot = CountedSlot
 
-    /// A slot when one is free; nil when `limit` reads run already.
-    func tryAcquire() -> Slot? {
+    /// A slot when one is free to `kind`; nil when `limit` reads run already, or
+    /// `limitPerKind` of that kind.
+    func tryAcquire(_ kind: Kind) -> Slot? {
         let taken = running.withLock { running in
-            guard running < limit else { return false }
-            running += 1
+            guard running.values.reduce(0, +) < limit, running[kind, default: 0] < limitPerKind else { return false }
+            running[kind, default: 0] += 1
             return true
         }
-        return taken ? Slot { self.release() } : nil
+        return taken ? Slot { self.release(kind) } : nil
     }
 
     /// How many run now (for tests and metrics).
-    var count: Int { running.withLock { $0 } }
+    var count: Int { running.withLock { $0.values.reduce(0, +) } }
 
-    private func release() {
+    private func release(_ kind: Kind) {
         let left = running.withLock { running in
-            running -= 1
-            return running
+            running[kind, default: 0] -= 1
+            return running.values.reduce(0, +)
         }
         // A derivation's state is many small allocations, freed all at once at its end: glibc
         // keeps such memory in its arenas unless asked to hand it back.
