@@ -85,6 +85,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
     public var collection: RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
         routes.add(middleware: APIKeyMiddleware<Context>(keys: keys))
+        routes.add(middleware: RepeatedQueryParameterMiddleware<Context>())
         routes.get("/v1/health") { _, _ in try health() }
         routes.post("/v1/events") { request, context in try await postEvents(request, context: context) }
         routes.get("/v1/accounts/:account") { request, context in try await account(request, context: context) }

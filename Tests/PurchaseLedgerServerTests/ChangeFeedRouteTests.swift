@@ -74,6 +74,16 @@ struct ChangeFeedRouteTests {
                 #expect(future.status == .serviceUnavailable)
                 #expect(future.errorCode == "positionNotReached")
                 #expect(try await client.send(.get, "/v1/accounts/ben?minPosition=-1", key: TestKeys.reader).status == .badRequest)
+                // One value a parameter: which of two would be read is not the client's guess.
+                for path in ["/v1/accounts/ben?minPosition=4&minPosition=99", "/v1/changes?after=3&wait=0&after=0",
+                             "/v1/accounts/ben?asOf=2026-01-01T00:00:00Z&asOf=2020-01-01T00:00:00Z"] {
+                    let repeated = try await client.send(.get, path, key: path.hasPrefix("/v1/changes") ? TestKeys.feed : TestKeys.reader)
+                    #expect(repeated.status == .badRequest, "\(path)")
+                    #expect(repeated.errorCode == "badRequest")
+                }
+                let environments = try await client.send(
+                    .get, "/v1/accounts/ben?environment=Production&environment=Sandbox", key: TestKeys.reader)
+                #expect(environments.status == .ok)
 
                 // Server-sent events, read by a client that is not ours, resumed where it left off.
                 let events = try await Self.readEvents(port: port, count: 2, lastEventID: nil)
