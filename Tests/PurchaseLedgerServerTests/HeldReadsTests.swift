@@ -32,12 +32,50 @@ struct HeldReadsTests {
         _ = first
     }
 
-    /// Opens a stream of the feed with `key` and never reads it.
+    /// Opens a stream of the feed with `key`, and once it is answered 200 (its slot taken: a
+    /// request asked after it cannot take the slot first), reads no more of it.
     static func unreadStream(key: String, port: Int) async throws -> any Channel {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+        let head = StatusLineReader()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(head) } }
+            .connect(host: "127.0.0.1", port: port).get()
+        let statusLine = try await channel.eventLoop.submit { head.statusLine(on: channel.eventLoop) }.get()
         try await channel.writeAndFlush(ByteBuffer(string:
             "GET /v1/changes/stream HTTP/1.1\r\nHost: ledger\r\nAuthorization: Bearer \(key)\r\n\r\n")).get()
+        let status = try await statusLine.get()
+        guard status == "HTTP/1.1 200 OK" else { throw TestFailure("the stream was answered \(status)") }
         return channel
+    }
+
+    /// Gives the status line a connection reads, then stops reading it.
+    final class StatusLineReader: ChannelInboundHandler, @unchecked Sendable {
+        typealias InboundIn = ByteBuffer
+        private var text = ""
+        private var promise: EventLoopPromise<String>?
+
+        /// On the channel's event loop.
+        func statusLine(on loop: any EventLoop) -> EventLoopFuture<String> {
+            let promise = loop.makePromise(of: String.self)
+            self.promise = promise
+            return promise.futureResult
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard let promise else { return }
+            text += String(buffer: unwrapInboundIn(data))
+            // "\r\n" is one `Character`.
+            if let end = text.firstIndex(of: "\r\n") {
+                self.promise = nil
+                promise.succeed(String(text[..<end]))
+                context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            promise?.fail(ChannelError.eof)
+            promise = nil
+            context.fireChannelInactive()
+        }
     }
 
     /// The status line of `path` asked with `key` on a connection of its own, which is closed
