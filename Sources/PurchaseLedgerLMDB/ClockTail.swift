@@ -4,16 +4,19 @@ import PurchaseLedger
 /// The LMDB backend's newest clock readings (`ClockReading`), kept in `meta` under `key`
 /// instead of in the `clock` table.
 ///
-/// The writer records a reading with every commit. In `clock`, a B-tree three deep in a
-/// ledger of any size, that wrote three pages a commit; `meta` is one page, which a commit
-/// rewrites whole. The tail holds up to `capacity` readings, each the 40 lowercase hex digits
-/// of its `clock` key (`LMDBLedgerStorage.clockKey`), oldest first; the commit that records the
-/// last of them moves them all into `clock` and removes `key`. Every reading of the tail is
-/// after every reading of `clock`, so readers read `clock`, then the tail.
+/// The writer records a reading with every commit. In `clock`, a B-tree two or three deep once
+/// it holds a few thousand, that wrote two or three pages a commit; `meta` is one page, which
+/// a commit rewrites whole. The tail holds fewer than `capacity` readings, each the 40
+/// lowercase hex digits of its `clock` key (`LMDBLedgerStorage.clockKey`), oldest first; the
+/// commit that would make it `capacity` moves it into `clock` and removes `key`, and so does
+/// one that records a reading before the tail's newest. Every reading of the tail is after
+/// every reading of `clock`, so readers read `clock`, then the tail.
 ///
 /// A ledger written before has no `key` (an empty tail) and needs no move. Readers look the
 /// tail up in each read transaction, so a process that opened the ledger before another began
-/// to keep a tail reads it too.
+/// to keep a tail reads it too. A version before this one ignores the tail and puts its
+/// readings in `clock`, after positions the tail holds: readers then find the tail not after
+/// `clock` (damage), until the next write of this version moves the tail into `clock`.
 enum ClockTail {
     static let key = "clockTail"
     /// Small enough that the value stays inside `meta`'s page: LMDB puts a value of more than
@@ -23,43 +26,46 @@ enum ClockTail {
 
     /// The tail's readings, oldest first; empty when `meta` holds no tail.
     /// - Throws: `StorageError.damaged` for a tail that is not whole readings of hex digits,
-    ///   or holds a reading no writer records, or readings out of order.
-    static func readings(_ meta: Table<String, String>, in txn: ReadTransaction) throws -> [ClockReading] {
-        try txn.withValue(in: meta, forKey: key) { text in
-            try decode(text, from: 0)
-        } ?? []
+    ///   holds a reading no writer records or readings out of order, or is not after `clock`.
+    static func readings(
+        _ meta: Table<String, String>, after clock: Table<[UInt8], EmptyValue>, in txn: ReadTransaction
+    ) throws -> [ClockReading] {
+        let tail = try txn.withValue(in: meta, forKey: key) { text in try decode(text) } ?? []
+        if let oldest = tail.first, let newestInClock = try newest(in: clock, txn), oldest <= newestInClock {
+            throw StorageError(.damaged, "the clock's tail is not after the clock (a version before the tail wrote readings?): open the ledger to write once")
+        }
+        return tail
     }
 
     /// The tail's newest reading; nil when it is empty.
     static func newest(_ meta: Table<String, String>, in txn: ReadTransaction) throws -> ClockReading? {
-        try txn.withValue(in: meta, forKey: key) { text in
-            try decode(text, from: max(text.count - digitsPerReading, 0)).last
-        } ?? nil
+        try txn.withValue(in: meta, forKey: key) { text in try decode(text, last: true).last } ?? nil
     }
 
     /// Records `reading` after the tail's newest, or in `clock` when it is not after it (the
     /// tail moved first, so that it stays after `clock`); nothing when it is the newest
-    /// already. Moves the tail into `clock` once it holds `capacity` readings. Decodes only
-    /// the tail's newest reading unless it moves.
+    /// already. Moves the tail into `clock` when it would hold `capacity` readings, or when it
+    /// is not after `clock`. Decodes the tail's oldest and newest readings only, unless it moves.
     static func record(
         _ reading: ClockReading, clock: Table<[UInt8], EmptyValue>, meta: Table<String, String>, in write: WriteTransaction
     ) throws {
         var text = try write.withValue(in: meta, forKey: key) { [UInt8]($0) } ?? []
-        if let newest = try text.withUnsafeBytes({ text in
-            text.isEmpty ? nil : try decode(text, from: max(text.count - digitsPerReading, 0)).last
-        }), reading <= newest {
-            guard reading < newest else { return }
-            try move(text, to: clock, meta: meta, in: write)
-            text = []
-        }
-        if text.isEmpty {
-            let newestInClock = try write.withCursor(clock) { cursor in
-                try cursor.last().map { entry in try LMDBLedgerStorage.clockReading(fromKey: entry.key) }
+        var newestInClock = try newest(in: clock, write)
+        if !text.isEmpty {
+            let (oldest, newest) = try text.withUnsafeBytes { text in
+                (try decode(text, first: true)[0], try decode(text, last: true)[0])
             }
-            if let newestInClock, reading <= newestInClock {
-                try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
+            if reading < newest || newestInClock.map({ oldest <= $0 }) == true {
+                try move(text, to: clock, meta: meta, in: write)
+                text = []
+                newestInClock = max(newestInClock ?? newest, newest)
+            } else if reading == newest {
                 return
             }
+        }
+        if text.isEmpty, let newestInClock, reading <= newestInClock {
+            try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
+            return
         }
         appendDigits(of: reading, to: &text)
         if text.count >= capacity * digitsPerReading {
@@ -69,11 +75,18 @@ enum ClockTail {
         }
     }
 
+    /// `clock`'s newest reading; nil when it is empty.
+    static func newest(in clock: Table<[UInt8], EmptyValue>, _ txn: ReadTransaction) throws -> ClockReading? {
+        try txn.withCursor(clock) { cursor in
+            try cursor.last().map { entry in try LMDBLedgerStorage.clockReading(fromKey: entry.key) }
+        }
+    }
+
     /// Puts the readings of `text` into `clock` and removes the tail.
     private static func move(
         _ text: [UInt8], to clock: Table<[UInt8], EmptyValue>, meta: Table<String, String>, in write: WriteTransaction
     ) throws {
-        for reading in try text.withUnsafeBytes({ try decode($0, from: 0) }) {
+        for reading in try text.withUnsafeBytes({ try decode($0) }) {
             try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
         }
         _ = try write.delete(in: meta, key: key)
@@ -87,15 +100,17 @@ enum ClockTail {
         }
     }
 
-    /// The readings of `text` from byte `start` (a reading's first digit) on.
-    private static func decode(_ text: UnsafeRawBufferPointer, from start: Int) throws -> [ClockReading] {
+    /// The readings of `text`, in order; only its first or its last when asked.
+    private static func decode(_ text: UnsafeRawBufferPointer, first: Bool = false, last: Bool = false) throws -> [ClockReading] {
         guard text.count % digitsPerReading == 0, text.count > 0 else {
             throw StorageError(.damaged, "the clock's tail holds \(text.count) bytes, not whole readings")
         }
+        let end = first ? digitsPerReading : text.count
+        let start = last ? text.count - digitsPerReading : 0
         var readings: [ClockReading] = []
-        readings.reserveCapacity((text.count - start) / digitsPerReading)
+        readings.reserveCapacity((end - start) / digitsPerReading)
         var key = [UInt8](repeating: 0, count: digitsPerReading / 2)
-        for offset in stride(from: start, to: text.count, by: digitsPerReading) {
+        for offset in stride(from: start, to: end, by: digitsPerReading) {
             for index in key.indices {
                 guard let high = hexValue(text[offset + 2 * index]), let low = hexValue(text[offset + 2 * index + 1]) else {
                     throw StorageError(.damaged, "the clock's tail holds a byte that is not a lowercase hex digit")

@@ -488,7 +488,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 return readings.count < limit
             }
             guard readings.count < limit else { return readings }
-            for reading in try ClockTail.readings(tables.meta, in: txn) where after.map({ reading > $0 }) ?? true {
+            for reading in try ClockTail.readings(tables.meta, after: clock, in: txn) where after.map({ reading > $0 }) ?? true {
                 readings.append(reading)
                 if readings.count == limit { break }
             }

@@ -16,7 +16,7 @@ struct ClockTailTests {
     /// How many readings `clock` holds, and how many the tail.
     private static func split(_ storage: LMDBLedgerStorage) throws -> (clock: Int, tail: Int) {
         try storage.environment.read { txn in
-            (try txn.count(storage.tables.clock!), try ClockTail.readings(storage.tables.meta, in: txn).count)
+            (try txn.count(storage.tables.clock!), try ClockTail.readings(storage.tables.meta, after: storage.tables.clock!, in: txn).count)
         }
     }
 
@@ -118,6 +118,28 @@ struct ClockTailTests {
             try storage.write { (writer: any LedgerStorageWriter) throws in try writer.recordClock(readings[5]) }
             #expect(try Self.split(storage) == (5, 1))
             #expect(try Self.allReadings(storage, pageSize: 2) == readings)
+        }
+    }
+
+    /// A version before the tail puts its readings in `clock`, after positions the tail holds:
+    /// readers find the tail not after `clock` (damage, not readings out of order), and the next
+    /// write of this version moves the tail into `clock`, where every reading is in its order.
+    @Test func readingsAnOlderVersionPutInTheClockAfterTheTailAreMovedByTheNextWrite() async throws {
+        try await Self.withStorage { storage in
+            let readings = (0..<8).map(Self.reading)
+            for reading in readings.prefix(5) {
+                try storage.write { (writer: any LedgerStorageWriter) throws in try writer.recordClock(reading) }
+            }
+            try storage.environment.write { txn in
+                for reading in readings[5...6] {
+                    try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(reading))
+                }
+            }
+            let error = #expect(throws: StorageError.self) { try storage.read { try $0.clockReadings(after: nil, limit: 100) } }
+            #expect(error?.code == .damaged)
+            try storage.write { (writer: any LedgerStorageWriter) throws in try writer.recordClock(readings[7]) }
+            #expect(try Self.split(storage) == (7, 1))
+            #expect(try Self.allReadings(storage, pageSize: 3) == readings)
         }
     }
 

@@ -88,6 +88,30 @@ struct VerificationTests {
         }
     }
 
+    /// The clock's readings are checked: a reading past the log's end, and a tail in `meta` that
+    /// is not readings, are found (the feed and `knownAt` would read them).
+    @Test func aClockReadingPastTheEndOrADamagedTailIsFound() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let records = try await makeLedger(path, count: 50)
+            #expect(try verify(path).isIntact)
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            let newest = try #require(try storage.read { try $0.lastClockReading() })
+            try storage.write { (writer: any LedgerStorageWriter) throws in
+                try writer.recordClock(ClockReading(position: UInt64(records.count) + 1, time: newest.time))
+            }
+            storage.close()
+            let past = try verify(path)
+            #expect(past.damage?.kind == .clock)
+            #expect(past.damage?.message.contains("past the log's end") == true)
+
+            let damaged = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try damaged.environment.write { txn in try txn.put("not readings", in: damaged.tables.meta, forKey: ClockTail.key) }
+            damaged.close()
+            #expect(try verify(path).damage?.kind == .clock)
+        }
+    }
+
     /// The customers' index (`appTransactionId` → the account of the first report naming it) is
     /// checked against the log: a customer given to another account, and one the log never
     /// named, are both found.

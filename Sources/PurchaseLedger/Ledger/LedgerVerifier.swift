@@ -16,6 +16,8 @@ public struct VerificationReport: Sendable, Hashable {
         case catalog
         /// A snapshot is damaged or disagrees with the state replayed from the log.
         case snapshot
+        /// The clock readings are out of order, or one is past the log's end.
+        case clock
         /// The storage engine itself reported damage.
         case storage
     }
@@ -206,6 +208,27 @@ struct LedgerVerifier {
         }
         if counts.proofs != proofs {
             throw damage(.indexMismatch, nil, "the proofs table has \(counts.proofs) proofs; the log's records keep \(proofs) apart")
+        }
+        try checkClock(reader, last: expected - 1)
+    }
+
+    /// The clock readings, in (position, time) order, none past `last`, the log's end.
+    private func checkClock(_ reader: any LedgerStorageReader, last: UInt64) throws {
+        var previous: ClockReading?
+        do {
+            while case let readings = try reader.clockReadings(after: previous, limit: 4096), !readings.isEmpty {
+                for reading in readings {
+                    if let previous, reading <= previous {
+                        throw damage(.clock, nil, "the clock reads position \(reading.position) at \(reading.time) after position \(previous.position) at \(previous.time)")
+                    }
+                    if reading.position > last {
+                        throw damage(.clock, nil, "the clock has a reading at position \(reading.position), past the log's end, \(last)")
+                    }
+                    previous = reading
+                }
+            }
+        } catch let error as StorageError where error.code == .damaged {
+            throw damage(.clock, nil, error.message)
         }
     }
 
