@@ -56,6 +56,10 @@ public protocol LedgerRequestContextProtocol: RequestContext {
 extension LedgerRequestContextProtocol {
     /// A context that cannot tell: the read runs to its end.
     public var clientLeft: @Sendable () -> Bool { { false } }
+
+    /// The name of the request's API key, which bounded slots are counted by (`KeyedSlots`);
+    /// empty without one.
+    var keyName: String { identity?.name ?? "" }
 }
 
 /// The request context `ledger-server` uses; mount `LedgerRoutes` with your own context type

@@ -69,7 +69,7 @@ public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Senda
     /// Every slot of the expensive reads is taken (`ExpensiveReads`): 503, retry in a second.
     static func busy(_ what: String) -> LedgerHTTPError {
         var error = LedgerHTTPError(status: .serviceUnavailable, code: "busy",
-            message: "\(what) is an expensive read, and the server runs as many as it takes (limits.expensiveReads); retry after a second")
+            message: "\(what) is an expensive read, and the server runs a few at once, fewer for one key (limits.expensiveReads); retry after a second")
         error.retryAfterSeconds = 1
         return error
     }

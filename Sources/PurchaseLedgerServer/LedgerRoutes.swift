@@ -188,7 +188,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         let (projection, position): (AccountProjection?, UInt64)
         if timeline {
             // An expensive read: in a slot, on the idle class's threads, stopped if the client leaves.
-            guard let slot = reads.tryAcquire(.accountOrBooks) else { throw LedgerHTTPError.busy("an account's timeline") }
+            guard let slot = reads.tryAcquire(key: context.keyName) else { throw LedgerHTTPError.busy("an account's timeline") }
             let (ledger, time) = (self.ledger, asOf)
             do {
                 (projection, position) = try await ExpensiveReads.run(in: slot, until: context.clientLeft) {
@@ -283,7 +283,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
             repeat {
                 // A forget between the read and the answer: read again (the page may name an old name).
                 let generation = ledger.forgetGeneration
-                (changes, next) = try await hub.changes(after: after, limit: limit, wait: .seconds(Int64(wait)), clientLeft: context.clientLeft)
+                (changes, next) = try await hub.changes(
+                    after: after, limit: limit, wait: .seconds(Int64(wait)), key: context.keyName, clientLeft: context.clientLeft)
                 if ledger.forgetGeneration == generation { break }
             } while true
         } catch is ChangeFeedHub.Busy {
@@ -313,7 +314,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
-        let clientLeft = context.clientLeft
+        let (clientLeft, key) = (context.clientLeft, context.keyName)
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
             defer { slot.release() }
             var cursor = start
@@ -325,7 +326,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
                 let changes: [LedgerChange]
                 let next: FeedCursor
                 do {
-                    (changes, next) = try await hub.changes(after: cursor, limit: 100, wait: .seconds(1), clientLeft: clientLeft)
+                    (changes, next) = try await hub.changes(after: cursor, limit: 100, wait: .seconds(1), key: key, clientLeft: clientLeft)
                 } catch is ChangeFeedHub.Busy {
                     // Behind what is kept, and every expensive read's slot taken: a stream waits
                     // its turn (a comment now and then finds out whether its client is still there).
@@ -379,8 +380,8 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
 
     /// A slot for a read that holds its connection while it waits (`HeldReads`); 503 `busy`
     /// when the server's or the key's are all taken.
-    private func heldSlot(_ context: Context) throws -> HeldReads.Slot {
-        guard let slot = held.tryAcquire(key: context.identity?.name ?? "") else {
+    private func heldSlot(_ context: Context) throws -> CountedSlot {
+        guard let slot = held.tryAcquire(key: context.keyName) else {
             throw LedgerHTTPError.heldReadsTaken()
         }
         return slot

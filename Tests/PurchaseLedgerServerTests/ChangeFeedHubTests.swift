@@ -129,7 +129,7 @@ extension ChangeFeedHubTests {
             // A request reads a few commits' readings at a time (four): more than the budget here.
             #expect(requests >= 2, "60 events at 15 a request take more than one")
             #expect(await hub.catchUpsStarted == 1)
-            #expect(hub.reads.count == 0)
+            #expect(hub.reads.count() == 0)
         }
     }
 
@@ -137,7 +137,7 @@ extension ChangeFeedHubTests {
     /// slot is taken is told the server is busy, and reads once one is free.
     @Test func aCatchUpWithEverySlotTakenIsRefusedBusy() async throws {
         try await Self.withFollowingHub(expensiveReads: 1) { _, hub, derived in
-            let taken = try #require(hub.reads.tryAcquire(.feedCatchUp))
+            let taken = try #require(hub.reads.tryAcquire(key: ""))
             await #expect(throws: ChangeFeedHub.Busy.self) { _ = try await hub.changes(after: .start, limit: 10, wait: .zero) }
             taken.release()
             let (page, _) = try await hub.changes(after: .start, limit: 10, wait: .zero)
@@ -145,32 +145,33 @@ extension ChangeFeedHubTests {
         }
     }
 
-    /// Feed readers far behind, paging as fast as they are answered, take all slots but one: a
-    /// timeline (or a proof, or the books) still finds its slot, and timelines leave the feed
-    /// one in turn.
-    @Test func feedReadersBehindLeaveAnAccountsReadItsSlot() async throws {
+    /// One key's readers far behind, paging as fast as they are answered, take all slots but
+    /// one: another key's reader behind still finds its slot, and so does its timeline (or
+    /// proof, or books) while the slots last.
+    @Test func oneKeysReadersBehindLeaveAnotherKeyASlot() async throws {
         try await Self.withFollowingHub(expensiveReads: 2) { _, hub, derived in
-            let catchUp = try #require(hub.reads.tryAcquire(.feedCatchUp))
-            await #expect(throws: ChangeFeedHub.Busy.self) { _ = try await hub.changes(after: .start, limit: 10, wait: .zero) }
-            let timeline = try #require(hub.reads.tryAcquire(.accountOrBooks))
-            #expect(hub.reads.tryAcquire(.accountOrBooks) == nil, "every slot is taken")
-            catchUp.release()
-            #expect(hub.reads.tryAcquire(.accountOrBooks) == nil, "timelines leave the feed one")
-            let (page, _) = try await hub.changes(after: .start, limit: 10, wait: .zero)
+            let mirror = try #require(hub.reads.tryAcquire(key: "mirror"))
+            await #expect(throws: ChangeFeedHub.Busy.self) {
+                _ = try await hub.changes(after: .start, limit: 10, wait: .zero, key: "mirror")
+            }
+            let (page, _) = try await hub.changes(after: .start, limit: 10, wait: .zero, key: "auditor")
             #expect(page.map(\.json) == derived.prefix(10).map(\.json))
+            let timeline = try #require(hub.reads.tryAcquire(key: "auditor"))
+            #expect(hub.reads.tryAcquire(key: "other") == nil, "every slot is taken")
+            mirror.release()
             timeline.release()
+            #expect(hub.reads.count() == 0)
         }
         for limit in 1...4 {
             let reads = ExpensiveReads(limit: limit)
-            for (first, second) in [(ExpensiveReads.Kind.feedCatchUp, ExpensiveReads.Kind.accountOrBooks), (.accountOrBooks, .feedCatchUp)] {
-                var slots: [ExpensiveReads.Slot] = []
-                while let slot = reads.tryAcquire(first) { slots.append(slot) }
-                #expect(slots.count == max(1, limit - 1))
-                while let slot = reads.tryAcquire(second) { slots.append(slot) }
-                #expect(slots.count == limit)
-                for slot in slots { slot.release() }
-                #expect(reads.count == 0)
-            }
+            var slots: [ExpensiveReads.Slot] = []
+            while let slot = reads.tryAcquire(key: "mirror") { slots.append(slot) }
+            #expect(slots.count == max(1, limit - 1))
+            while let slot = reads.tryAcquire(key: "auditor") { slots.append(slot) }
+            #expect(slots.count == limit)
+            #expect(reads.count(of: "mirror") == max(1, limit - 1))
+            for slot in slots { slot.release() }
+            #expect(reads.count() == 0)
         }
     }
 
@@ -203,7 +204,7 @@ extension ChangeFeedHubTests {
     @Test func anExpensiveReadStopsWhenItsClientLeaves() async throws {
         let reads = ExpensiveReads(limit: 1)
         let polls = Mutex(0)
-        let slot = try #require(reads.tryAcquire(.feedCatchUp))
+        let slot = try #require(reads.tryAcquire(key: ""))
         await #expect(throws: CancellationError.self) {
             try await ExpensiveReads.run(in: slot, until: { polls.withLock { $0 += 1; return $0 > 3 } }) {
                 // Work that would go on for a minute: it ends when cancelled.
@@ -212,7 +213,7 @@ extension ChangeFeedHubTests {
             }
         }
         #expect(polls.withLock { $0 } > 3)
-        #expect(reads.count == 0)
+        #expect(reads.count() == 0)
     }
 }
 

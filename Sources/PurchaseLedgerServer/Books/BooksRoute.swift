@@ -49,7 +49,7 @@ extension LedgerRoutes {
         let knownAt = try time("knownAt")
         let position: UInt64? = parameters["position"] == nil ? nil : try integerParameter(request, "position", default: 0, range: 0...ledger.position)
         guard position == nil || knownAt == nil else { throw LedgerHTTPError.badRequest("give position or knownAt, not both") }
-        guard let slot = reads.tryAcquire(.accountOrBooks) else { throw LedgerHTTPError.busy("the books") }
+        guard let slot = reads.tryAcquire(key: context.keyName) else { throw LedgerHTTPError.busy("the books") }
         let ledger = self.ledger
         do {
             let books = try await ExpensiveReads.run(in: slot, until: context.clientLeft) {

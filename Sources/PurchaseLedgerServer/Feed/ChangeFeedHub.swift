@@ -188,24 +188,25 @@ public actor ChangeFeedHub: Service {
     /// (`ExpensiveReads`): in a slot (else `Busy`), on the idle class's threads, stopped when
     /// `clientLeft` turns true, and at most `catchUpEvents` of the log's events a request (a
     /// page then holds what was found, and `next` where the derivation got to: the reader's
-    /// next request continues it).
+    /// next request continues it). `key` names the reader's API key, whose share of the slots
+    /// is bounded.
     public func changes(
-        after asked: FeedCursor, limit: Int, wait: Duration, clientLeft: @escaping @Sendable () -> Bool = { false }
+        after asked: FeedCursor, limit: Int, wait: Duration, key: String = "", clientLeft: @escaping @Sendable () -> Bool = { false }
     ) async throws -> (changes: [LedgerChange], next: FeedCursor) {
         while true {
             let generation = ledger.forgetGeneration
-            let page = try await changes(from: current(asked), limit: limit, wait: wait, clientLeft: clientLeft)
+            let page = try await changes(from: current(asked), limit: limit, wait: wait, key: key, clientLeft: clientLeft)
             if ledger.forgetGeneration == generation { return page }
         }
     }
 
     private func changes(
-        from cursor: FeedCursor, limit: Int, wait: Duration, clientLeft: @escaping @Sendable () -> Bool
+        from cursor: FeedCursor, limit: Int, wait: Duration, key: String, clientLeft: @escaping @Sendable () -> Bool
     ) async throws -> (changes: [LedgerChange], next: FeedCursor) {
         // `kept` took the forgets (a parked derivation across one is dropped by `forget`).
         guard let found = await kept(after: cursor, limit: limit, wait: wait) else {
             dropStaleCatchUps()
-            guard let slot = reads.tryAcquire(.feedCatchUp) else { throw Busy() }
+            guard let slot = reads.tryAcquire(key: key) else { throw Busy() }
             let parked = parkedCatchUps.removeValue(forKey: cursor)?.changes
             if parked == nil { catchUpsStarted += 1 }
             let (ledger, excluded, budget) = (self.ledger, self.excluded, catchUpEvents)

@@ -7,59 +7,37 @@ import Glibc
 #endif
 
 /// The reads that cost more than a lookup (a feed reader behind what the hub keeps, which derives
-/// the feed from storage; an account's timeline), bounded in number: at most `limit` at once,
-/// each on the idle class's threads (`BackgroundExecutor`), so that whatever readers do, the
-/// appends keep their threads. A reader that finds no slot free is answered 503 `busy` with
-/// `Retry-After` (docs/SERVER.md); a stream waits for one. Each kind of read (`Kind`) takes at
-/// most all slots but one when there are two or more, so that feed readers far behind, paging
-/// as fast as they are answered, leave a timeline its slot, and timelines leave the feed one.
-/// When the last one ends, the memory the reads took is given back to the system.
+/// the feed from storage; an account's timeline or proof; the books), bounded in number: at most
+/// `limit` at once, and all but one of them for one API key (`limitPerKey`), each on the idle
+/// class's threads (`BackgroundExecutor`), so that whatever readers do, the appends keep their
+/// threads, and a client paging from far behind as fast as it is answered leaves other clients
+/// a slot. A reader that finds no slot free is answered 503 `busy` with `Retry-After`
+/// (docs/SERVER.md); a stream waits for one. When the last one ends, the memory the reads took
+/// is given back to the system.
 final class ExpensiveReads: Sendable {
-    /// What a read is, for the share of the slots it may take.
-    enum Kind: CaseIterable {
-        /// A feed reader behind what its hub keeps (`ChangeFeedHub`).
-        case feedCatchUp
-        /// A read of one account's past or proof, or of the books.
-        case accountOrBooks
-    }
-
-    let limit: Int
-    /// The reads running, of each kind.
-    private let running = Mutex([Kind: Int]())
+    private let slots: KeyedSlots
 
     init(limit: Int) {
-        self.limit = max(1, limit)
+        let limit = max(1, limit)
+        // A glibc arena keeps what a derivation freed (many small allocations, freed at once at
+        // its end) unless asked to hand it back.
+        slots = KeyedSlots(limit: limit, limitPerKey: limit > 1 ? limit - 1 : 1, whenAllReleased: trimMemory)
     }
 
-    /// The most slots reads of one kind take at once.
-    var limitPerKind: Int { limit > 1 ? limit - 1 : 1 }
+    var limit: Int { slots.limit }
+    var limitPerKey: Int { slots.limitPerKey }
 
     /// A slot, held until released (`release`, or when it goes).
     typealias Slot = CountedSlot
 
-    /// A slot when one is free to `kind`; nil when `limit` reads run already, or
-    /// `limitPerKind` of that kind.
-    func tryAcquire(_ kind: Kind) -> Slot? {
-        let taken = running.withLock { running in
-            guard running.values.reduce(0, +) < limit, running[kind, default: 0] < limitPerKind else { return false }
-            running[kind, default: 0] += 1
-            return true
-        }
-        return taken ? Slot { self.release(kind) } : nil
+    /// A slot for a read of the key named `key` when one is free; nil when `limit` reads run
+    /// already, or `limitPerKey` of that key's.
+    func tryAcquire(key: String) -> Slot? {
+        slots.tryAcquire(key: key)
     }
 
-    /// How many run now (for tests and metrics).
-    var count: Int { running.withLock { $0.values.reduce(0, +) } }
-
-    private func release(_ kind: Kind) {
-        let left = running.withLock { running in
-            running[kind, default: 0] -= 1
-            return running.values.reduce(0, +)
-        }
-        // A derivation's state is many small allocations, freed all at once at its end: glibc
-        // keeps such memory in its arenas unless asked to hand it back.
-        if left == 0 { trimMemory() }
-    }
+    /// How many run now, in all and of `key` (for tests and metrics).
+    func count(of key: String? = nil) -> Int { slots.count(of: key) }
 
     /// Runs `body` on the idle class's threads, in a slot taken beforehand: cancelled (and
     /// `CancellationError` thrown) when `clientLeft` turns true, which is polled.

@@ -11,7 +11,7 @@ extension LedgerRoutes {
     ) async throws -> Response {
         try context.require(.proofsRead)
         guard !timeline else { throw LedgerHTTPError.badRequest("proof=true answers without a timeline: ask for it apart") }
-        guard let slot = reads.tryAcquire(.accountOrBooks) else { throw LedgerHTTPError.busy("an account's proof") }
+        guard let slot = reads.tryAcquire(key: context.keyName) else { throw LedgerHTTPError.busy("an account's proof") }
         let ledger = self.ledger
         do {
             let (projection, proof) = try await ExpensiveReads.run(in: slot, until: context.clientLeft) {
