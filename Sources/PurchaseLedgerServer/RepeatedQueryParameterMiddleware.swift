@@ -9,7 +9,8 @@ struct RepeatedQueryParameterMiddleware<Context: RequestContext>: RouterMiddlewa
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var seen: Set<Substring> = []
-        for (name, _) in request.uri.queryParameters where !Self.lists.contains(name) {
+        // An empty piece (`a=1&&b=2`) names nothing.
+        for (name, _) in request.uri.queryParameters where !name.isEmpty && !Self.lists.contains(name) {
             guard seen.insert(name).inserted else {
                 // The name is not echoed: a client's text stays out of answers the server keeps.
                 throw LedgerHTTPError.badRequest("the query names a parameter more than once; only environment may repeat")

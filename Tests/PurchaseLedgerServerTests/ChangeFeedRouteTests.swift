@@ -84,6 +84,8 @@ struct ChangeFeedRouteTests {
                 let environments = try await client.send(
                     .get, "/v1/accounts/ben?environment=Production&environment=Sandbox", key: TestKeys.reader)
                 #expect(environments.status == .ok)
+                // An empty piece names no parameter.
+                #expect(try await client.send(.get, "/v1/accounts/ben?minPosition=4&&", key: TestKeys.reader).status == .ok)
 
                 // Server-sent events, read by a client that is not ours, resumed where it left off.
                 let events = try await Self.readEvents(port: port, count: 2, lastEventID: nil)

@@ -115,9 +115,23 @@ enum DashboardAssets {
             return node;
           }
 
+          // An expensive read (the books, a timeline) answered 503 busy waits its turn: one key's
+          // take all the server's slots but one, and this page asks for two at once.
           async function api(path, signal) {
-            const response = await fetch(path, { signal, headers: { Authorization: 'Bearer ' + key }, cache: 'no-store' });
-            const body = await response.text();
+            let response, body;
+            for (let attempt = 0; ; attempt++) {
+              response = await fetch(path, { signal, headers: { Authorization: 'Bearer ' + key }, cache: 'no-store' });
+              body = await response.text();
+              if (response.status !== 503 || attempt >= 60) break;
+              let code = '';
+              try { code = JSON.parse(body).error; } catch (e) { /* not JSON */ }
+              if (code !== 'busy') break;
+              const seconds = Number(response.headers.get('Retry-After')) || 1;
+              await new Promise((resume, stop) => {
+                const timer = setTimeout(resume, seconds * 1000);
+                signal?.addEventListener('abort', () => { clearTimeout(timer); stop(signal.reason); }, { once: true });
+              });
+            }
             if (!response.ok) {
               let message = response.status + '';
               try { message += ' ' + JSON.parse(body).message; } catch (e) { /* not JSON */ }
