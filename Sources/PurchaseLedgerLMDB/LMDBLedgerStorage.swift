@@ -497,10 +497,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func lastClockReading() throws -> ClockReading? {
             guard let clock = tables.clock else { return nil }
-            if let newest = try ClockTail.newest(tables.meta, in: txn) { return newest }
-            return try txn.withCursor(clock) { cursor in
-                try cursor.last().map { entry in try LMDBLedgerStorage.clockReading(fromKey: entry.key) }
-            }
+            return try ClockTail.newest(tables.meta, in: txn) ?? ClockTail.newest(in: clock, txn)
         }
 
         func account(ofAppTransaction appTransaction: String) throws -> String? {

@@ -66,7 +66,8 @@ public struct LedgerHTTPError: HTTPResponseError, CustomStringConvertible, Senda
         LedgerHTTPError(status: .serviceUnavailable, code: "unavailable", message: message)
     }
 
-    /// Every slot of the expensive reads is taken (`ExpensiveReads`): 503, retry in a second.
+    /// Every slot of the expensive reads is taken, or the key's share (`ExpensiveReads`): 503,
+    /// retry in a second.
     static func busy(_ what: String) -> LedgerHTTPError {
         var error = LedgerHTTPError(status: .serviceUnavailable, code: "busy",
             message: "\(what) is an expensive read, and the server runs a few at once, fewer for one key (limits.expensiveReads); retry after a second")

@@ -8,7 +8,7 @@ import Glibc
 
 /// The reads that cost more than a lookup (a feed reader behind what the hub keeps, which derives
 /// the feed from storage; an account's timeline or proof; the books), bounded in number: at most
-/// `limit` at once, and all but one of them for one API key (`limitPerKey`), each on the idle
+/// `limit` at once, and all but one of them for one API key (when `limit` is two or more), each on the idle
 /// class's threads (`BackgroundExecutor`), so that whatever readers do, the appends keep their
 /// threads, and a client paging from far behind as fast as it is answered leaves other clients
 /// a slot. A reader that finds no slot free is answered 503 `busy` with `Retry-After`
@@ -24,14 +24,11 @@ final class ExpensiveReads: Sendable {
         slots = KeyedSlots(limit: limit, limitPerKey: limit > 1 ? limit - 1 : 1, whenAllReleased: trimMemory)
     }
 
-    var limit: Int { slots.limit }
-    var limitPerKey: Int { slots.limitPerKey }
-
     /// A slot, held until released (`release`, or when it goes).
     typealias Slot = CountedSlot
 
     /// A slot for a read of the key named `key` when one is free; nil when `limit` reads run
-    /// already, or `limitPerKey` of that key's.
+    /// already, or all but one of them are that key's.
     func tryAcquire(key: String) -> Slot? {
         slots.tryAcquire(key: key)
     }
