@@ -175,6 +175,28 @@ extension ChangeFeedHubTests {
         }
     }
 
+    /// A reader's derivation waits between its pages for that reader's key: a client asking
+    /// from many cursors gives up its own parked derivations, not another key's, and cannot
+    /// continue another key's from its cursor.
+    @Test func oneKeyAskingFromManyCursorsLeavesAnotherKeysDerivationParked() async throws {
+        try await Self.withFollowingHub(catchUpEvents: 15) { _, hub, derived in
+            let (first, next) = try await hub.changes(after: .start, limit: 1000, wait: .zero, key: "auditor")
+            #expect(await hub.parkedCount(of: "auditor") == 1)
+            // Another key asks from the auditor's cursor, then from many others.
+            _ = try await hub.changes(after: next, limit: 1000, wait: .zero, key: "mirror")
+            for index in stride(from: 1, to: 20, by: 3) {
+                _ = try await hub.changes(after: derived[index].cursor, limit: 1000, wait: .zero, key: "mirror")
+            }
+            #expect(await hub.parkedCount(of: "mirror") == ChangeFeedHub.parkedCatchUpsPerKey)
+            #expect(await hub.parkedCount(of: "auditor") == 1)
+            // The auditor's next page continues its own derivation.
+            let started = await hub.catchUpsStarted
+            let (second, _) = try await hub.changes(after: next, limit: 1000, wait: .zero, key: "auditor")
+            #expect(await hub.catchUpsStarted == started)
+            #expect((first + second).map(\.json) == derived.prefix(first.count + second.count).map(\.json))
+        }
+    }
+
     /// A reader who knows of a forget (the ledger's forget generation moved) is never answered
     /// from a window that still names the forgotten account, however late the hub's own
     /// follower of forgets runs: here it never runs (a hub that is only followed, as a webhook

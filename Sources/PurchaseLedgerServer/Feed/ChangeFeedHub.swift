@@ -20,12 +20,21 @@ public actor ChangeFeedHub: Service {
     private var retainedAfter = FeedCursor.start
     private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
     private var nextWaiter = 0
-    /// Derivations of readers behind what is kept, parked between their pages by the cursor
-    /// they stopped at: the next page continues there instead of deriving from the log's start
-    /// again (which made a reader paging through a long history quadratic). At most
-    /// `parkedCatchUpLimit`, each holding a replay's state; the oldest goes first.
-    private var parkedCatchUps: [FeedCursor: (changes: LedgerChanges.Iterator, parkedAt: ContinuousClock.Instant)] = [:]
+    /// Derivations of readers behind what is kept, parked between their pages by the reader's
+    /// API key and the cursor they stopped at: the key's next page continues there instead of
+    /// deriving from the log's start again (which made a reader paging through a long history
+    /// quadratic). At most `parkedCatchUpLimit`, each holding a replay's state, and at most
+    /// `parkedCatchUpsPerKey` of one key: a key at its share gives up its own oldest, so that
+    /// one client asking from many cursors cannot push every other reader's out; otherwise the
+    /// oldest goes first.
+    private var parkedCatchUps: [ParkedCatchUp: (changes: LedgerChanges.Iterator, parkedAt: ContinuousClock.Instant)] = [:]
     static let parkedCatchUpLimit = 4
+    static let parkedCatchUpsPerKey = 2
+
+    private struct ParkedCatchUp: Hashable {
+        var key: String
+        var cursor: FeedCursor
+    }
     /// Derivations started for readers behind what is kept (for tests).
     private(set) var catchUpsStarted = 0
     /// The forgets whose `forgotten` record the hub's own derivation may not have passed yet,
@@ -207,7 +216,7 @@ public actor ChangeFeedHub: Service {
         guard let found = await kept(after: cursor, limit: limit, wait: wait) else {
             dropStaleCatchUps()
             guard let slot = reads.tryAcquire(key: key) else { throw Busy() }
-            let parked = parkedCatchUps.removeValue(forKey: cursor)?.changes
+            let parked = parkedCatchUps.removeValue(forKey: ParkedCatchUp(key: key, cursor: cursor))?.changes
             if parked == nil { catchUpsStarted += 1 }
             let (ledger, excluded, budget) = (self.ledger, self.excluded, catchUpEvents)
             let generation = ledger.forgetGeneration
@@ -235,18 +244,24 @@ public actor ChangeFeedHub: Service {
             }
             // More to read: the reader asks from `next`, where this derivation waits for it;
             // unless a forget came meanwhile (its state names the old names).
-            if let catchUp, ledger.forgetGeneration == generation { park(catchUp, at: next) }
+            if let catchUp, ledger.forgetGeneration == generation { park(catchUp, at: ParkedCatchUp(key: key, cursor: next)) }
             return (changes, next)
         }
         return (found, found.last?.cursor ?? cursor)
     }
 
-    private func park(_ catchUp: LedgerChanges.Iterator, at cursor: FeedCursor) {
-        if parkedCatchUps.count >= Self.parkedCatchUpLimit,
-           let oldest = parkedCatchUps.min(by: { $0.value.parkedAt < $1.value.parkedAt })?.key {
+    private func park(_ catchUp: LedgerChanges.Iterator, at place: ParkedCatchUp) {
+        let own = parkedCatchUps.filter { $0.key.key == place.key }
+        let giving = own.count >= Self.parkedCatchUpsPerKey ? own : parkedCatchUps.count >= Self.parkedCatchUpLimit ? parkedCatchUps : [:]
+        if let oldest = giving.min(by: { $0.value.parkedAt < $1.value.parkedAt })?.key {
             parkedCatchUps[oldest] = nil
         }
-        parkedCatchUps[cursor] = (catchUp, .now)
+        parkedCatchUps[place] = (catchUp, .now)
+    }
+
+    /// How many derivations are parked, in all or of `key` (for tests).
+    func parkedCount(of key: String? = nil) -> Int {
+        key.map { key in parkedCatchUps.keys.filter { $0.key == key }.count } ?? parkedCatchUps.count
     }
 
     /// Drops the parked derivations nobody continued within `parkedLifetime`.
