@@ -70,15 +70,19 @@ public struct LedgerRequestContext: LedgerRequestContextProtocol {
     public var presentedUnknownKey = false
     /// The request's connection: an expensive read stops once it is closed (the client left).
     let channel: (any Channel)?
+    /// Whether the connection was active when the request came: one never active (a test's
+    /// embedded channel) cannot tell whether its client left.
+    let channelCanTell: Bool
 
     public init(source: Source) {
         coreContext = .init(source: source)
         channel = source.channel
+        channelCanTell = source.channel.isActive
     }
 
     public var clientLeft: @Sendable () -> Bool {
-        // A connection never active (a test's embedded channel) cannot tell.
-        guard let channel, channel.isActive else { return { false } }
+        // Asked after the client left, too: the connection was active once, and is not now.
+        guard let channel, channelCanTell else { return { false } }
         return { !channel.isActive }
     }
 }

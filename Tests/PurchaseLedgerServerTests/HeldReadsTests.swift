@@ -32,6 +32,16 @@ struct HeldReadsTests {
         _ = first
     }
 
+    /// A client that left before its route asked has left: its expensive read stops at once
+    /// instead of running to its end in the key's slot.
+    @Test func aClientThatLeftBeforeTheRouteAskedHasLeft() async throws {
+        let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let context = LedgerRequestContext(source: .init(channel: channel, logger: Logger(label: "test")))
+        #expect(context.clientLeft() == false)
+        try await channel.close()
+        #expect(context.clientLeft())
+    }
+
     /// Opens a stream of the feed with `key`, and once it is answered 200 (its slot taken: a
     /// request asked after it cannot take the slot first), reads no more of it.
     static func unreadStream(key: String, port: Int) async throws -> any Channel {
