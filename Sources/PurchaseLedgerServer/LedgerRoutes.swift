@@ -366,12 +366,7 @@ public struct LedgerRoutes<Context: LedgerRequestContextProtocol>: Sendable {
         guard cursor.position > ledger.position else { return cursor }
         // The feed reads committed storage, which is ahead of the projections until they are
         // published (and, on shared storage, of what this process has caught up with).
-        let stored: UInt64
-        do {
-            stored = try ledger.storedPosition()
-        } catch {
-            throw Self.httpError(storage: error, logger: context.logger)
-        }
+        let stored = try readLedger(context) { try ledger.storedPosition() }
         guard cursor.position <= stored else {
             throw LedgerHTTPError.badRequest("\(name) is past the end of the log (position \(stored)): it is no cursor of this ledger's")
         }
