@@ -1,8 +1,10 @@
-/// A named LMDB database with the Swift types of its keys and values.
+/// An LMDB database (a named one, or the main one: `TableOpener.mainTable`) with the Swift
+/// types of its keys and values.
 ///
 /// Tables are opened once, when the environment opens (`Environment.Schema`), and their handles
 /// stay valid until the environment closes.
 public struct Table<Key: LMDBEncodable, Value>: Sendable {
+    /// Empty for the main table.
     public let name: String
     let handle: UInt32
 
@@ -46,5 +48,12 @@ public struct TableOpener: ~Copyable {
     ) throws(LMDBError) -> Table<Key, Value> {
         let handle = try LMDBCall.openTable(transaction, name: name, flags: create ? .create : [])
         return Table(name: name, handle: handle)
+    }
+
+    /// LMDB's main table, which every environment has: its keys are the other tables' names,
+    /// and a commit that writes any table rewrites its page (it holds each table's root). A
+    /// key stored in it must never be a table's name (`mdb_dbi_open` of that name then fails).
+    public func mainTable<Key: LMDBEncodable, Value>(key: Key.Type = Key.self, value: Value.Type = Value.self) throws(LMDBError) -> Table<Key, Value> {
+        Table(name: "", handle: try LMDBCall.openMainTable(transaction))
     }
 }

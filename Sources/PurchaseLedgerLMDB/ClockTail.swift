@@ -1,45 +1,53 @@
 import LMDB
 import PurchaseLedger
 
-/// The LMDB backend's newest clock readings (`ClockReading`), kept in `meta` under `key`
-/// instead of in the `clock` table.
+/// The LMDB backend's newest clock readings (`ClockReading`), kept under `key` in LMDB's main
+/// table instead of in the `clock` table.
 ///
 /// The writer records a reading with every commit. In `clock`, a B-tree two or three deep once
-/// it holds a few thousand, that wrote two or three pages a commit; `meta` is one page, which
-/// a commit rewrites whole. The tail holds fewer than `capacity` readings, each the 40
-/// lowercase hex digits of its `clock` key (`LMDBLedgerStorage.clockKey`), oldest first; the
-/// commit that would make it `capacity` moves it into `clock` and removes `key`, and so does
-/// one that records a reading before the tail's newest. Every reading of the tail is after
-/// every reading of `clock`, so readers read `clock`, then the tail.
+/// it holds a few thousand, that wrote two or three pages a commit. The main table holds the
+/// other tables' roots, so a commit rewrites its one page whatever it writes: the tail costs
+/// no page of its own. (It was in `meta` before, a page of its own each commit.) The tail holds
+/// fewer than `capacity` readings, each the 40 lowercase hex digits of its `clock` key
+/// (`LMDBLedgerStorage.clockKey`), oldest first; the commit that would make it `capacity`
+/// moves it into `clock` and removes `key`, and so does one that records a reading before the
+/// tail's newest. Every reading of the tail is after every reading of `clock`, so readers read
+/// `clock`, then the tail.
 ///
 /// A ledger written before has no `key` (an empty tail) and needs no move. Readers look the
 /// tail up in each read transaction, so a process that opened the ledger before another began
-/// to keep a tail reads it too. A version before this one ignores the tail and puts its
-/// readings in `clock`, after positions the tail holds: readers then find the tail not after
-/// `clock` (damage), until the next write of this version moves the tail into `clock`.
+/// to keep a tail reads it too. Older versions wrote elsewhere, and the same format marker lets
+/// them open the ledger:
+/// - the version before this one kept the tail in `meta`: readers read it between `clock` and
+///   the main table's tail;
+/// - versions before the tail put their readings in `clock`, after positions a tail may hold.
+/// A tail not after what comes before it is damage to readers, until this version next opens
+/// the ledger to write (`moveWhatOlderVersionsWrote`) or records a reading. An older version
+/// reading a ledger this one wrote does not see the main table's tail: its newest readings.
 enum ClockTail {
     static let key = "clockTail"
-    /// Small enough that the value stays inside `meta`'s page: LMDB puts a value of more than
-    /// about 2,000 bytes (with 4 KiB pages) on pages of its own, which a commit would write too.
+    /// Small enough that the value stays inside the main table's page: LMDB puts a value of
+    /// more than about 2,000 bytes (with 4 KiB pages) on pages of its own, which a commit would
+    /// write too. The tables' names take a few hundred bytes of that page.
     static let capacity = 32
     private static let digitsPerReading = 40
 
-    /// The tail's readings, oldest first; empty when `meta` holds no tail.
+    /// The readings of the tail in `table` (the main table, or `meta` for the version before),
+    /// oldest first; empty when it holds none.
     /// - Throws: `StorageError.damaged` for a tail that is not whole readings of hex digits,
-    ///   holds a reading no writer records or readings out of order, or is not after `clock`.
-    static func readings(
-        _ meta: Table<String, String>, after clock: Table<[UInt8], EmptyValue>, in txn: ReadTransaction
-    ) throws -> [ClockReading] {
-        let tail = try txn.withValue(in: meta, forKey: key) { text in try decode(text) } ?? []
-        if let oldest = tail.first, let newestInClock = try newest(in: clock, txn), oldest <= newestInClock {
-            throw StorageError(.damaged, "the clock's tail is not after the clock (a version before the tail wrote readings?): open the ledger to write once")
+    ///   holds a reading no writer records or readings out of order, or is not after `newest`
+    ///   (what a reader read before it).
+    static func readings(_ table: Table<String, String>, after newest: ClockReading?, in txn: ReadTransaction) throws -> [ClockReading] {
+        let tail = try txn.withValue(in: table, forKey: key) { text in try decode(text) } ?? []
+        if let oldest = tail.first, let newest, oldest <= newest {
+            throw StorageError(.damaged, "the clock's tail is not after the clock (an older version wrote readings?): open the ledger to write once")
         }
         return tail
     }
 
-    /// The tail's newest reading; nil when it is empty.
-    static func newest(_ meta: Table<String, String>, in txn: ReadTransaction) throws -> ClockReading? {
-        try txn.withValue(in: meta, forKey: key) { text in try decode(text, last: true).last } ?? nil
+    /// The newest reading of the tail in `table`; nil when it holds none.
+    static func newest(_ table: Table<String, String>, in txn: ReadTransaction) throws -> ClockReading? {
+        try txn.withValue(in: table, forKey: key) { text in try decode(text, last: true).last } ?? nil
     }
 
     /// Records `reading` after the tail's newest, or in `clock` when it is not after it (the
@@ -47,16 +55,16 @@ enum ClockTail {
     /// already. Moves the tail into `clock` when it would hold `capacity` readings, or when it
     /// is not after `clock`. Decodes the tail's oldest and newest readings only, unless it moves.
     static func record(
-        _ reading: ClockReading, clock: Table<[UInt8], EmptyValue>, meta: Table<String, String>, in write: WriteTransaction
+        _ reading: ClockReading, clock: Table<[UInt8], EmptyValue>, main: Table<String, String>, in write: WriteTransaction
     ) throws {
-        var text = try write.withValue(in: meta, forKey: key) { [UInt8]($0) } ?? []
+        var text = try write.withValue(in: main, forKey: key) { [UInt8]($0) } ?? []
         var newestInClock = try newest(in: clock, write)
         if !text.isEmpty {
             let (oldest, newest) = try text.withUnsafeBytes { text in
                 (try decode(text, first: true)[0], try decode(text, last: true)[0])
             }
             if reading < newest || newestInClock.map({ oldest <= $0 }) == true {
-                try move(text, to: clock, meta: meta, in: write)
+                try move(text, to: clock, from: main, in: write)
                 text = []
                 newestInClock = max(newestInClock ?? newest, newest)
             } else if reading == newest {
@@ -69,10 +77,24 @@ enum ClockTail {
         }
         appendDigits(of: reading, to: &text)
         if text.count >= capacity * digitsPerReading {
-            try move(text, to: clock, meta: meta, in: write)
+            try move(text, to: clock, from: main, in: write)
         } else {
-            try write.put(String(decoding: text, as: UTF8.self), in: meta, forKey: key)
+            try write.put(String(decoding: text, as: UTF8.self), in: main, forKey: key)
         }
+    }
+
+    /// Moves what older versions left out of order into `clock`, once, by the process that
+    /// takes the writer lock (no other version writes while it holds it): the tail the version
+    /// before kept in `meta`, and then the main table's, when it is not after `clock`.
+    static func moveWhatOlderVersionsWrote(
+        meta: Table<String, String>, main: Table<String, String>, clock: Table<[UInt8], EmptyValue>, in write: WriteTransaction
+    ) throws {
+        if let legacy = try write.withValue(in: meta, forKey: key, { [UInt8]($0) }) {
+            try move(legacy, to: clock, from: meta, in: write)
+        }
+        guard let text = try write.withValue(in: main, forKey: key, { [UInt8]($0) }), let newestInClock = try newest(in: clock, write) else { return }
+        let oldest = try text.withUnsafeBytes { try decode($0, first: true)[0] }
+        if oldest <= newestInClock { try move(text, to: clock, from: main, in: write) }
     }
 
     /// `clock`'s newest reading; nil when it is empty.
@@ -82,14 +104,14 @@ enum ClockTail {
         }
     }
 
-    /// Puts the readings of `text` into `clock` and removes the tail.
+    /// Puts the readings of `text` into `clock` and removes the tail from `table`.
     private static func move(
-        _ text: [UInt8], to clock: Table<[UInt8], EmptyValue>, meta: Table<String, String>, in write: WriteTransaction
+        _ text: [UInt8], to clock: Table<[UInt8], EmptyValue>, from table: Table<String, String>, in write: WriteTransaction
     ) throws {
         for reading in try text.withUnsafeBytes({ try decode($0) }) {
             try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
         }
-        _ = try write.delete(in: meta, key: key)
+        _ = try write.delete(in: table, key: key)
     }
 
     private static func appendDigits(of reading: ClockReading, to text: inout [UInt8]) {

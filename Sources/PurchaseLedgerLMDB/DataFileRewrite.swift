@@ -124,6 +124,12 @@ enum DataFileRewrite {
                 after = last.key
             }
         }
+        // The main table's own entry beside the tables' names.
+        let (sourceMain, targetMain) = (try source.openTables { try $0.mainTable(key: String.self, value: [UInt8].self) },
+                                        try target.openTables { try $0.mainTable(key: String.self, value: [UInt8].self) })
+        if let tail = try source.read({ txn in try txn.withValue(in: sourceMain, forKey: ClockTail.key) { [UInt8]($0) } }) {
+            try target.write { txn in try txn.put(tail, in: targetMain, forKey: ClockTail.key) }
+        }
     }
 
     /// Where a rewrite builds the new file: `rewrite.tmp/` in the ledger's directory.

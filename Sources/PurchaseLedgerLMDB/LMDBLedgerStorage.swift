@@ -18,7 +18,7 @@ import Synchronization
 /// - `meta`: `format` → the storage format marker;
 /// - `clock`: position (u64 big-endian), seconds (i64 + 2^63, big-endian), nanoseconds (u32
 ///   big-endian) → nothing: the ledger's clock readings, in order (`ClockReading`), but for
-///   the newest, which `meta` holds (`ClockTail`);
+///   the newest, which LMDB's main table holds (`ClockTail`);
 /// - `feeds`: a key of a feed's consumer → its value (a webhook endpoint's progress);
 /// - `appTransactions`: Apple's `appTransactionId` → the account of the first report naming it;
 /// - `accountNames`: handle (u64 big-endian, from 1, appended) → account id, and
@@ -27,9 +27,9 @@ import Synchronization
 ///   apart.
 ///
 /// - `scrub`: empty; filled and emptied again after a forget (`scrubFreedPages`).
+/// - LMDB's main table, whose keys are these tables' names, also holds `clockTail` (`ClockTail`).
 /// - `meta` also holds `lastForget` (the position of the newest `forgotten` record),
-///   `eventIDsIndexedThrough` (the indexes' mark), `indexTail` (`IndexTail`), `clockTail`
-///   (`ClockTail`), and
+///   `eventIDsIndexedThrough` (the indexes' mark), `indexTail` (`IndexTail`), and
 ///   `rewritePending` from a forget until the file is rewritten (`DataFileRewrite`).
 ///
 /// And, written apart from appends by the snapshot policy:
@@ -77,6 +77,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         var accountStates: Table<[UInt8], [UInt8]>
         var catalogs: Table<UInt64, [UInt8]>
         var meta: Table<String, String>
+        /// LMDB's main table (the other tables' names): the clock's tail (`ClockTail`).
+        var main: Table<String, String>
         /// Nil in a read-only ledger written before the clock was kept.
         var clock: Table<[UInt8], EmptyValue>?
         /// Nil in a read-only ledger written before feeds were kept.
@@ -116,6 +118,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                     accountStates: try opener.table("accountStates"),
                     catalogs: try opener.table("catalogs"),
                     meta: try opener.table("meta"),
+                    main: try opener.mainTable(),
                     clock: try opener.tableIfPresent("clock"),
                     feeds: try opener.tableIfPresent("feeds"),
                     appTransactions: try opener.tableIfPresent("appTransactions"),
@@ -171,6 +174,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     /// to write).
     func moveIndexTail() throws {
         try Self.moveIndexTail(environment: environment, tables: tables, onlyANewLedger: false)
+    }
+
+    /// What older versions left of the clock out of order, moved into `clock` once this process
+    /// holds the writer lock (`ClockTail.moveWhatOlderVersionsWrote`).
+    func moveClockTails() throws {
+        guard let clock = tables.clock else { return }
+        try environment.write { txn in try ClockTail.moveWhatOlderVersionsWrote(meta: tables.meta, main: tables.main, clock: clock, in: txn) }
     }
 
     private static func moveIndexTail(environment: Environment, tables: Tables, onlyANewLedger: Bool) throws {
@@ -488,16 +498,23 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
                 return readings.count < limit
             }
             guard readings.count < limit else { return readings }
-            for reading in try ClockTail.readings(tables.meta, after: clock, in: txn) where after.map({ reading > $0 }) ?? true {
-                readings.append(reading)
-                if readings.count == limit { break }
+            // Each tail after what comes before it: the older version's in `meta`, then this one's.
+            var newest = try ClockTail.newest(in: clock, txn)
+            for table in [tables.meta, tables.main] {
+                let tail = try ClockTail.readings(table, after: newest, in: txn)
+                newest = tail.last ?? newest
+                for reading in tail where after.map({ reading > $0 }) ?? true {
+                    readings.append(reading)
+                    if readings.count == limit { return readings }
+                }
             }
             return readings
         }
 
         func lastClockReading() throws -> ClockReading? {
             guard let clock = tables.clock else { return nil }
-            return try ClockTail.newest(tables.meta, in: txn) ?? ClockTail.newest(in: clock, txn)
+            return try [ClockTail.newest(in: clock, txn), ClockTail.newest(tables.meta, in: txn), ClockTail.newest(tables.main, in: txn)]
+                .compactMap { $0 }.max()
         }
 
         func account(ofAppTransaction appTransaction: String) throws -> String? {
@@ -811,7 +828,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func recordClock(_ reading: ClockReading) throws {
             guard let clock = tables.clock else { throw StorageError(.readOnly, "the ledger is open read-only") }
-            try ClockTail.record(reading, clock: clock, meta: tables.meta, in: write)
+            try ClockTail.record(reading, clock: clock, main: tables.main, in: write)
         }
 
         func setFeedState(_ key: String, _ value: [UInt8]?) throws {

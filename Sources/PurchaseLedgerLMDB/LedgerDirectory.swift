@@ -89,8 +89,9 @@ enum LedgerDirectory {
         if !configuration.readOnly {
             do {
                 storage.holdWriterLock(try lockForWriting(directory))
-                // Only the writer moves what older versions wrote (`IndexTail`).
+                // Only the writer moves what older versions wrote (`IndexTail`, `ClockTail`).
                 try storage.moveIndexTail()
+                try storage.moveClockTails()
                 // A rewrite killed midway left its copy (a forget's names among its bytes).
                 try DataFileRewrite.removeLeftovers(directory)
             } catch {

@@ -5,8 +5,8 @@ import Testing
 @testable import PurchaseLedger
 @testable import PurchaseLedgerLMDB
 
-/// The LMDB backend's newest clock readings (`ClockTail`): in `meta`, not in `clock`, until
-/// they are `ClockTail.capacity`; read as one sequence with those of `clock`, whatever the
+/// The LMDB backend's newest clock readings (`ClockTail`): in LMDB's main table, not in
+/// `clock`, until they are `ClockTail.capacity`; read as one sequence with those of `clock`, whatever the
 /// split and the page size asked for.
 struct ClockTailTests {
     private static func reading(_ index: Int) -> ClockReading {
@@ -16,7 +16,7 @@ struct ClockTailTests {
     /// How many readings `clock` holds, and how many the tail.
     private static func split(_ storage: LMDBLedgerStorage) throws -> (clock: Int, tail: Int) {
         try storage.environment.read { txn in
-            (try txn.count(storage.tables.clock!), try ClockTail.readings(storage.tables.meta, after: storage.tables.clock!, in: txn).count)
+            (try txn.count(storage.tables.clock!), try ClockTail.readings(storage.tables.main, after: nil, in: txn).count)
         }
     }
 
@@ -37,7 +37,7 @@ struct ClockTailTests {
         }
     }
 
-    @Test func theNewestReadingsAreInMetaAndReadAfterTheClocksInOrder() async throws {
+    @Test func theNewestReadingsAreInTheMainTableAndReadAfterTheClocksInOrder() async throws {
         try await Self.withStorage { storage in
             let capacity = ClockTail.capacity
             var recorded: [ClockReading] = []
@@ -83,8 +83,8 @@ struct ClockTailTests {
         }
     }
 
-    /// Appends through the ledger write their readings to the tail: a commit writes `meta`'s
-    /// one page, not `clock`'s three.
+    /// Appends through the ledger write their readings to the tail: a commit writes no page for
+    /// them (the main table's it writes anyway), not `clock`'s three.
     @Test func anAppendWritesItsReadingToTheTail() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
@@ -105,7 +105,7 @@ struct ClockTailTests {
         }
     }
 
-    /// A ledger written before the tail holds every reading in `clock` and none in `meta`.
+    /// A ledger written before the tail holds every reading in `clock`, and no tail.
     @Test func aLedgerWithoutATailReadsItsClockAndGetsOne() async throws {
         try await Self.withStorage { storage in
             let readings = (0..<6).map(Self.reading)
@@ -143,12 +143,74 @@ struct ClockTailTests {
         }
     }
 
+    /// A tail's text, as a writer stores it.
+    private static func hex(_ readings: ClockReading...) -> String {
+        readings.map { reading in
+            LMDBLedgerStorage.clockKey(reading).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        }.joined()
+    }
+
+    /// The version before this one kept the tail in `meta`: readers read it between `clock` and
+    /// the main table's tail. When it wrote after this one (its tail after the main table's),
+    /// readers find damage, until this version opens the ledger to write: it moves both into
+    /// `clock`, in their order.
+    @Test func theTailTheVersionBeforeKeptInMetaIsReadAndMovedByTheNextWriter() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            for index in 1...3 {
+                _ = try await ledger.append(.paymentAdded(
+                    id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
+            }
+            await ledger.close()
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            let written = try Self.allReadings(storage, pageSize: 100)
+            let newest = try #require(written.last)
+            let later = (1...2).map { ClockReading(position: newest.position, time: Timestamp(seconds: newest.time.seconds + Int64($0), nanoseconds: 0)) }
+            // The version before wrote its tail after this one's.
+            try storage.environment.write { txn in try txn.put(Self.hex(later[0], later[1]), in: storage.tables.meta, forKey: ClockTail.key) }
+            let error = #expect(throws: StorageError.self) { try storage.read { try $0.clockReadings(after: nil, limit: 100) } }
+            #expect(error?.code == .damaged)
+            #expect(try storage.read { try $0.lastClockReading() } == later[1])
+            storage.close()
+
+            try await Ledger.open(at: path, configuration: .testing).close()
+            var readOnly = Environment.Configuration()
+            readOnly.readOnly = true
+            let moved = try LMDBLedgerStorage(directory: path, configuration: readOnly)
+            defer { moved.close() }
+            #expect(try Self.split(moved) == (written.count + 2, 0))
+            #expect(try moved.environment.read { txn in try txn.contains(moved.tables.meta, key: ClockTail.key) } == false)
+            #expect(try Self.allReadings(moved, pageSize: 2) == written + later)
+        }
+    }
+
+    /// A tail in `meta` alone (the version before wrote last, over a ledger without a main
+    /// table's tail) is read after `clock`, and this version's readings after it.
+    @Test func theVersionBeforesTailIsReadBeforeThisOnes() async throws {
+        try await Self.withStorage { storage in
+            let readings = (0..<6).map(Self.reading)
+            try storage.environment.write { txn in
+                try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(readings[0]))
+                try txn.put(Self.hex(readings[1], readings[2], readings[3]), in: storage.tables.meta, forKey: ClockTail.key)
+            }
+            #expect(try storage.read { try $0.lastClockReading() } == readings[3])
+            for reading in readings[4...5] {
+                try storage.write { (writer: any LedgerStorageWriter) throws in try writer.recordClock(reading) }
+            }
+            #expect(try Self.split(storage) == (1, 2))
+            for pageSize in [1, 2, 4, 100] {
+                #expect(try Self.allReadings(storage, pageSize: pageSize) == readings)
+            }
+            #expect(try storage.read { try $0.clockReadings(after: readings[2], limit: 2) } == Array(readings[3...4]))
+            #expect(try storage.read { try $0.lastClockReading() } == readings[5])
+        }
+    }
+
     /// Tails no writer stores, and whether the newest reading alone shows it (a reading's order
     /// shows only when all are read).
     static func damagedTails() -> [(text: String, newestIsDamaged: Bool)] {
-        let hex = { (reading: ClockReading) in
-            LMDBLedgerStorage.clockKey(reading).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
-        }
+        let hex = { (reading: ClockReading) in Self.hex(reading) }
         return [
             ("", true),
             (String(hex(reading(0)).dropLast()), true),
@@ -162,15 +224,18 @@ struct ClockTailTests {
 
     @Test(arguments: damagedTails())
     func aTailThatIsNotWholeReadingsInOrderIsDamage(_ tail: (text: String, newestIsDamaged: Bool)) async throws {
-        try await Self.withStorage { storage in
-            try storage.environment.write { txn in try txn.put(tail.text, in: storage.tables.meta, forKey: ClockTail.key) }
-            var reads = [{ (reader: any LedgerStorageReader) throws in _ = try reader.clockReadings(after: nil, limit: 10) }]
-            if tail.newestIsDamaged {
-                reads.append { (reader: any LedgerStorageReader) throws in _ = try reader.lastClockReading() }
-            }
-            for read in reads {
-                let error = #expect(throws: StorageError.self) { try storage.read(read) }
-                #expect(error?.code == .damaged)
+        // In the main table, and in `meta`, where the version before kept it.
+        for table in [\LMDBLedgerStorage.Tables.main, \.meta] {
+            try await Self.withStorage { storage in
+                try storage.environment.write { txn in try txn.put(tail.text, in: storage.tables[keyPath: table], forKey: ClockTail.key) }
+                var reads = [{ (reader: any LedgerStorageReader) throws in _ = try reader.clockReadings(after: nil, limit: 10) }]
+                if tail.newestIsDamaged {
+                    reads.append { (reader: any LedgerStorageReader) throws in _ = try reader.lastClockReading() }
+                }
+                for read in reads {
+                    let error = #expect(throws: StorageError.self) { try storage.read(read) }
+                    #expect(error?.code == .damaged)
+                }
             }
         }
     }

@@ -542,6 +542,9 @@ struct ForgettingTests {
             let log = try LedgerLog.open(location: location)
             try log.exportJSONLines { before += $0 }
             let counts = try log.storage.read { try $0.counts() }
+            // The clock's newest readings too, which LMDB's main table keeps (`ClockTail`).
+            let clock = try log.storage.read { try $0.clockReadings(after: nil, limit: .max) }
+            #expect(!clock.isEmpty)
             log.close()
 
             let sizes = try Ledger.rewriteDataFile(at: location)
@@ -552,6 +555,7 @@ struct ForgettingTests {
             try rewritten.exportJSONLines { after += $0 }
             #expect(after == before)
             #expect(try rewritten.storage.read { try $0.counts() } == counts)
+            #expect(try rewritten.storage.read { try $0.clockReadings(after: nil, limit: .max) } == clock)
             #expect(rewritten.verify().isIntact)
             rewritten.close()
             let reopened = try Ledger.open(location: location, configuration: .testing)

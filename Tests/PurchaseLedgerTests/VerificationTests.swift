@@ -106,7 +106,7 @@ struct VerificationTests {
             #expect(past.damage?.message.contains("past the log's end") == true)
 
             let damaged = try LMDBLedgerStorage(directory: path, configuration: .init())
-            try damaged.environment.write { txn in try txn.put("not readings", in: damaged.tables.meta, forKey: ClockTail.key) }
+            try damaged.environment.write { txn in try txn.put("not readings", in: damaged.tables.main, forKey: ClockTail.key) }
             damaged.close()
             #expect(try verify(path).damage?.kind == .clock)
         }

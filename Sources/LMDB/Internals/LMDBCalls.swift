@@ -145,6 +145,12 @@ enum LMDBCall {
         return dbi
     }
 
+    static func openMainTable(_ txn: Transaction) throws(LMDBError) -> UInt32 {
+        var dbi: MDB_dbi = 0
+        try check(mdb_dbi_open(txn, nil, 0, &dbi), "mdb_dbi_open")
+        return dbi
+    }
+
     static func entryCount(_ txn: Transaction, _ dbi: UInt32) throws(LMDBError) -> Int {
         var stat = MDB_stat()
         try check(mdb_stat(txn, dbi, &stat), "mdb_stat")
