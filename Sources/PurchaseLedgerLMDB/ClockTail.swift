@@ -22,7 +22,7 @@ import PurchaseLedger
 ///   the main table's tail;
 /// - versions before the tail put their readings in `clock`, after positions a tail may hold.
 /// A tail not after what comes before it is damage to readers, until this version next opens
-/// the ledger to write (`moveWhatOlderVersionsWrote`) or records a reading. An older version
+/// the ledger to write (`moveWhatOlderVersionsWrote`). An older version
 /// reading a ledger this one wrote does not see the main table's tail: its newest readings.
 enum ClockTail {
     static let key = "clockTail"
@@ -52,26 +52,26 @@ enum ClockTail {
 
     /// Records `reading` after the tail's newest, or in `clock` when it is not after it (the
     /// tail moved first, so that it stays after `clock`); nothing when it is the newest
-    /// already. Moves the tail into `clock` when it would hold `capacity` readings, or when it
-    /// is not after `clock`. Decodes the tail's oldest and newest readings only, unless it moves.
+    /// already. Moves the tail into `clock` when it would hold `capacity` readings. Decodes the
+    /// tail's newest reading only, unless it moves; reads `clock`'s newest only when the tail
+    /// is empty: the writer holds the writer lock, and took what older versions left out of
+    /// order into `clock` when it took it (`moveWhatOlderVersionsWrote`), so the tail is after
+    /// `clock`.
     static func record(
         _ reading: ClockReading, clock: Table<[UInt8], EmptyValue>, main: Table<String, String>, in write: WriteTransaction
     ) throws {
         var text = try write.withValue(in: main, forKey: key) { [UInt8]($0) } ?? []
-        var newestInClock = try newest(in: clock, write)
+        var newestInClock: ClockReading?
         if !text.isEmpty {
-            let (oldest, newest) = try text.withUnsafeBytes { text in
-                (try decode(text, first: true)[0], try decode(text, last: true)[0])
-            }
-            if reading < newest || newestInClock.map({ oldest <= $0 }) == true {
+            let newest = try text.withUnsafeBytes { try decode($0, last: true)[0] }
+            if reading == newest { return }
+            if reading < newest {
                 try move(text, to: clock, from: main, in: write)
                 text = []
-                newestInClock = max(newestInClock ?? newest, newest)
-            } else if reading == newest {
-                return
+                newestInClock = newest
             }
         }
-        if text.isEmpty, let newestInClock, reading <= newestInClock {
+        if text.isEmpty, let newestInClock = try newestInClock ?? newest(in: clock, write), reading <= newestInClock {
             try write.put(EmptyValue(), in: clock, forKey: LMDBLedgerStorage.clockKey(reading))
             return
         }

@@ -513,8 +513,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func lastClockReading() throws -> ClockReading? {
             guard let clock = tables.clock else { return nil }
-            return try [ClockTail.newest(in: clock, txn), ClockTail.newest(tables.meta, in: txn), ClockTail.newest(tables.main, in: txn)]
-                .compactMap { $0 }.max()
+            // Each tail after what comes before it (`clockReadings` checks it): the first found.
+            return try ClockTail.newest(tables.main, in: txn) ?? ClockTail.newest(tables.meta, in: txn) ?? ClockTail.newest(in: clock, txn)
         }
 
         func account(ofAppTransaction appTransaction: String) throws -> String? {
