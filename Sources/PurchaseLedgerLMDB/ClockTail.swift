@@ -28,7 +28,8 @@ enum ClockTail {
     static let key = "clockTail"
     /// Small enough that the value stays inside the main table's page: LMDB puts a value of
     /// more than about 2,000 bytes (with 4 KiB pages) on pages of its own, which a commit would
-    /// write too. The tables' names take a few hundred bytes of that page.
+    /// write too. The tables' names and roots take about 1,300 bytes of that page, a full tail
+    /// about 1,300 more (a test checks that the page stays one).
     static let capacity = 32
     private static let digitsPerReading = 40
 
@@ -92,8 +93,10 @@ enum ClockTail {
         if let legacy = try write.withValue(in: meta, forKey: key, { [UInt8]($0) }) {
             try move(legacy, to: clock, from: meta, in: write)
         }
-        guard let text = try write.withValue(in: main, forKey: key, { [UInt8]($0) }), let newestInClock = try newest(in: clock, write) else { return }
-        let oldest = try text.withUnsafeBytes { try decode($0, first: true)[0] }
+        // Decoded whole, so that a malformed tail fails the open, not each commit after it.
+        guard let text = try write.withValue(in: main, forKey: key, { [UInt8]($0) }),
+              let oldest = try text.withUnsafeBytes({ try decode($0) }).first,
+              let newestInClock = try newest(in: clock, write) else { return }
         if oldest <= newestInClock { try move(text, to: clock, from: main, in: write) }
     }
 

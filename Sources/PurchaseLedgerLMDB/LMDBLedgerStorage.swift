@@ -29,7 +29,8 @@ import Synchronization
 /// - `scrub`: empty; filled and emptied again after a forget (`scrubFreedPages`).
 /// - LMDB's main table, whose keys are these tables' names, also holds `clockTail` (`ClockTail`).
 /// - `meta` also holds `lastForget` (the position of the newest `forgotten` record),
-///   `eventIDsIndexedThrough` (the indexes' mark), `indexTail` (`IndexTail`), and
+///   `eventIDsIndexedThrough` (the indexes' mark), `indexTail` (`IndexTail`), the clock's tail
+///   the version before kept there until the first open to write (`ClockTail`), and
 ///   `rewritePending` from a forget until the file is rewritten (`DataFileRewrite`).
 ///
 /// And, written apart from appends by the snapshot policy:
@@ -180,7 +181,13 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     /// holds the writer lock (`ClockTail.moveWhatOlderVersionsWrote`).
     func moveClockTails() throws {
         guard let clock = tables.clock else { return }
-        try environment.write { txn in try ClockTail.moveWhatOlderVersionsWrote(meta: tables.meta, main: tables.main, clock: clock, in: txn) }
+        try environment.write { txn in
+            // Only a ledger of this format (or a new one, or a copy being made): the open
+            // refuses any other afterwards, and must find it as it was.
+            let format = try txn.value(in: tables.meta, forKey: "format")
+            guard format == nil || format == Self.formatMarker || format == Self.formatMarker + IncompleteCopy.suffix else { return }
+            try ClockTail.moveWhatOlderVersionsWrote(meta: tables.meta, main: tables.main, clock: clock, in: txn)
+        }
     }
 
     private static func moveIndexTail(environment: Environment, tables: Tables, onlyANewLedger: Bool) throws {
@@ -513,7 +520,8 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
         func lastClockReading() throws -> ClockReading? {
             guard let clock = tables.clock else { return nil }
-            // Each tail after what comes before it (`clockReadings` checks it): the first found.
+            // Unchecked: each tail is after what comes before it once the writer's open moved
+            // what older versions left out of order (`clockReadings` checks it).
             return try ClockTail.newest(tables.main, in: txn) ?? ClockTail.newest(tables.meta, in: txn) ?? ClockTail.newest(in: clock, txn)
         }
 

@@ -105,6 +105,35 @@ struct ClockTailTests {
         }
     }
 
+    /// A tail after `clock` stays where it is when the ledger is opened to write (the open
+    /// moves only what older versions left out of order), and the main table stays one page
+    /// with a full tail beside every table's name: a commit writes no page for the tail.
+    @Test func anOpenToWriteLeavesATailInOrderAndTheMainTableOnePage() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            // A reading a commit: more than a tail holds, then a tail one short of it.
+            for index in 1...(2 * ClockTail.capacity - 1) {
+                _ = try await ledger.append(.paymentAdded(
+                    id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
+            }
+            await ledger.close()
+            func split() throws -> (clock: Int, tail: Int) {
+                var readOnly = Environment.Configuration()
+                readOnly.readOnly = true
+                let storage = try LMDBLedgerStorage(directory: path, configuration: readOnly)
+                defer { storage.close() }
+                #expect(try storage.environment.read { try $0.pageCount(storage.tables.main) } == 1)
+                return try Self.split(storage)
+            }
+            let before = try split()
+            #expect(before.tail == ClockTail.capacity - 1)
+            #expect(before.clock > 0)
+            try await Ledger.open(at: path, configuration: .testing).close()
+            #expect(try split() == before)
+        }
+    }
+
     /// A ledger written before the tail holds every reading in `clock`, and no tail.
     @Test func aLedgerWithoutATailReadsItsClockAndGetsOne() async throws {
         try await Self.withStorage { storage in
@@ -196,6 +225,47 @@ struct ClockTailTests {
             #expect(try Self.split(moved) == (written.count + 2, 0))
             #expect(try moved.environment.read { txn in try txn.contains(moved.tables.meta, key: ClockTail.key) } == false)
             #expect(try Self.allReadings(moved, pageSize: 2) == written + later)
+        }
+    }
+
+    /// The version before's tail in `meta`, before this one's in the main table (it wrote
+    /// first): the open to write moves it into `clock` and leaves the main table's.
+    @Test func anOpenToWriteMovesTheVersionBeforesTailAndKeepsThisOnesAfterIt() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            try await Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing).close()
+            let readings = (0..<6).map(Self.reading)
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try storage.environment.write { txn in
+                try txn.removeAll(in: storage.tables.clock!)
+                _ = try txn.delete(in: storage.tables.main, key: ClockTail.key)
+                try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(readings[0]))
+                try txn.put(Self.hex(readings[1], readings[2]), in: storage.tables.meta, forKey: ClockTail.key)
+                try txn.put(Self.hex(readings[3], readings[4], readings[5]), in: storage.tables.main, forKey: ClockTail.key)
+            }
+            #expect(try Self.allReadings(storage, pageSize: 2) == readings)
+            storage.close()
+            try await Ledger.open(at: path, configuration: .testing).close()
+            var readOnly = Environment.Configuration()
+            readOnly.readOnly = true
+            let moved = try LMDBLedgerStorage(directory: path, configuration: readOnly)
+            defer { moved.close() }
+            #expect(try Self.split(moved) == (3, 3))
+            #expect(try moved.environment.read { txn in try txn.contains(moved.tables.meta, key: ClockTail.key) } == false)
+            #expect(try Self.allReadings(moved, pageSize: 4) == readings)
+        }
+    }
+
+    /// A malformed tail makes the open to write fail as damage, before anything is written.
+    @Test func aMalformedTailFailsTheOpenToWrite() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            try await Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing).close()
+            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+            try storage.environment.write { txn in try txn.put("not readings", in: storage.tables.main, forKey: ClockTail.key) }
+            storage.close()
+            let error = #expect(throws: StorageError.self) { try Ledger.open(at: path, configuration: .testing) }
+            #expect(error?.code == .damaged)
         }
     }
 
