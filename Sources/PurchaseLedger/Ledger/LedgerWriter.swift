@@ -112,9 +112,46 @@ final class LedgerWriter: Sendable {
         try changes.sync(execute: body)
     }
 
+    /// Takes batches until the queue is empty. Then, when appends have been coming one after
+    /// another (the last lingering caught one, or the writer was woken soon after it last went
+    /// idle), it lingers a moment before it ends the drain: a submitter that comes meanwhile
+    /// is taken without waking a thread, which costs about as much as the rest of a
+    /// one-event commit when no disk sync hides it. When appends come further apart, the
+    /// writer ends the drain at once, and spins for nothing.
     private func drain() {
-        while let batch = queue.takeBatch() {
+        let lingering = lingeringPolicy.withLock { $0.shouldLinger(wokenAt: .now) }
+        var linger = lingering
+        while true {
+            if let batch = queue.takeBatch(endingTheDrain: !linger) {
+                if !batch.isEmpty { work(on: batch) }
+                continue
+            }
+            if linger {
+                linger = queue.lingerForSubmission(upTo: Self.lingering)
+                lingeringPolicy.withLock { $0.caughtOne = linger }
+                if linger { continue }
+            }
+            // The drain ends, unless a submission came since the last look.
+            guard let batch = queue.takeBatch() else {
+                lingeringPolicy.withLock { $0.wentIdleAt = .now }
+                return
+            }
             if !batch.isEmpty { work(on: batch) }
+        }
+    }
+
+    /// How long the writer lingers for the next submission before it ends a drain.
+    private static let lingering = Duration.microseconds(50)
+    private let lingeringPolicy = Mutex(LingeringPolicy())
+
+    /// Whether the writer lingers at the end of a drain (`drain()`): only when submissions have
+    /// been coming within `lingering` of each other.
+    private struct LingeringPolicy {
+        var wentIdleAt: ContinuousClock.Instant?
+        var caughtOne = false
+
+        func shouldLinger(wokenAt now: ContinuousClock.Instant) -> Bool {
+            caughtOne || wentIdleAt.map { now - $0 <= LedgerWriter.lingering } == true
         }
     }
 

@@ -83,6 +83,9 @@ final class WriteQueue: Sendable {
     }
 
     private let queued = Mutex(Queue())
+    /// Requests queued and not taken, readable without the lock: what a writer lingering
+    /// between batches watches (`lingerForSubmission(upTo:)`).
+    private let waitingRequests = Atomic<Int>(0)
     /// Most events one transaction takes from the queue (a larger single request goes alone).
     private let maximumBatchEvents: Int
     /// Most events waiting for the writer; a single larger request is admitted when the queue
@@ -141,6 +144,7 @@ final class WriteQueue: Sendable {
         let pending = PendingAppends { [weak self] in self?.withdraw(id) }
         queue.requests.append(Request(id: id, work: work, pending: pending))
         queue.queuedEvents += Self.count(work)
+        waitingRequests.add(1, ordering: .releasing)
         if !queue.isDraining {
             queue.isDraining = true
             // Under the lock, so that a barrier scheduled by `close(thenUnderLock:)` lands after it.
@@ -157,6 +161,17 @@ final class WriteQueue: Sendable {
             return queue.requests[index].pending
         }
         pending?.complete(.failure(CancellationError()))
+    }
+
+    /// Spins, for at most `limit`, until a request is queued; true when one is. For a writer
+    /// that found the queue empty and did not end its drain (`takeBatch(endingTheDrain:)`):
+    /// submissions meanwhile do not wake it.
+    func lingerForSubmission(upTo limit: Duration) -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while waitingRequests.load(ordering: .acquiring) == 0 {
+            if ContinuousClock.now >= deadline { return false }
+        }
+        return true
     }
 
     /// Stops admitting work: waiting submitters get `StorageError.closed`. `barrier` runs under
@@ -176,14 +191,16 @@ final class WriteQueue: Sendable {
 
     /// Whole requests, in order, up to `maximumBatchEvents` (at least one request); a snapshot
     /// or a forget goes alone. Then lets waiting submitters in, in order, as room allows.
-    /// Nil once the queue is empty: the next submission wakes the writer again.
-    func takeBatch() -> [Request]? {
+    /// Nil once the queue is empty: the next submission wakes the writer again, unless
+    /// `endingTheDrain` is false (the writer lingers, `lingerForSubmission(upTo:)`, and takes
+    /// it without being woken).
+    func takeBatch(endingTheDrain: Bool = true) -> [Request]? {
         var admitted: [(CheckedContinuation<PendingAppends, any Error>, PendingAppends)] = []
         let batch: [Request]? = queued.withLock { queue in
             guard queue.head < queue.requests.count else {
                 queue.requests.removeAll(keepingCapacity: true)
                 queue.head = 0
-                queue.isDraining = false
+                if endingTheDrain { queue.isDraining = false }
                 return nil
             }
             var end = queue.head
@@ -196,6 +213,7 @@ final class WriteQueue: Sendable {
                 end += 1
             }
             let taken = queue.requests[queue.head..<end].filter { queue.withdrawn.remove($0.id) == nil }
+            waitingRequests.subtract(end - queue.head, ordering: .relaxed)
             queue.queuedEvents -= events
             queue.head = end
             if queue.head > 1024 && queue.head * 2 > queue.requests.count {

@@ -1,0 +1,35 @@
+import Synchronization
+import Testing
+@testable import PurchaseLedger
+
+/// The writer's queue when the writer lingers at the end of a drain (`LedgerWriter.drain`): a
+/// submission meanwhile is queued without waking it, the lingering sees it, and once the drain
+/// ends the next submission wakes the writer again.
+struct WriterLingeringTests {
+    private static func event(_ index: Int) -> Event {
+        .paymentAdded(id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints")
+    }
+
+    @Test func aSubmissionWhileTheWriterLingersIsTakenWithoutAWake() async throws {
+        let queue = WriteQueue(maximumBatchEvents: 64, maximumQueuedEvents: 64)
+        let wakes = Atomic<Int>(0)
+        let submit = { (index: Int) in
+            _ = try await queue.submit(.append(.init(events: [Self.event(index)]))) { wakes.add(1, ordering: .relaxed) }
+        }
+        try await submit(1)
+        #expect(wakes.load(ordering: .relaxed) == 1)
+        #expect(queue.takeBatch(endingTheDrain: false)?.count == 1)
+        // Empty, and the drain goes on: nothing to linger for yet.
+        #expect(queue.takeBatch(endingTheDrain: false) == nil)
+        #expect(queue.lingerForSubmission(upTo: .zero) == false)
+        try await submit(2)
+        #expect(wakes.load(ordering: .relaxed) == 1)
+        #expect(queue.lingerForSubmission(upTo: .zero))
+        #expect(queue.takeBatch(endingTheDrain: false)?.map(\.events[0].id) == ["e2"])
+        // The drain ends: the next submission wakes the writer.
+        #expect(queue.takeBatch() == nil)
+        #expect(queue.lingerForSubmission(upTo: .zero) == false)
+        try await submit(3)
+        #expect(wakes.load(ordering: .relaxed) == 2)
+    }
+}
