@@ -32,4 +32,29 @@ struct WriterLingeringTests {
         try await submit(3)
         #expect(wakes.load(ordering: .relaxed) == 2)
     }
+
+    /// The count the lingering writer watches follows the queue: requests withdrawn by their
+    /// cancelled submitter, and the queue's compaction after many are taken.
+    @Test func theCountOfWaitingRequestsFollowsWithdrawalsAndCompaction() async throws {
+        let queue = WriteQueue(maximumBatchEvents: 64, maximumQueuedEvents: 4096)
+        let pending = try await queue.submit(.append(.init(events: [Self.event(0)]))) {}
+        let waiter = Task { try await pending.results() }
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        #expect(queue.hasWaitingRequests())
+        #expect(queue.takeBatch(endingTheDrain: false)?.isEmpty == true)
+        #expect(!queue.hasWaitingRequests())
+        #expect(queue.takeBatch(endingTheDrain: false) == nil)
+
+        for index in 1...2000 {
+            _ = try await queue.submit(.append(.init(events: [Self.event(index)]))) {}
+        }
+        var taken = 0
+        while let batch = queue.takeBatch(endingTheDrain: false) {
+            taken += batch.count
+            #expect(queue.hasWaitingRequests() == (taken < 2000))
+        }
+        #expect(taken == 2000)
+        #expect(!queue.lingerForSubmission(upTo: .zero))
+    }
 }

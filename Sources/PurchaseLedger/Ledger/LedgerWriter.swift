@@ -113,30 +113,36 @@ final class LedgerWriter: Sendable {
     }
 
     /// Takes batches until the queue is empty. Then, when appends have been coming one after
-    /// another (the last lingering caught one, or the writer was woken soon after it last went
-    /// idle), it lingers a moment before it ends the drain: a submitter that comes meanwhile
-    /// is taken without waking a thread, which costs about as much as the rest of a
-    /// one-event commit when no disk sync hides it. When appends come further apart, the
-    /// writer ends the drain at once, and spins for nothing.
+    /// another (the last lingering caught one, or the writer was woken within `lingering` of
+    /// finding the queue empty), it lingers a moment before it ends the drain: a submitter
+    /// that comes meanwhile is taken without waking a thread, which costs about as much as the
+    /// rest of a one-event commit when no disk sync hides it. What it catches is taken by a
+    /// drain posted behind whatever else waits on the writer's queue (a clock tick, a feed's
+    /// state, a follower's catch-up, a close), so a steady appender cannot hold those off.
+    /// After a miss the writer goes idle, and lingers again only if woken soon after.
     private func drain() {
-        let lingering = lingeringPolicy.withLock { $0.shouldLinger(wokenAt: .now) }
-        var linger = lingering
-        while true {
-            if let batch = queue.takeBatch(endingTheDrain: !linger) {
-                if !batch.isEmpty { work(on: batch) }
-                continue
-            }
-            if linger {
-                linger = queue.lingerForSubmission(upTo: Self.lingering)
-                lingeringPolicy.withLock { $0.caughtOne = linger }
-                if linger { continue }
-            }
-            // The drain ends, unless a submission came since the last look.
-            guard let batch = queue.takeBatch() else {
-                lingeringPolicy.withLock { $0.wentIdleAt = .now }
-                return
-            }
+        let linger = lingeringPolicy.withLock { $0.shouldLinger(wokenAt: .now) }
+        while let batch = queue.takeBatch(endingTheDrain: !linger) {
             if !batch.isEmpty { work(on: batch) }
+        }
+        let emptied = ContinuousClock.now
+        guard linger else {
+            lingeringPolicy.withLock { $0.wentIdle(at: emptied, caughtOne: false) }
+            return
+        }
+        let caught = queue.lingerForSubmission(upTo: Self.lingering)
+        // The drain goes on (a submission came during the spin, or after its last look),
+        // behind what else waits on this queue; or it ends here.
+        if caught || queue.hasWaitingRequests() {
+            lingeringPolicy.withLock { $0.caughtOne = caught }
+            changes.async { self.drain() }
+            return
+        }
+        lingeringPolicy.withLock { $0.wentIdle(at: emptied, caughtOne: false) }
+        if let batch = queue.takeBatch() {
+            // A submission between the last look and the drain's end: it is this drain's.
+            if !batch.isEmpty { work(on: batch) }
+            changes.async { self.drain() }
         }
     }
 
@@ -147,8 +153,14 @@ final class LedgerWriter: Sendable {
     /// Whether the writer lingers at the end of a drain (`drain()`): only when submissions have
     /// been coming within `lingering` of each other.
     private struct LingeringPolicy {
+        /// When the last drain that ended found the queue empty.
         var wentIdleAt: ContinuousClock.Instant?
         var caughtOne = false
+
+        mutating func wentIdle(at instant: ContinuousClock.Instant, caughtOne: Bool) {
+            wentIdleAt = instant
+            self.caughtOne = caughtOne
+        }
 
         func shouldLinger(wokenAt now: ContinuousClock.Instant) -> Bool {
             caughtOne || wentIdleAt.map { now - $0 <= LedgerWriter.lingering } == true

@@ -101,7 +101,7 @@ final class WriteQueue: Sendable {
     /// Throws `CancellationError` when cancelled while waiting (nothing was queued), and
     /// `StorageError.closed` after `close(thenUnderLock:)`. `wake` is called, under the
     /// queue's lock, when the writer must be woken to take the work (it returned from
-    /// `takeBatch()` with nil since it last was).
+    /// `takeBatch(endingTheDrain: true)` with nil since it last was).
     func submit(_ work: Request.Work, wake: () -> Void) async throws -> PendingAppends {
         let id = queued.withLock { queue -> UInt64 in
             queue.nextID += 1
@@ -168,10 +168,15 @@ final class WriteQueue: Sendable {
     /// submissions meanwhile do not wake it.
     func lingerForSubmission(upTo limit: Duration) -> Bool {
         let deadline = ContinuousClock.now + limit
-        while waitingRequests.load(ordering: .acquiring) == 0 {
+        while !hasWaitingRequests() {
             if ContinuousClock.now >= deadline { return false }
         }
         return true
+    }
+
+    /// Whether a request is queued and not taken, read without the lock.
+    func hasWaitingRequests() -> Bool {
+        waitingRequests.load(ordering: .acquiring) > 0
     }
 
     /// Stops admitting work: waiting submitters get `StorageError.closed`. `barrier` runs under
@@ -201,6 +206,10 @@ final class WriteQueue: Sendable {
                 queue.requests.removeAll(keepingCapacity: true)
                 queue.head = 0
                 if endingTheDrain { queue.isDraining = false }
+                // Nothing waits: a count that said otherwise would keep a lingering writer
+                // taking nothing, again and again.
+                assert(waitingRequests.load(ordering: .relaxed) == 0, "the queue's count of waiting requests drifted")
+                waitingRequests.store(0, ordering: .relaxed)
                 return nil
             }
             var end = queue.head
