@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Logging
 import Synchronization
 
@@ -113,34 +114,36 @@ final class LedgerWriter: Sendable {
     }
 
     /// Takes batches until the queue is empty. Then, when appends have been coming one after
-    /// another (the last lingering caught one, or the writer was woken within `lingering` of
-    /// finding the queue empty), it lingers a moment before it ends the drain: a submitter
+    /// another (its last batch held one request, and the last lingering caught one or the
+    /// writer was woken within `lingering` of finding the queue empty), it lingers a moment
+    /// before it ends the drain: a submitter
     /// that comes meanwhile is taken without waking a thread, which costs about as much as the
     /// rest of a one-event commit when no disk sync hides it. What it catches is taken by a
     /// drain posted behind whatever else waits on the writer's queue (a clock tick, a feed's
     /// state, a follower's catch-up, a close), so a steady appender cannot hold those off.
     /// After a miss the writer goes idle, and lingers again only if woken soon after.
     private func drain() {
-        let linger = lingeringPolicy.withLock { $0.shouldLinger(wokenAt: .now) }
-        while let batch = queue.takeBatch(endingTheDrain: !linger) {
+        let woken = ContinuousClock.now
+        var lastBatchRequests = 0
+        // The drain goes on while the queue is empty, until it lingers or ends below.
+        while let batch = queue.takeBatch(endingTheDrain: false) {
+            lastBatchRequests = batch.count
             if !batch.isEmpty { work(on: batch) }
         }
         let emptied = ContinuousClock.now
-        guard linger else {
-            lingeringPolicy.withLock { $0.wentIdle(at: emptied, caughtOne: false) }
-            return
-        }
-        let caught = queue.lingerForSubmission(upTo: Self.lingering)
-        // The drain goes on (a submission came during the spin, or after its last look),
-        // behind what else waits on this queue; or it ends here.
-        if caught || queue.hasWaitingRequests() {
-            lingeringPolicy.withLock { $0.caughtOne = caught }
+        // One request a batch: an appender that waits for each answer before the next. With
+        // more, submissions come while the writer commits, and a spin would take a core from
+        // the tasks and event loops that make them.
+        if Self.mayLinger, lastBatchRequests == 1, lingeringPolicy.withLock({ $0.shouldLinger(wokenAt: woken) }),
+           queue.lingerForSubmission(upTo: Self.lingering) {
+            lingeringPolicy.withLock { $0.caughtOne = true }
             changes.async { self.drain() }
             return
         }
         lingeringPolicy.withLock { $0.wentIdle(at: emptied, caughtOne: false) }
+        // Ends the drain, unless a submission came since the last look: that one is this
+        // drain's, and so is what follows it.
         if let batch = queue.takeBatch() {
-            // A submission between the last look and the drain's end: it is this drain's.
             if !batch.isEmpty { work(on: batch) }
             changes.async { self.drain() }
         }
@@ -148,6 +151,8 @@ final class LedgerWriter: Sendable {
 
     /// How long the writer lingers for the next submission before it ends a drain.
     private static let lingering = Duration.microseconds(50)
+    /// Not on one processor: the submitter could not run while the writer spins.
+    private static let mayLinger = ProcessInfo.processInfo.activeProcessorCount > 1
     private let lingeringPolicy = Mutex(LingeringPolicy())
 
     /// Whether the writer lingers at the end of a drain (`drain()`): only when submissions have
