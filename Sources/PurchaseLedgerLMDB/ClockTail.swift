@@ -22,8 +22,8 @@ import PurchaseLedger
 ///   the main table's tail;
 /// - versions before the tail put their readings in `clock`, after positions a tail may hold.
 /// A tail not after what comes before it is damage to readers, until this version next opens
-/// the ledger to write (`moveWhatOlderVersionsWrote`). An older version
-/// reading a ledger this one wrote does not see the main table's tail: its newest readings.
+/// the ledger to write (`moveWhatOlderVersionsWrote`). An older version reading a ledger this
+/// one wrote does not see the main table's tail: it misses the newest readings.
 enum ClockTail {
     static let key = "clockTail"
     /// Small enough that the value stays inside the main table's page: LMDB puts a value of

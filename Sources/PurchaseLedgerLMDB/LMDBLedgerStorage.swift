@@ -177,15 +177,19 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         try Self.moveIndexTail(environment: environment, tables: tables, onlyANewLedger: false)
     }
 
+    /// Whether an open to write moves what older versions of this format wrote: only in a
+    /// ledger of this format (or a new one, or a copy being made); the open refuses any other
+    /// afterwards, and must find it as it was.
+    private static func movesWhatOlderVersionsWrote(format: String?) -> Bool {
+        format == nil || format == formatMarker || format == formatMarker + IncompleteCopy.suffix
+    }
+
     /// What older versions left of the clock out of order, moved into `clock` once this process
     /// holds the writer lock (`ClockTail.moveWhatOlderVersionsWrote`).
     func moveClockTails() throws {
         guard let clock = tables.clock else { return }
         try environment.write { txn in
-            // Only a ledger of this format (or a new one, or a copy being made): the open
-            // refuses any other afterwards, and must find it as it was.
-            let format = try txn.value(in: tables.meta, forKey: "format")
-            guard format == nil || format == Self.formatMarker || format == Self.formatMarker + IncompleteCopy.suffix else { return }
+            guard Self.movesWhatOlderVersionsWrote(format: try txn.value(in: tables.meta, forKey: "format")) else { return }
             try ClockTail.moveWhatOlderVersionsWrote(meta: tables.meta, main: tables.main, clock: clock, in: txn)
         }
     }
@@ -195,7 +199,7 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
         try environment.write { txn in
             let format = try txn.value(in: tables.meta, forKey: "format")
             if onlyANewLedger, try format != nil || txn.lastKey(tables.log) != nil { return }
-            guard format == nil || format == formatMarker || format == formatMarker + IncompleteCopy.suffix else { return }
+            guard movesWhatOlderVersionsWrote(format: format) else { return }
             try IndexTail.migrate(
                 log: tables.log, events: tables.events, recentEvents: recentEvents, history: indexed, recentHistory: recentHistory,
                 meta: tables.meta, in: txn)

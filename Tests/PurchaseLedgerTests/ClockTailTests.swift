@@ -29,6 +29,41 @@ struct ClockTailTests {
         return readings
     }
 
+    /// A ledger at `path` of `appends` events appended one a commit (a reading each), closed.
+    private static func makeLedger(at path: String, appends: Int) async throws {
+        let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+        for index in 0..<appends {
+            _ = try await ledger.append(.paymentAdded(
+                id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
+        }
+        await ledger.close()
+    }
+
+    /// Opens the ledger at `path` to write and closes it (what the open moves, it moves), then
+    /// hands `body` its storage, read-only.
+    private static func afterAnOpenToWrite(_ path: String, _ body: (LMDBLedgerStorage) throws -> Void) async throws {
+        try await Ledger.open(at: path, configuration: .testing).close()
+        let storage = try readOnly(path)
+        defer { storage.close() }
+        try body(storage)
+    }
+
+    /// Whether `meta` holds the tail the version before kept there.
+    private static func hasTailInMeta(_ storage: LMDBLedgerStorage) throws -> Bool {
+        try storage.environment.read { txn in try txn.contains(storage.tables.meta, key: ClockTail.key) }
+    }
+
+    private static func readOnly(_ path: String) throws -> LMDBLedgerStorage {
+        var configuration = Environment.Configuration()
+        configuration.readOnly = true
+        return try LMDBLedgerStorage(directory: path, configuration: configuration)
+    }
+
+    /// Two readings at `newest`'s position, a second and two after it.
+    private static func later(than newest: ClockReading) -> [ClockReading] {
+        (1...2).map { ClockReading(position: newest.position, time: Timestamp(seconds: newest.time.seconds + Int64($0), nanoseconds: 0)) }
+    }
+
     private static func withStorage(_ body: (LMDBLedgerStorage) throws -> Void) async throws {
         try await withTemporaryDirectory { directory in
             let storage = try LMDBLedgerStorage(directory: directory, configuration: Environment.Configuration())
@@ -88,15 +123,8 @@ struct ClockTailTests {
     @Test func anAppendWritesItsReadingToTheTail() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
-            for index in 1...5 {
-                _ = try await ledger.append(.paymentAdded(
-                    id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
-            }
-            await ledger.close()
-            var readOnly = Environment.Configuration()
-            readOnly.readOnly = true
-            let storage = try LMDBLedgerStorage(directory: path, configuration: readOnly)
+            try await Self.makeLedger(at: path, appends: 5)
+            let storage = try Self.readOnly(path)
             defer { storage.close() }
             #expect(try Self.split(storage).clock == 0)
             let positions = try Self.allReadings(storage, pageSize: 100).map(\.position)
@@ -111,26 +139,17 @@ struct ClockTailTests {
     @Test func anOpenToWriteLeavesATailInOrderAndTheMainTableOnePage() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
             // A reading a commit: more than a tail holds, then a tail one short of it.
-            for index in 1...(2 * ClockTail.capacity - 1) {
-                _ = try await ledger.append(.paymentAdded(
-                    id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
-            }
-            await ledger.close()
-            func split() throws -> (clock: Int, tail: Int) {
-                var readOnly = Environment.Configuration()
-                readOnly.readOnly = true
-                let storage = try LMDBLedgerStorage(directory: path, configuration: readOnly)
-                defer { storage.close() }
-                #expect(try storage.environment.read { try $0.pageCount(storage.tables.main) } == 1)
-                return try Self.split(storage)
-            }
-            let before = try split()
+            try await Self.makeLedger(at: path, appends: 2 * ClockTail.capacity - 1)
+            let storage = try Self.readOnly(path)
+            let before = try Self.split(storage)
+            storage.close()
             #expect(before.tail == ClockTail.capacity - 1)
             #expect(before.clock > 0)
-            try await Ledger.open(at: path, configuration: .testing).close()
-            #expect(try split() == before)
+            try await Self.afterAnOpenToWrite(path) { (after: LMDBLedgerStorage) throws in
+                #expect(try Self.split(after) == before)
+                #expect(try after.environment.read { try $0.pageCount(after.tables.main) } == 1)
+            }
         }
     }
 
@@ -157,17 +176,11 @@ struct ClockTailTests {
     @Test func readingsAnOlderVersionPutInTheClockAfterTheTailAreMovedByTheNextOpenToWrite() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
-            for index in 1...3 {
-                _ = try await ledger.append(.paymentAdded(
-                    id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
-            }
-            await ledger.close()
+            try await Self.makeLedger(at: path, appends: 3)
             let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
             let written = try Self.allReadings(storage, pageSize: 100)
-            let newest = try #require(written.last)
             #expect(try Self.split(storage).tail > 0)
-            let older = (1...2).map { ClockReading(position: newest.position, time: Timestamp(seconds: newest.time.seconds + Int64($0), nanoseconds: 0)) }
+            let older = Self.later(than: try #require(written.last))
             try storage.environment.write { txn in
                 for reading in older {
                     try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(reading))
@@ -177,13 +190,10 @@ struct ClockTailTests {
             #expect(error?.code == .damaged)
             storage.close()
 
-            try await Ledger.open(at: path, configuration: .testing).close()
-            var readOnly = Environment.Configuration()
-            readOnly.readOnly = true
-            let moved = try LMDBLedgerStorage(directory: path, configuration: readOnly)
-            defer { moved.close() }
-            #expect(try Self.split(moved) == (written.count + 2, 0))
-            #expect(try Self.allReadings(moved, pageSize: 3) == written + older)
+            try await Self.afterAnOpenToWrite(path) { (moved: LMDBLedgerStorage) throws in
+                #expect(try Self.split(moved) == (written.count + 2, 0))
+                #expect(try Self.allReadings(moved, pageSize: 3) == written + older)
+            }
         }
     }
 
@@ -201,30 +211,21 @@ struct ClockTailTests {
     @Test func theTailTheVersionBeforeKeptInMetaIsReadAndMovedByTheNextWriter() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
-            for index in 1...3 {
-                _ = try await ledger.append(.paymentAdded(
-                    id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
-            }
-            await ledger.close()
+            try await Self.makeLedger(at: path, appends: 3)
             let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
             let written = try Self.allReadings(storage, pageSize: 100)
-            let newest = try #require(written.last)
-            let later = (1...2).map { ClockReading(position: newest.position, time: Timestamp(seconds: newest.time.seconds + Int64($0), nanoseconds: 0)) }
+            let later = Self.later(than: try #require(written.last))
             // The version before wrote its tail after this one's.
             try storage.environment.write { txn in try txn.put(Self.hex(later[0], later[1]), in: storage.tables.meta, forKey: ClockTail.key) }
             let error = #expect(throws: StorageError.self) { try storage.read { try $0.clockReadings(after: nil, limit: 100) } }
             #expect(error?.code == .damaged)
             storage.close()
 
-            try await Ledger.open(at: path, configuration: .testing).close()
-            var readOnly = Environment.Configuration()
-            readOnly.readOnly = true
-            let moved = try LMDBLedgerStorage(directory: path, configuration: readOnly)
-            defer { moved.close() }
-            #expect(try Self.split(moved) == (written.count + 2, 0))
-            #expect(try moved.environment.read { txn in try txn.contains(moved.tables.meta, key: ClockTail.key) } == false)
-            #expect(try Self.allReadings(moved, pageSize: 2) == written + later)
+            try await Self.afterAnOpenToWrite(path) { (moved: LMDBLedgerStorage) throws in
+                #expect(try Self.split(moved) == (written.count + 2, 0))
+                #expect(try Self.hasTailInMeta(moved) == false)
+                #expect(try Self.allReadings(moved, pageSize: 2) == written + later)
+            }
         }
     }
 
@@ -233,7 +234,7 @@ struct ClockTailTests {
     @Test func anOpenToWriteMovesTheVersionBeforesTailAndKeepsThisOnesAfterIt() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            try await Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing).close()
+            try await Self.makeLedger(at: path, appends: 0)
             let readings = (0..<6).map(Self.reading)
             let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
             try storage.environment.write { txn in
@@ -245,14 +246,11 @@ struct ClockTailTests {
             }
             #expect(try Self.allReadings(storage, pageSize: 2) == readings)
             storage.close()
-            try await Ledger.open(at: path, configuration: .testing).close()
-            var readOnly = Environment.Configuration()
-            readOnly.readOnly = true
-            let moved = try LMDBLedgerStorage(directory: path, configuration: readOnly)
-            defer { moved.close() }
-            #expect(try Self.split(moved) == (3, 3))
-            #expect(try moved.environment.read { txn in try txn.contains(moved.tables.meta, key: ClockTail.key) } == false)
-            #expect(try Self.allReadings(moved, pageSize: 4) == readings)
+            try await Self.afterAnOpenToWrite(path) { (moved: LMDBLedgerStorage) throws in
+                #expect(try Self.split(moved) == (3, 3))
+                #expect(try Self.hasTailInMeta(moved) == false)
+                #expect(try Self.allReadings(moved, pageSize: 4) == readings)
+            }
         }
     }
 
@@ -260,7 +258,7 @@ struct ClockTailTests {
     @Test func aMalformedTailFailsTheOpenToWrite() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            try await Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing).close()
+            try await Self.makeLedger(at: path, appends: 0)
             let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
             try storage.environment.write { txn in try txn.put("not readings", in: storage.tables.main, forKey: ClockTail.key) }
             storage.close()

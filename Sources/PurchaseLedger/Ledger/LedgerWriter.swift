@@ -116,12 +116,12 @@ final class LedgerWriter: Sendable {
     /// Takes batches until the queue is empty. Then, when appends have been coming one after
     /// another (its last batch held one request, and the last lingering caught one or the
     /// writer was woken within `lingering` of finding the queue empty), it lingers a moment
-    /// before it ends the drain: a submitter
-    /// that comes meanwhile is taken without waking a thread, which costs about as much as the
-    /// rest of a one-event commit when no disk sync hides it. What it catches is taken by a
-    /// drain posted behind whatever else waits on the writer's queue (a clock tick, a feed's
-    /// state, a follower's catch-up, a close), so a steady appender cannot hold those off.
-    /// After a miss the writer goes idle, and lingers again only if woken soon after.
+    /// before it ends the drain: a submitter that comes meanwhile is taken without waking a
+    /// thread, which costs about as much as the rest of a one-event commit when no disk sync
+    /// hides it. What it catches is taken by a drain posted behind whatever else waits on the
+    /// writer's queue (a clock tick, a feed's state, a follower's catch-up, a close), so a
+    /// steady appender cannot hold those off. After a miss the writer goes idle, and lingers
+    /// again only if woken soon after.
     private func drain() {
         let woken = ContinuousClock.now
         var lastBatchRequests = 0
@@ -140,7 +140,7 @@ final class LedgerWriter: Sendable {
             changes.async { self.drain() }
             return
         }
-        lingeringPolicy.withLock { $0.wentIdle(at: emptied, caughtOne: false) }
+        lingeringPolicy.withLock { $0.wentIdle(at: emptied) }
         // Ends the drain, unless a submission came since the last look: that one is this
         // drain's, and so is what follows it.
         if let batch = queue.takeBatch() {
@@ -162,9 +162,10 @@ final class LedgerWriter: Sendable {
         var wentIdleAt: ContinuousClock.Instant?
         var caughtOne = false
 
-        mutating func wentIdle(at instant: ContinuousClock.Instant, caughtOne: Bool) {
+        /// The drain ended, its lingering (if any) having caught nothing.
+        mutating func wentIdle(at instant: ContinuousClock.Instant) {
             wentIdleAt = instant
-            self.caughtOne = caughtOne
+            caughtOne = false
         }
 
         func shouldLinger(wokenAt now: ContinuousClock.Instant) -> Bool {
