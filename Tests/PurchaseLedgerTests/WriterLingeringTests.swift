@@ -57,4 +57,17 @@ struct WriterLingeringTests {
         #expect(taken == 2000)
         #expect(!queue.lingerForSubmission(upTo: .zero))
     }
+
+    /// A draining writer continues in a drain posted behind other work, but not once the queue
+    /// is closed: the close's barrier is posted already, and must not run before what was
+    /// queued before it.
+    @Test func aDrainContinuesInPlaceOnceTheQueueIsClosed() async throws {
+        let queue = WriteQueue(maximumBatchEvents: 64, maximumQueuedEvents: 64)
+        let posted = Atomic<Int>(0)
+        #expect(queue.postContinuation { posted.add(1, ordering: .relaxed) })
+        #expect(posted.load(ordering: .relaxed) == 1)
+        queue.close {}
+        #expect(!queue.postContinuation { posted.add(1, ordering: .relaxed) })
+        #expect(posted.load(ordering: .relaxed) == 1)
+    }
 }

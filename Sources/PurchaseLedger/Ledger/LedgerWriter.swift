@@ -137,7 +137,7 @@ final class LedgerWriter: Sendable {
         if Self.mayLinger, lastBatchRequests == 1, lingeringPolicy.withLock({ $0.shouldLinger(wokenAt: woken) }),
            queue.lingerForSubmission(upTo: Self.lingering) {
             lingeringPolicy.withLock { $0.caughtOne = true }
-            changes.async { self.drain() }
+            continueDraining()
             return
         }
         lingeringPolicy.withLock { $0.wentIdle(at: emptied) }
@@ -145,8 +145,15 @@ final class LedgerWriter: Sendable {
         // drain's, and so is what follows it.
         if let batch = queue.takeBatch() {
             if !batch.isEmpty { work(on: batch) }
-            changes.async { self.drain() }
+            continueDraining()
         }
+    }
+
+    /// The drain goes on in a drain posted behind what else waits on the writer's queue; in
+    /// place once the queue is closed, so that a close returns only after everything queued
+    /// before it is committed.
+    private func continueDraining() {
+        if !queue.postContinuation({ changes.async { self.drain() } }) { drain() }
     }
 
     /// How long the writer lingers for the next submission before it ends a drain.

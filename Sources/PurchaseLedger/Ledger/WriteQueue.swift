@@ -174,6 +174,18 @@ final class WriteQueue: Sendable {
         return true
     }
 
+    /// Posts a draining writer's continuation (`post`, under the lock) unless the queue is
+    /// closed; false then, and the writer finishes in place: a close's barrier
+    /// (`close(thenUnderLock:)`), posted under the same lock, must find nothing queued before
+    /// it still waiting behind it.
+    func postContinuation(_ post: () -> Void) -> Bool {
+        queued.withLock { queue in
+            guard !queue.isClosed else { return false }
+            post()
+            return true
+        }
+    }
+
     /// Whether a request is queued and not taken, read without the lock.
     func hasWaitingRequests() -> Bool {
         waitingRequests.load(ordering: .acquiring) > 0
