@@ -21,7 +21,8 @@ final class LedgerWriter: Sendable {
     private let follower: OtherProcessesFollower?
     private let logger: Logger
     private let onCommit: (@Sendable (CommitReport) -> Void)?
-    private let committed: CommitSignal
+    /// Answers each commit once it is durable, while the writer goes on.
+    let durability: CommitDurability
     /// False while `ledger copy` fills a copy: the copy gets the source's readings instead
     /// (`Ledger.copyFeed`), so that its feed is the source's.
     private let recordsClock: Bool
@@ -30,7 +31,7 @@ final class LedgerWriter: Sendable {
         storage: any LedgerStorage, live: LiveProjections, changes: DispatchQueue, follower: OtherProcessesFollower?,
         configuration: Ledger.Configuration, committed: CommitSignal
     ) {
-        self.committed = committed
+        durability = CommitDurability(storage: storage, committed: committed, logger: configuration.logger)
         queue = WriteQueue(maximumBatchEvents: configuration.maximumBatchEvents, maximumQueuedEvents: configuration.maximumQueuedEvents)
         self.changes = changes
         self.storage = storage
@@ -49,10 +50,16 @@ final class LedgerWriter: Sendable {
         try await queue.submit(work) { changes.async { self.drain() } }
     }
 
-    /// Stops accepting appends and returns once everything queued before is committed.
+    /// Stops accepting appends and returns once everything queued before is committed and
+    /// durable.
     func close() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            queue.close { changes.async { done.resume() } }
+            queue.close {
+                changes.async {
+                    self.durability.syncNow()
+                    done.resume()
+                }
+            }
         }
     }
 
@@ -206,14 +213,23 @@ final class LedgerWriter: Sendable {
     private func commit(_ requests: [WriteQueue.Request]) {
         let started = ContinuousClock.now
         do {
-            let results = try commitTogether(requests)
+            let committed = try commitTogether(requests)
+            let results = committed.results
             // Writes besides appends are no commit of events.
             if requests.contains(where: { !$0.events.isEmpty }) {
                 onCommit?(CommitReport(requests: requests.count, results: results, duration: .now - started))
             }
-            for (request, result) in zip(requests, results) {
-                request.pending.complete(.success(result))
+            durability.committed(wrote: committed.wrote, appended: committed.appended) { outcome in
+                switch outcome {
+                case .success:
+                    for (request, result) in zip(requests, results) { request.pending.complete(.success(result)) }
+                case .failure(let failure):
+                    for request in requests { request.pending.complete(.failure(failure)) }
+                }
             }
+            // The next batch's rules and records while this one's flush runs; none to take:
+            // the flush here, without waking another thread.
+            durability.sync(whileOthersWait: queue.hasWaitingRequests())
         } catch where requests.count > 1 {
             let failure = StorageErrors.map(error)
             onCommit?(CommitReport(failedRequests: requests.map(\.events.count), failure: failure, duration: .now - started))
@@ -242,13 +258,25 @@ final class LedgerWriter: Sendable {
 
     /// One transaction for the requests: the facts found refused, answered without being
     /// appended, and the write done again until none is (each pass answers at least one more).
-    private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
+    /// What a write committed: its answers, whether it stored anything, and whether it
+    /// appended events.
+    private struct Committed {
+        var results: [[AppendResult]]
+        var wrote: Bool
+        var appended: Bool
+    }
+
+    private func commitTogether(_ requests: [WriteQueue.Request]) throws -> Committed {
         var refusedFacts: [FactRefused] = []
         while true {
             do {
                 return try commitTogether(requests, refusedFacts: refusedFacts)
             } catch let refused as FactRefused {
+                durability.abandoned()
                 refusedFacts.append(refused)
+            } catch {
+                durability.abandoned()
+                throw error
             }
         }
     }
@@ -264,8 +292,8 @@ final class LedgerWriter: Sendable {
         }
     }
 
-    private func commitTogether(_ requests: [WriteQueue.Request], refusedFacts: [FactRefused]) throws -> [[AppendResult]] {
-        let (results, session) = try storage.write(lookingUp: lookups(of: requests)) { writer in
+    private func commitTogether(_ requests: [WriteQueue.Request], refusedFacts: [FactRefused]) throws -> Committed {
+        let (results, session, wrote) = try storage.writeSyncingLater(lookingUp: lookups(of: requests)) { writer in
             try follower?.catchUp(writer)
             var session = ProjectionSession(
                 live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
@@ -308,24 +336,27 @@ final class LedgerWriter: Sendable {
                 results.append(answered)
             }
             // Nothing to store: abort, so that not even LMDB's meta page changes.
-            if session.appendedCount == 0 && !wroteBesides {
+            let wrote = session.appendedCount > 0 || wroteBesides
+            if !wrote {
                 writer.discard()
             } else if recordsClock {
                 // When the log reached this position, in the same commit: the feed's clock,
                 // which never goes back (another process's, or a wall clock stepped back).
-                try writer.recordClock(ClockReading(position: session.position, time: try Self.clockTime(writer)))
+                let reading = ClockReading(position: session.position, time: try Self.clockTime(writer))
+                durability.committing(reading)
+                try writer.recordClock(reading)
             }
-            return (results, session)
+            return (results, session, wrote)
         }
+        // Published at once: the next batch is judged against it while this one is flushed.
         if session.appendedCount > 0 {
             session.publish(to: live)
-            committed.signal()
         }
         if session.didForget {
             live.forgets.publish(position: session.position, renames: session.forgotten)
             scrubAfterForget()
         }
-        return results
+        return Committed(results: results, wrote: wrote, appended: session.appendedCount > 0)
     }
 
     /// A forget committed: the storage's old page versions that named the account are
