@@ -17,13 +17,7 @@ import Darwin
 public final class Environment: @unchecked Sendable {
     /// How commits reach the disk.
     public enum Durability: Sendable, Hashable {
-        /// Every commit is flushed to disk (fsync) before `write` returns, unless the write
-        /// defers its sync (`write(deferringSync:_:)`). The default.
-        ///
-        /// LMDB flushes a commit's pages before it writes the meta page that makes them the
-        /// newest state, and this environment flushes the meta page after (`MDB_NOMETASYNC`,
-        /// then `mdb_env_sync`): a crash of the system between the two undoes the commit, never
-        /// damages the file, as with LMDB's own synchronous meta write.
+        /// Every commit is flushed to disk (fsync) before `write` returns. The default.
         case synchronous
         /// Commits are not flushed (`MDB_NOSYNC`): much faster, but after an operating-system
         /// crash or power loss the last commits may be lost or, on some file systems, the
@@ -92,10 +86,7 @@ public final class Environment: @unchecked Sendable {
             var flags: EnvironmentFlags = [.noThreadLocalStorage]
             if configuration.readOnly { flags.insert(.readOnly) }
             if configuration.withoutLockFile { flags.insert(.noLock) }
-            switch configuration.durability {
-            case .synchronous: if !configuration.readOnly { flags.insert(.noMetaSync) }
-            case .noSync: flags.insert(.noSync)
-            }
+            if configuration.durability == .noSync { flags.insert(.noSync) }
             try LMDBCall.open(handle, path: directory, flags: flags, mode: configuration.fileMode)
             var size = try LMDBCall.info(handle).mapSize
             if size < configuration.initialMapSize, !configuration.readOnly {
@@ -149,15 +140,7 @@ public final class Environment: @unchecked Sendable {
             let opener = TableOpener(transaction: txn.live, create: !configuration.readOnly)
             return try body(opener)
         } finish: { txn in
-            try commit(txn, deferringSync: configuration.readOnly)
-        }
-    }
-
-    /// Commits, then flushes the meta page unless `deferringSync` (`Durability.synchronous`).
-    private func commit(_ txn: ReadTransaction, deferringSync: Bool) throws {
-        try LMDBCall.commit(txn.end())
-        if configuration.durability == .synchronous, !deferringSync {
-            try LMDBCall.sync(handle, force: true)
+            try LMDBCall.commit(txn.end())
         }
     }
 
@@ -174,19 +157,7 @@ public final class Environment: @unchecked Sendable {
     /// grown, and `body` called again on a fresh transaction. It must therefore derive
     /// everything it writes from its inputs and the transaction, not from state it mutated on
     /// an earlier, aborted attempt.
-    ///
-    /// - Parameters:
-    ///   - deferringSync: With `.synchronous` durability, return once the commit's pages are
-    ///     flushed and its meta page written, before that page is flushed: the commit is
-    ///     durable once a later `sync()` returns, or a later write that does not defer. Readers
-    ///     see it at once; a crash of the system before then undoes it (and no later commit),
-    ///     and leaves the file whole. So the writer can go on to its next commit while another
-    ///     thread flushes this one.
-    ///   - body: The transaction's work.
-    /// - Returns: What `body` returns.
-    /// - Throws: What `body` throws, or an `LMDBError` of the commit or its flush (a failed
-    ///   flush leaves the commit written and readable, but not known to be durable).
-    public func write<R>(deferringSync: Bool = false, _ body: (WriteTransaction) throws -> R) throws -> R {
+    public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
         precondition(!configuration.readOnly, "write transaction on a read-only LMDB environment")
         while true {
             do {
@@ -197,7 +168,7 @@ public final class Environment: @unchecked Sendable {
                     if write.isDiscarded {
                         LMDBCall.abort(write.end())
                     } else {
-                        try commit(write, deferringSync: deferringSync)
+                        try LMDBCall.commit(write.end())
                     }
                 }
             } catch let error as LMDBError where error.code == .mapFull {
@@ -206,8 +177,7 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Flushes buffered commits to disk: those written with `deferringSync`, or with `.noSync`.
-    /// Safe beside a write transaction on another thread.
+    /// Flushes buffered commits to disk (useful with `.noSync`).
     public func sync() throws {
         try mapLock.withShared {
             try checkOpen()

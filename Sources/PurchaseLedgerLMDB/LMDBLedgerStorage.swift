@@ -52,9 +52,6 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     let environment: Environment
     let isReadOnly: Bool
-    /// LMDB flushes a commit's pages before its meta page: the meta page's flush is what
-    /// `syncCommits()` does later (`Environment.write(deferringSync:_:)`).
-    let syncsCommitsLater: Bool
     var storageFormat: String { Self.formatMarker }
     var readableFormats: [String] { [Self.formatOneMarker] }
     let accountNames = AccountNames()
@@ -100,7 +97,6 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
     init(directory: String, configuration: Environment.Configuration) throws {
         self.directory = directory
         isReadOnly = configuration.readOnly
-        syncsCommitsLater = !configuration.readOnly && configuration.durability == .synchronous
         maximumSize = configuration.maximumMapSize
         claim = try OpenEnvironments.claim(directory)
         do {
@@ -220,29 +216,12 @@ final class LMDBLedgerStorage: LedgerStorage, @unchecked Sendable {
 
     /// Lookups are local reads: nothing to fetch ahead.
     func write<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R {
-        try write(deferringSync: false, body)
-    }
-
-
-    func writeSyncingLater<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R {
-        try write(deferringSync: true, body)
-    }
-
-    func syncCommits() throws {
-        do {
-            try environment.sync()
-        } catch {
-            throw LMDBErrors.map(error, maximumSize: nil)
-        }
-    }
-
-    private func write<R>(deferringSync: Bool, _ body: (any LedgerStorageWriter) throws -> R) throws -> R {
         // LMDB traps on a write transaction in a read-only environment: refuse it here, as
         // every backend does (the storage contract suite checks it).
         guard !isReadOnly else { throw StorageError(.readOnly, "the ledger at \(directory) is open read-only") }
         do {
             var writer: Writer?
-            let result = try environment.write(deferringSync: deferringSync) { txn in
+            let result = try environment.write { txn in
                 let made = Writer(txn: txn, tables: tables, tailIDs: tailIDs)
                 writer = made
                 return try body(made)

@@ -11,16 +11,12 @@ extension Ledger {
         pollInterval: Duration = .milliseconds(200)
     ) -> LedgerChanges {
         var tick: (@Sendable () async throws -> Void)?
-        var undurableFrom: (@Sendable () -> ClockReading?)?
-        if let writer {
+        if writer != nil {
             tick = { [self] in _ = try await self.recordClock() }
-            undurableFrom = { [durability = writer.durability] in durability.undurableFrom() }
         }
-        var changes = LedgerChanges(
+        return LedgerChanges(
             storage: storage, after: cursor, follow: follow, excluding: environments, tick: tick, commits: commitSignal,
             pollInterval: pollInterval, follower: follower)
-        changes.undurableFrom = undurableFrom
-        return changes
     }
 
     /// Records that time has passed with the log where it is: a tick of the clock the change

@@ -32,11 +32,6 @@ public struct LedgerChanges: AsyncSequence, Sendable {
     /// under the former names first: a refund read after the rename would be applied to the
     /// pseudonym's stored state and lost at the forget.
     var follower: OtherProcessesFollower?
-    /// Following a ledger whose commits are flushed after they return (`CommitDurability`):
-    /// the oldest clock reading not durable yet, which the feed does not read (nor any after
-    /// it) until it is: what it hands out, linked servers keep, and a crash of the system must
-    /// not take it back.
-    var undurableFrom: (@Sendable () -> ClockReading?)?
 
     public func makeAsyncIterator() -> Iterator {
         Iterator(feed: self)
@@ -145,14 +140,6 @@ public struct LedgerChanges: AsyncSequence, Sendable {
                 if readings.isEmpty {
                     // Until the projections move (this process's commit, or a catch-up), however
                     // the feed ends: one that does not follow ends at the head, not before it.
-                    try await wait()
-                    return true
-                }
-            }
-            if let limit = feed.undurableFrom?(), readings.contains(where: { $0 >= limit }) {
-                // Read again at the next fill, once flushed (the flush wakes the feed).
-                readings.removeAll { $0 >= limit }
-                if readings.isEmpty {
                     try await wait()
                     return true
                 }

@@ -21,8 +21,7 @@ final class LedgerWriter: Sendable {
     private let follower: OtherProcessesFollower?
     private let logger: Logger
     private let onCommit: (@Sendable (CommitReport) -> Void)?
-    /// Answers each commit once it is durable, while the writer goes on.
-    let durability: CommitDurability
+    private let committed: CommitSignal
     /// False while `ledger copy` fills a copy: the copy gets the source's readings instead
     /// (`Ledger.copyFeed`), so that its feed is the source's.
     private let recordsClock: Bool
@@ -31,7 +30,7 @@ final class LedgerWriter: Sendable {
         storage: any LedgerStorage, live: LiveProjections, changes: DispatchQueue, follower: OtherProcessesFollower?,
         configuration: Ledger.Configuration, committed: CommitSignal
     ) {
-        durability = CommitDurability(storage: storage, committed: committed, logger: configuration.logger)
+        self.committed = committed
         queue = WriteQueue(maximumBatchEvents: configuration.maximumBatchEvents, maximumQueuedEvents: configuration.maximumQueuedEvents)
         self.changes = changes
         self.storage = storage
@@ -50,16 +49,10 @@ final class LedgerWriter: Sendable {
         try await queue.submit(work) { changes.async { self.drain() } }
     }
 
-    /// Stops accepting appends and returns once everything queued before is committed and
-    /// durable.
+    /// Stops accepting appends and returns once everything queued before is committed.
     func close() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            queue.close {
-                changes.async {
-                    self.durability.syncNow()
-                    done.resume()
-                }
-            }
+            queue.close { changes.async { done.resume() } }
         }
     }
 
@@ -213,23 +206,14 @@ final class LedgerWriter: Sendable {
     private func commit(_ requests: [WriteQueue.Request]) {
         let started = ContinuousClock.now
         do {
-            let committed = try commitTogether(requests)
-            let results = committed.results
+            let results = try commitTogether(requests)
             // Writes besides appends are no commit of events.
             if requests.contains(where: { !$0.events.isEmpty }) {
                 onCommit?(CommitReport(requests: requests.count, results: results, duration: .now - started))
             }
-            durability.committed(wrote: committed.wrote, appended: committed.appended) { outcome in
-                switch outcome {
-                case .success:
-                    for (request, result) in zip(requests, results) { request.pending.complete(.success(result)) }
-                case .failure(let failure):
-                    for request in requests { request.pending.complete(.failure(failure)) }
-                }
+            for (request, result) in zip(requests, results) {
+                request.pending.complete(.success(result))
             }
-            // The next batch's rules and records while this one's flush runs; none to take:
-            // the flush here, without waking another thread.
-            durability.sync(whileOthersWait: queue.hasWaitingRequests())
         } catch where requests.count > 1 {
             let failure = StorageErrors.map(error)
             onCommit?(CommitReport(failedRequests: requests.map(\.events.count), failure: failure, duration: .now - started))
@@ -258,25 +242,13 @@ final class LedgerWriter: Sendable {
 
     /// One transaction for the requests: the facts found refused, answered without being
     /// appended, and the write done again until none is (each pass answers at least one more).
-    /// What a write committed: its answers, whether it stored anything, and whether it
-    /// appended events.
-    private struct Committed {
-        var results: [[AppendResult]]
-        var wrote: Bool
-        var appended: Bool
-    }
-
-    private func commitTogether(_ requests: [WriteQueue.Request]) throws -> Committed {
+    private func commitTogether(_ requests: [WriteQueue.Request]) throws -> [[AppendResult]] {
         var refusedFacts: [FactRefused] = []
         while true {
             do {
                 return try commitTogether(requests, refusedFacts: refusedFacts)
             } catch let refused as FactRefused {
-                durability.abandoned()
                 refusedFacts.append(refused)
-            } catch {
-                durability.abandoned()
-                throw error
             }
         }
     }
@@ -292,8 +264,8 @@ final class LedgerWriter: Sendable {
         }
     }
 
-    private func commitTogether(_ requests: [WriteQueue.Request], refusedFacts: [FactRefused]) throws -> Committed {
-        let (results, session, wrote) = try storage.writeSyncingLater(lookingUp: lookups(of: requests)) { writer in
+    private func commitTogether(_ requests: [WriteQueue.Request], refusedFacts: [FactRefused]) throws -> [[AppendResult]] {
+        let (results, session) = try storage.write(lookingUp: lookups(of: requests)) { writer in
             try follower?.catchUp(writer)
             var session = ProjectionSession(
                 live: live, reader: writer, facts: IndexedFacts(writer: writer), catalog: live.catalog, position: live.position)
@@ -336,27 +308,24 @@ final class LedgerWriter: Sendable {
                 results.append(answered)
             }
             // Nothing to store: abort, so that not even LMDB's meta page changes.
-            let wrote = session.appendedCount > 0 || wroteBesides
-            if !wrote {
+            if session.appendedCount == 0 && !wroteBesides {
                 writer.discard()
             } else if recordsClock {
                 // When the log reached this position, in the same commit: the feed's clock,
                 // which never goes back (another process's, or a wall clock stepped back).
-                let reading = ClockReading(position: session.position, time: try Self.clockTime(writer))
-                durability.committing(reading)
-                try writer.recordClock(reading)
+                try writer.recordClock(ClockReading(position: session.position, time: try Self.clockTime(writer)))
             }
-            return (results, session, wrote)
+            return (results, session)
         }
-        // Published at once: the next batch is judged against it while this one is flushed.
         if session.appendedCount > 0 {
             session.publish(to: live)
+            committed.signal()
         }
         if session.didForget {
             live.forgets.publish(position: session.position, renames: session.forgotten)
             scrubAfterForget()
         }
-        return Committed(results: results, wrote: wrote, appended: session.appendedCount > 0)
+        return results
     }
 
     /// A forget committed: the storage's old page versions that named the account are

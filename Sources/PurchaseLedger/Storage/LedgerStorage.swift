@@ -37,21 +37,6 @@ package protocol LedgerStorage: AnyObject, Sendable {
     /// with the start of the write; the others ignore it.
     func write<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R
 
-    /// Whether `writeSyncingLater(lookingUp:_:)` may return before its commit is durable.
-    var syncsCommitsLater: Bool { get }
-
-    /// `write(lookingUp:_:)`, except that it may return before its commit is durable
-    /// (`syncsCommitsLater`): readers see the commit at once, a crash of the system before
-    /// `syncCommits()` returns may undo it (and nothing before it), and the storage stays whole.
-    /// The writer so judges its next batch while this one's last flush runs on another thread
-    /// (`CommitDurability`). A storage whose commits are durable as they return writes as
-    /// `write(lookingUp:_:)` does.
-    func writeSyncingLater<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R
-
-    /// Makes every commit written so far durable; nothing for a storage whose commits are
-    /// durable as they return. Safe beside a write on another thread.
-    func syncCommits() throws
-
     /// Bytes the ledger occupies on disk.
     func sizeOnDisk() -> Int
 
@@ -74,14 +59,6 @@ package protocol LedgerStorage: AnyObject, Sendable {
 
 extension LedgerStorage {
     package func scrubFreedPages() throws -> Int? { nil }
-
-    package var syncsCommitsLater: Bool { false }
-
-    package func writeSyncingLater<R>(lookingUp lookups: Lookups?, _ body: (any LedgerStorageWriter) throws -> R) throws -> R {
-        try write(lookingUp: lookups, body)
-    }
-
-    package func syncCommits() throws {}
 
     package func letGoOfReadPages() {}
 
