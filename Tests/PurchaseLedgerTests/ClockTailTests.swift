@@ -39,6 +39,23 @@ struct ClockTailTests {
         await ledger.close()
     }
 
+    /// A ledger of `appends` events (`makeLedger`) in a new directory, closed; `body` gets its path.
+    private static func withLedger(appends: Int, _ body: (String) async throws -> Void) async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            try await makeLedger(at: path, appends: appends)
+            try await body(path)
+        }
+    }
+
+    /// The ledger at `path`'s storage opened to write without this version's open (which would
+    /// move what older versions left): for `body` to write as one would, then closed.
+    private static func asAnOlderVersion(_ path: String, _ body: (LMDBLedgerStorage) throws -> Void) throws {
+        let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
+        defer { storage.close() }
+        try body(storage)
+    }
+
     /// Opens the ledger at `path` to write and closes it (what the open moves, it moves), then
     /// hands `body` its storage, read-only.
     private static func afterAnOpenToWrite(_ path: String, _ body: (LMDBLedgerStorage) throws -> Void) async throws {
@@ -121,9 +138,7 @@ struct ClockTailTests {
     /// Appends through the ledger write their readings to the tail: a commit writes no page for
     /// them (the main table's it writes anyway), not `clock`'s three.
     @Test func anAppendWritesItsReadingToTheTail() async throws {
-        try await withTemporaryDirectory { directory in
-            let path = directory + "/ledger"
-            try await Self.makeLedger(at: path, appends: 5)
+        try await Self.withLedger(appends: 5) { path in
             let storage = try Self.readOnly(path)
             defer { storage.close() }
             #expect(try Self.split(storage).clock == 0)
@@ -137,10 +152,8 @@ struct ClockTailTests {
     /// moves only what older versions left out of order), and the main table stays one page
     /// with a full tail beside every table's name: a commit writes no page for the tail.
     @Test func anOpenToWriteLeavesATailInOrderAndTheMainTableOnePage() async throws {
-        try await withTemporaryDirectory { directory in
-            let path = directory + "/ledger"
-            // A reading a commit: more than a tail holds, then a tail one short of it.
-            try await Self.makeLedger(at: path, appends: 2 * ClockTail.capacity - 1)
+        // A reading a commit: more than a tail holds, then a tail one short of it.
+        try await Self.withLedger(appends: 2 * ClockTail.capacity - 1) { path in
             let storage = try Self.readOnly(path)
             let before = try Self.split(storage)
             storage.close()
@@ -174,22 +187,20 @@ struct ClockTailTests {
     /// open to write of this version moves the tail into `clock`, where every reading is in its
     /// order.
     @Test func readingsAnOlderVersionPutInTheClockAfterTheTailAreMovedByTheNextOpenToWrite() async throws {
-        try await withTemporaryDirectory { directory in
-            let path = directory + "/ledger"
-            try await Self.makeLedger(at: path, appends: 3)
-            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
-            let written = try Self.allReadings(storage, pageSize: 100)
-            #expect(try Self.split(storage).tail > 0)
-            let older = Self.later(than: try #require(written.last))
-            try storage.environment.write { txn in
-                for reading in older {
-                    try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(reading))
+        try await Self.withLedger(appends: 3) { path in
+            var (written, older): ([ClockReading], [ClockReading]) = ([], [])
+            try Self.asAnOlderVersion(path) { storage in
+                written = try Self.allReadings(storage, pageSize: 100)
+                #expect(try Self.split(storage).tail > 0)
+                older = Self.later(than: try #require(written.last))
+                try storage.environment.write { txn in
+                    for reading in older {
+                        try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(reading))
+                    }
                 }
+                let error = #expect(throws: StorageError.self) { try storage.read { try $0.clockReadings(after: nil, limit: 100) } }
+                #expect(error?.code == .damaged)
             }
-            let error = #expect(throws: StorageError.self) { try storage.read { try $0.clockReadings(after: nil, limit: 100) } }
-            #expect(error?.code == .damaged)
-            storage.close()
-
             try await Self.afterAnOpenToWrite(path) { (moved: LMDBLedgerStorage) throws in
                 #expect(try Self.split(moved) == (written.count + 2, 0))
                 #expect(try Self.allReadings(moved, pageSize: 3) == written + older)
@@ -209,18 +220,16 @@ struct ClockTailTests {
     /// readers find damage, until this version opens the ledger to write: it moves both into
     /// `clock`, in their order.
     @Test func theTailTheVersionBeforeKeptInMetaIsReadAndMovedByTheNextWriter() async throws {
-        try await withTemporaryDirectory { directory in
-            let path = directory + "/ledger"
-            try await Self.makeLedger(at: path, appends: 3)
-            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
-            let written = try Self.allReadings(storage, pageSize: 100)
-            let later = Self.later(than: try #require(written.last))
-            // The version before wrote its tail after this one's.
-            try storage.environment.write { txn in try txn.put(Self.hex(later[0], later[1]), in: storage.tables.meta, forKey: ClockTail.key) }
-            let error = #expect(throws: StorageError.self) { try storage.read { try $0.clockReadings(after: nil, limit: 100) } }
-            #expect(error?.code == .damaged)
-            storage.close()
-
+        try await Self.withLedger(appends: 3) { path in
+            var (written, later): ([ClockReading], [ClockReading]) = ([], [])
+            try Self.asAnOlderVersion(path) { storage in
+                written = try Self.allReadings(storage, pageSize: 100)
+                later = Self.later(than: try #require(written.last))
+                // The version before wrote its tail after this one's.
+                try storage.environment.write { txn in try txn.put(Self.hex(later[0], later[1]), in: storage.tables.meta, forKey: ClockTail.key) }
+                let error = #expect(throws: StorageError.self) { try storage.read { try $0.clockReadings(after: nil, limit: 100) } }
+                #expect(error?.code == .damaged)
+            }
             try await Self.afterAnOpenToWrite(path) { (moved: LMDBLedgerStorage) throws in
                 #expect(try Self.split(moved) == (written.count + 2, 0))
                 #expect(try Self.hasTailInMeta(moved) == false)
@@ -232,20 +241,18 @@ struct ClockTailTests {
     /// The version before's tail in `meta`, before this one's in the main table (it wrote
     /// first): the open to write moves it into `clock` and leaves the main table's.
     @Test func anOpenToWriteMovesTheVersionBeforesTailAndKeepsThisOnesAfterIt() async throws {
-        try await withTemporaryDirectory { directory in
-            let path = directory + "/ledger"
-            try await Self.makeLedger(at: path, appends: 0)
+        try await Self.withLedger(appends: 0) { path in
             let readings = (0..<6).map(Self.reading)
-            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
-            try storage.environment.write { txn in
-                try txn.removeAll(in: storage.tables.clock!)
-                _ = try txn.delete(in: storage.tables.main, key: ClockTail.key)
-                try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(readings[0]))
-                try txn.put(Self.hex(readings[1], readings[2]), in: storage.tables.meta, forKey: ClockTail.key)
-                try txn.put(Self.hex(readings[3], readings[4], readings[5]), in: storage.tables.main, forKey: ClockTail.key)
+            try Self.asAnOlderVersion(path) { storage in
+                try storage.environment.write { txn in
+                    try txn.removeAll(in: storage.tables.clock!)
+                    _ = try txn.delete(in: storage.tables.main, key: ClockTail.key)
+                    try txn.put(EmptyValue(), in: storage.tables.clock!, forKey: LMDBLedgerStorage.clockKey(readings[0]))
+                    try txn.put(Self.hex(readings[1], readings[2]), in: storage.tables.meta, forKey: ClockTail.key)
+                    try txn.put(Self.hex(readings[3], readings[4], readings[5]), in: storage.tables.main, forKey: ClockTail.key)
+                }
+                #expect(try Self.allReadings(storage, pageSize: 2) == readings)
             }
-            #expect(try Self.allReadings(storage, pageSize: 2) == readings)
-            storage.close()
             try await Self.afterAnOpenToWrite(path) { (moved: LMDBLedgerStorage) throws in
                 #expect(try Self.split(moved) == (3, 3))
                 #expect(try Self.hasTailInMeta(moved) == false)
@@ -256,12 +263,10 @@ struct ClockTailTests {
 
     /// A malformed tail makes the open to write fail as damage, before anything is written.
     @Test func aMalformedTailFailsTheOpenToWrite() async throws {
-        try await withTemporaryDirectory { directory in
-            let path = directory + "/ledger"
-            try await Self.makeLedger(at: path, appends: 0)
-            let storage = try LMDBLedgerStorage(directory: path, configuration: .init())
-            try storage.environment.write { txn in try txn.put("not readings", in: storage.tables.main, forKey: ClockTail.key) }
-            storage.close()
+        try await Self.withLedger(appends: 0) { path in
+            try Self.asAnOlderVersion(path) { storage in
+                try storage.environment.write { txn in try txn.put("not readings", in: storage.tables.main, forKey: ClockTail.key) }
+            }
             let error = #expect(throws: StorageError.self) { try Ledger.open(at: path, configuration: .testing) }
             #expect(error?.code == .damaged)
         }
