@@ -29,21 +29,17 @@ struct ClockTailTests {
         return readings
     }
 
-    /// A ledger at `path` of `appends` events appended one a commit (a reading each), closed.
-    private static func makeLedger(at path: String, appends: Int) async throws {
-        let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
-        for index in 0..<appends {
-            _ = try await ledger.append(.paymentAdded(
-                id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
-        }
-        await ledger.close()
-    }
-
-    /// A ledger of `appends` events (`makeLedger`) in a new directory, closed; `body` gets its path.
+    /// A ledger of `appends` events appended one a commit (a reading each) in a new directory,
+    /// closed; `body` gets its path.
     private static func withLedger(appends: Int, _ body: (String) async throws -> Void) async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/ledger"
-            try await makeLedger(at: path, appends: appends)
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: .testing)
+            for index in 0..<appends {
+                _ = try await ledger.append(.paymentAdded(
+                    id: "e\(index)", account: "a", at: newYear, payment: "p\(index)", product: "com.example.tenhints"))
+            }
+            await ledger.close()
             try await body(path)
         }
     }
@@ -60,9 +56,7 @@ struct ClockTailTests {
     /// hands `body` its storage, read-only.
     private static func afterAnOpenToWrite(_ path: String, _ body: (LMDBLedgerStorage) throws -> Void) async throws {
         try await Ledger.open(at: path, configuration: .testing).close()
-        let storage = try readOnly(path)
-        defer { storage.close() }
-        try body(storage)
+        try readingOnly(path, body)
     }
 
     /// Whether `meta` holds the tail the version before kept there.
@@ -70,10 +64,13 @@ struct ClockTailTests {
         try storage.environment.read { txn in try txn.contains(storage.tables.meta, key: ClockTail.key) }
     }
 
-    private static func readOnly(_ path: String) throws -> LMDBLedgerStorage {
+    /// The ledger at `path`'s storage opened read-only for `body`, then closed.
+    private static func readingOnly<R>(_ path: String, _ body: (LMDBLedgerStorage) throws -> R) throws -> R {
         var configuration = Environment.Configuration()
         configuration.readOnly = true
-        return try LMDBLedgerStorage(directory: path, configuration: configuration)
+        let storage = try LMDBLedgerStorage(directory: path, configuration: configuration)
+        defer { storage.close() }
+        return try body(storage)
     }
 
     /// Two readings at `newest`'s position, a second and two after it.
@@ -139,12 +136,12 @@ struct ClockTailTests {
     /// them (the main table's it writes anyway), not `clock`'s three.
     @Test func anAppendWritesItsReadingToTheTail() async throws {
         try await Self.withLedger(appends: 5) { path in
-            let storage = try Self.readOnly(path)
-            defer { storage.close() }
-            #expect(try Self.split(storage).clock == 0)
-            let positions = try Self.allReadings(storage, pageSize: 100).map(\.position)
-            #expect(positions.last == 5)
-            #expect(Set(1...5).isSubset(of: Set(positions.map(Int.init))))
+            try Self.readingOnly(path) { storage in
+                #expect(try Self.split(storage).clock == 0)
+                let positions = try Self.allReadings(storage, pageSize: 100).map(\.position)
+                #expect(positions.last == 5)
+                #expect(Set(1...5).isSubset(of: Set(positions.map(Int.init))))
+            }
         }
     }
 
@@ -154,9 +151,7 @@ struct ClockTailTests {
     @Test func anOpenToWriteLeavesATailInOrderAndTheMainTableOnePage() async throws {
         // A reading a commit: more than a tail holds, then a tail one short of it.
         try await Self.withLedger(appends: 2 * ClockTail.capacity - 1) { path in
-            let storage = try Self.readOnly(path)
-            let before = try Self.split(storage)
-            storage.close()
+            let before = try Self.readingOnly(path) { storage in try Self.split(storage) }
             #expect(before.tail == ClockTail.capacity - 1)
             #expect(before.clock > 0)
             try await Self.afterAnOpenToWrite(path) { (after: LMDBLedgerStorage) throws in
