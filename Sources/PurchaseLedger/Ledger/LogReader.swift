@@ -23,14 +23,8 @@ struct LogReader: Sendable {
         from start: UInt64, through end: UInt64, readingProofs: Bool = true, _ body: (LogRecord) throws -> Void
     ) throws {
         try forEachChunk(from: start, through: end) { first, last in
-            let records = try storage.read { reader in
-                var records: [LogRecord] = []
-                records.reserveCapacity(Int(last - first + 1))
-                try Self.forEachDecoded(
-                    reader, storage: storage, from: first, through: last, readingProofs: readingProofs
-                ) { records.append($0) }
-                return records
-            }
+            var records: [LogRecord] = []
+            try decode(first...last, into: &records, readingProofs: readingProofs)
             for record in records { try body(record) }
         }
     }
@@ -47,11 +41,13 @@ struct LogReader: Sendable {
         }
     }
 
-    /// Calls `body` with each run of at most `chunkSize` positions of `start...end`, in order.
-    static func forEachChunk(from start: UInt64, through end: UInt64, _ body: (UInt64, UInt64) throws -> Void) throws {
+    /// Calls `body` with each run of at most `size` positions of `start...end`, in order.
+    static func forEachChunk(
+        from start: UInt64, through end: UInt64, size: Int = chunkSize, _ body: (UInt64, UInt64) throws -> Void
+    ) throws {
         var next = max(start, 1)
         while next <= end {
-            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(chunkSize) - 1)
+            let (chunkLimit, overflow) = next.addingReportingOverflow(UInt64(size) - 1)
             let chunkEnd = overflow ? end : min(end, chunkLimit)
             try body(next, chunkEnd)
             guard chunkEnd < end else { return }
@@ -168,23 +164,60 @@ struct LogReader: Sendable {
             // The index holds the transactions of the whole log: at most that many by `position`.
             state.reserveCapacity(transactions: transactions)
         }
-        // Each chunk's records are applied as they are decoded, inside the chunk's short read:
-        // not collected first (a replay would copy every event once more).
-        try forEachChunk(from: state.position + 1, through: position) { first, last in
-            try storage.read { reader in
-                try Self.forEachDecoded(reader, storage: storage, from: first, through: last, readingProofs: false) { record in
-                    do {
-                        try state.apply(record.event, at: record.position, catalog: catalog)
-                    } catch {
-                        throw StorageError(
-                            .damaged, "record at position \(record.position) cannot be replayed: \(error)", position: record.position)
-                    }
-                    if record.position & Self.progressMask == 0 { progress(record.position) }
+        func apply(_ record: LogRecord) throws {
+            do {
+                try state.apply(record.event, at: record.position, catalog: catalog)
+            } catch {
+                throw StorageError(.damaged, "record at position \(record.position) cannot be replayed: \(error)", position: record.position)
+            }
+            if record.position & Self.progressMask == 0 { progress(record.position) }
+        }
+        if position > state.position, position - state.position > UInt64(Self.chunkSize) {
+            // A long replay: its records are read and decoded on a second thread, a run ahead of
+            // this one, which only applies them (`ReadAhead`).
+            var spans: [ClosedRange<UInt64>] = []
+            let size = storage.isShared ? Self.chunkSize : Self.readAheadRunSize
+            try Self.forEachChunk(from: state.position + 1, through: position, size: size) { spans.append($0...$1) }
+            let runs = spans
+            defer { storage.letGoOfReadPages() }
+            try ReadAhead.forEach(runs.count, depth: Self.runsReadAhead) { [self] index, records in
+                try decode(runs[index], into: &records, readingProofs: false)
+            } _: { records in
+                // Borrowed where they lie: an iterator would copy each record, and release it.
+                try records.withUnsafeBufferPointer { records in
+                    for index in records.indices { try apply(records[index]) }
+                }
+            }
+        } else {
+            // Each chunk's records are applied as they are decoded, inside the chunk's short read:
+            // not collected first (a replay would copy every event once more).
+            try forEachChunk(from: state.position + 1, through: position) { first, last in
+                try storage.read { reader in
+                    try Self.forEachDecoded(reader, storage: storage, from: first, through: last, readingProofs: false) { try apply($0) }
                 }
             }
         }
         state.catalog = catalog
         return state
+    }
+
+    /// A long replay's runs: each decoded in one short read on the replay's second thread, at
+    /// most `runsReadAhead` of them waiting for the thread that applies them. Smaller than a
+    /// chunk on LMDB: the runs in flight are what a replay holds besides its state (runs of a
+    /// chunk held 4 MB more at the peak, for no more speed). A chunk on shared storage, where
+    /// each run is a transaction's round trips and the database's own work shares the cores
+    /// (runs of 1,024 made a replay from PostgreSQL slower than none).
+    static let readAheadRunSize = 1024
+    static let runsReadAhead = 1
+
+    /// The records of `positions`, decoded in one short read, appended to `records`.
+    private func decode(_ positions: ClosedRange<UInt64>, into records: inout [LogRecord], readingProofs: Bool) throws {
+        records.reserveCapacity(records.count + positions.count)
+        try storage.read { reader in
+            try Self.forEachDecoded(
+                reader, storage: storage, from: positions.lowerBound, through: positions.upperBound, readingProofs: readingProofs
+            ) { records.append($0) }
+        }
     }
 
     /// The account's records after `position`, at most `limit`.
