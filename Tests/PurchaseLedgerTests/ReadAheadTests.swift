@@ -34,6 +34,24 @@ struct ReadAheadTests {
         #expect(taken == (0..<40).map { Array(repeating: $0, count: $0 % 7 + 1) })
     }
 
+    /// Where no thread can be made, the caller makes the runs itself: the same runs, in order,
+    /// and a failure thrown in its turn.
+    @Test func withoutAThreadTheCallerMakesTheRunsItself() {
+        var taken: [[Int]] = []
+        var threadsAskedFor = 0
+        let error = #expect(throws: Failed.self) {
+            try ReadAhead.forEach(20, depth: 1, startingThread: { _ in threadsAskedFor += 1; return false }) { index, run in
+                if index == 15 { throw Failed(run: index) }
+                run.append(contentsOf: [index, index])
+            } _: { run in
+                taken.append(run)
+            }
+        }
+        #expect(threadsAskedFor == 1)
+        #expect(error == Failed(run: 15))
+        #expect(taken == (0..<15).map { [$0, $0] })
+    }
+
     /// A run that fails is thrown in its turn, after the runs before it, and no run after it is made.
     @Test func aFailedRunIsThrownInItsTurnAndNothingAfterItIsMade() {
         let counts = Counts()

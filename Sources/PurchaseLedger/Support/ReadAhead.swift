@@ -15,18 +15,28 @@ import Foundation
 ///   of a chunk's records each time (a megabyte or more) left holes in the heap that the
 ///   state's small values filled, and a replay's resident memory doubled.
 enum ReadAhead {
+    /// Starts `work` on a new thread; false when no thread could be made.
+    typealias ThreadStart = (_ work: @escaping @Sendable () -> Void) -> Bool
+
     /// Calls `body` with the runs `fill` makes for `0`, `1`, … `count - 1`, in order, each
     /// filled on the thread (into an empty array) at most `depth` runs ahead of the one `body`
-    /// has.
+    /// has. Where no thread can be made (the process is at its limit of threads), the runs are
+    /// made on the calling thread, each before it is taken: the same runs, no faster.
     static func forEach<Element: Sendable>(
-        _ count: Int, depth: Int = 2, fill: @escaping @Sendable (Int, inout [Element]) throws -> Void,
-        _ body: ([Element]) throws -> Void
+        _ count: Int, depth: Int = 2, startingThread start: ThreadStart = startThread,
+        fill: @escaping @Sendable (Int, inout [Element]) throws -> Void, _ body: ([Element]) throws -> Void
     ) throws {
         guard count > 0 else { return }
         let handoff = Handoff<Element>(depth: max(1, depth))
-        let thread = Thread { handoff.produce(count, fill) }
-        thread.name = "ledger-read-ahead"
-        thread.start()
+        guard start({ handoff.produce(count, fill) }) else {
+            var run: [Element] = []
+            for index in 0..<count {
+                run.removeAll(keepingCapacity: true)
+                try fill(index, &run)
+                try body(run)
+            }
+            return
+        }
         defer { handoff.stopAndWait() }
         for _ in 0..<count {
             let run = try handoff.next().get()
@@ -35,6 +45,29 @@ enum ReadAhead {
             // array's one owner (else emptying it allocates a new one).
             handoff.giveBack(consume run)
         }
+    }
+
+    /// A detached POSIX thread; false when `pthread_create` refuses (Foundation's `Thread`
+    /// reports nothing, and the caller would wait forever for runs never made).
+    static func startThread(_ work: @escaping @Sendable () -> Void) -> Bool {
+        final class Work {
+            let run: @Sendable () -> Void
+            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        }
+        let context = Unmanaged.passRetained(Work(work)).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            let work = Unmanaged<Work>.fromOpaque(context).takeRetainedValue()
+            work.run()
+            return nil
+        }, context)
+        guard created == 0 else {
+            Unmanaged<Work>.fromOpaque(context).release()
+            return false
+        }
+        pthread_detach(thread)
+        return true
     }
 }
 
