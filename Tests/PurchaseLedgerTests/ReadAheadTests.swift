@@ -20,8 +20,12 @@ struct ReadAheadTests {
     /// Counts kept across the two threads.
     private final class Counts: Sendable {
         let filled = Atomic<Int>(0)
-        let freshArrays = Atomic<Int>(0)
+        /// Runs filled into an array with no room yet: a new one.
+        let newArrays = Atomic<Int>(0)
     }
+
+    /// Held by a run's maker: gone once nothing holds the maker.
+    private final class Witness: Sendable {}
 
     @Test(arguments: [1, 2, 3])
     func theRunsComeInOrderEachWhole(depth: Int) throws {
@@ -35,38 +39,42 @@ struct ReadAheadTests {
     }
 
     /// Where no thread can be made, the caller makes the runs itself: the same runs, in order,
-    /// and a failure thrown in its turn.
+    /// and a failed run handed over as far as it was made, then thrown.
     @Test func withoutAThreadTheCallerMakesTheRunsItself() {
         var taken: [[Int]] = []
         var threadsAskedFor = 0
         let error = #expect(throws: Failed.self) {
-            try ReadAhead.forEach(20, depth: 1, startingThread: { _ in threadsAskedFor += 1; return false }) { index, run in
+            try ReadAhead.forEach(20, depth: 1, startingThread: { _ in threadsAskedFor += 1; return nil }) { index, run in
+                run.append(index)
                 if index == 15 { throw Failed(run: index) }
-                run.append(contentsOf: [index, index])
+                run.append(index)
             } _: { run in
                 taken.append(run)
             }
         }
         #expect(threadsAskedFor == 1)
         #expect(error == Failed(run: 15))
-        #expect(taken == (0..<15).map { [$0, $0] })
+        #expect(taken == (0..<15).map { [$0, $0] } + [[15]])
     }
 
-    /// A run that fails is thrown in its turn, after the runs before it, and no run after it is made.
-    @Test func aFailedRunIsThrownInItsTurnAndNothingAfterItIsMade() {
+    /// A run that fails is handed over as far as it was made (a replay applies the records
+    /// before a damaged one, as it did without the thread), then thrown, and no run after it
+    /// is made.
+    @Test func aFailedRunIsHandedOverAsFarAsMadeThenThrown() {
         let counts = Counts()
-        var taken: [Int] = []
+        var taken: [[Int]] = []
         let error = #expect(throws: Failed.self) {
             try ReadAhead.forEach(100, depth: 2) { index, run in
                 counts.filled.add(1, ordering: .relaxed)
+                run.append(index)
                 if index == 30 { throw Failed(run: index) }
                 run.append(index)
             } _: { run in
-                taken.append(run[0])
+                taken.append(run)
             }
         }
         #expect(error == Failed(run: 30))
-        #expect(taken == Array(0..<30))
+        #expect(taken == (0..<30).map { [$0, $0] } + [[30]])
         #expect(counts.filled.load(ordering: .relaxed) == 31)
     }
 
@@ -79,7 +87,7 @@ struct ReadAheadTests {
         #expect(throws: Failed.self) {
             try ReadAhead.forEach(1_000, depth: depth) { (_, run: inout [Int]) in
                 counts.filled.add(1, ordering: .relaxed)
-                if run.capacity == 0 { counts.freshArrays.add(1, ordering: .relaxed) }
+                if run.capacity == 0 { counts.newArrays.add(1, ordering: .relaxed) }
                 run.append(contentsOf: 0..<1_000)
             } _: { _ in
                 taken += 1
@@ -89,7 +97,41 @@ struct ReadAheadTests {
         #expect(taken == 500)
         #expect(counts.filled.load(ordering: .relaxed) <= taken + depth)
         // At most: `depth` waiting, one with the caller, one being filled.
-        #expect(counts.freshArrays.load(ordering: .relaxed) <= depth + 2)
+        #expect(counts.newArrays.load(ordering: .relaxed) <= depth + 2)
+    }
+
+    /// Once `forEach` returns, the thread is gone, and what it held with it (a replay's storage,
+    /// which must be let go of on the thread that closes it).
+    @Test func nothingTheThreadHeldOutlivesTheCall() throws {
+        weak var witness: Witness?
+        try {
+            let held = Witness()
+            witness = held
+            try ReadAhead.forEach(8, depth: 1) { [held] index, run in
+                withExtendedLifetime(held) { run.append(index) }
+            } _: { _ in }
+        }()
+        #expect(witness == nil)
+    }
+
+    /// A replay in a cancelled task (a server's client left) stops with `CancellationError`.
+    @Test func aCancelledReplayStops() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/ledger"
+            let ledger = try Ledger.open(at: path, catalog: wordGameCatalog, configuration: Self.quiet)
+            try await Self.appendPurchases(to: ledger)
+            await ledger.close()
+            let log = try LedgerLog.open(at: path)
+            defer { log.close() }
+            let (gate, opening) = AsyncStream<Void>.makeStream()
+            let replay = Task {
+                for await _ in gate {}
+                return try log.state(useSnapshots: false)
+            }
+            replay.cancel()
+            opening.finish()
+            await #expect(throws: CancellationError.self) { try await replay.value }
+        }
     }
 
     /// A caller in the idle scheduling class (the server's expensive reads) gets a thread in it
@@ -105,6 +147,7 @@ struct ReadAheadTests {
         #endif
     }
 
+    #if os(Linux)
     private struct SchedulingClass: Equatable, Sendable {
         let policy: Int32
         let nice: Int32
@@ -137,6 +180,7 @@ struct ReadAheadTests {
             thread.start()
         }
     }
+    #endif
 
     // MARK: The replay
 

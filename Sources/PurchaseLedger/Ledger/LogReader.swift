@@ -151,6 +151,12 @@ struct LogReader: Sendable {
 
     /// The state after the first `position` events: from the newest usable snapshot at or
     /// before it (when `useSnapshots`) and the log after it, or replayed from the start.
+    ///
+    /// A replay past a chunk reads on a second thread (`ReadAhead`), in read transactions of
+    /// its own: never call this inside a read (the second thread's read could wait for a map
+    /// growth that waits for the caller's). A cancelled task's replay stops at the next run
+    /// or chunk with `CancellationError`: the server's expensive reads stop when their client
+    /// leaves.
     func state(at position: UInt64, catalog: Catalog, useSnapshots: Bool, logger: Logger, progress: (UInt64) -> Void = { _ in }) throws -> LedgerState {
         var state = LedgerState()
         if useSnapshots {
@@ -183,6 +189,7 @@ struct LogReader: Sendable {
             try ReadAhead.forEach(runs.count, depth: Self.runsReadAhead) { [self] index, records in
                 try decode(runs[index], into: &records, readingProofs: false)
             } _: { records in
+                try Task.checkCancellation()
                 // Borrowed where they lie: an iterator would copy each record, and release it.
                 try records.withUnsafeBufferPointer { records in
                     for index in records.indices { try apply(records[index]) }
@@ -192,6 +199,7 @@ struct LogReader: Sendable {
             // Each chunk's records are applied as they are decoded, inside the chunk's short read:
             // not collected first (a replay would copy every event once more).
             try forEachChunk(from: state.position + 1, through: position) { first, last in
+                try Task.checkCancellation()
                 try storage.read { reader in
                     try Self.forEachDecoded(reader, storage: storage, from: first, through: last, readingProofs: false) { try apply($0) }
                 }

@@ -8,48 +8,62 @@ import Foundation
 ///   policy and nice value, so a caller in the idle class (the server's expensive reads) gets a
 ///   thread in it too, and the read stays below the appends.
 /// - It never outlives `forEach`: when the caller stops taking runs, returning or throwing, the
-///   thread is told to stop and waited for.
-/// - A run that failed to be made is thrown in its turn, after every run before it was taken,
-///   and nothing after it is made.
+///   thread is told to stop and joined, so that nothing it held (a storage) is let go after.
+/// - A run that failed to be made is handed over as far as it was made, then its failure is
+///   thrown, and nothing after it is made: the caller meets what comes before a failure first,
+///   as it would without the thread.
 /// - The runs' arrays go back and forth between the two threads, kept and emptied: a new array
 ///   of a chunk's records each time (a megabyte or more) left holes in the heap that the
 ///   state's small values filled, and a replay's resident memory doubled.
+/// - Where no thread can be made (the process at its limit of threads, or a system without
+///   POSIX threads' Linux shape), the caller makes each run itself before it takes it: the
+///   same runs, no faster.
 enum ReadAhead {
-    /// Starts `work` on a new thread; false when no thread could be made.
-    typealias ThreadStart = (_ work: @escaping @Sendable () -> Void) -> Bool
+    /// Starts `work` on a new thread and answers how to wait for its end; nil when no thread
+    /// could be made.
+    typealias ThreadStart = (_ work: @escaping @Sendable () -> Void) -> (() -> Void)?
 
     /// Calls `body` with the runs `fill` makes for `0`, `1`, … `count - 1`, in order, each
     /// filled on the thread (into an empty array) at most `depth` runs ahead of the one `body`
-    /// has. Where no thread can be made (the process is at its limit of threads), the runs are
-    /// made on the calling thread, each before it is taken: the same runs, no faster.
+    /// has.
     static func forEach<Element: Sendable>(
         _ count: Int, depth: Int = 2, startingThread start: ThreadStart = startThread,
         fill: @escaping @Sendable (Int, inout [Element]) throws -> Void, _ body: ([Element]) throws -> Void
     ) throws {
         guard count > 0 else { return }
         let handoff = Handoff<Element>(depth: max(1, depth))
-        guard start({ handoff.produce(count, fill) }) else {
+        guard let join = start({ handoff.produce(count, fill) }) else {
             var run: [Element] = []
             for index in 0..<count {
                 run.removeAll(keepingCapacity: true)
-                try fill(index, &run)
+                do {
+                    try fill(index, &run)
+                } catch {
+                    try body(run)
+                    throw error
+                }
                 try body(run)
             }
             return
         }
-        defer { handoff.stopAndWait() }
+        defer {
+            handoff.stop()
+            join()
+        }
         for _ in 0..<count {
-            let run = try handoff.next().get()
+            let (run, failure) = handoff.next()
             try body(run)
+            if let failure { throw failure }
             // Handed over, not copied: the thread empties it in place only while it is the
             // array's one owner (else emptying it allocates a new one).
             handoff.giveBack(consume run)
         }
     }
 
-    /// A detached POSIX thread; false when `pthread_create` refuses (Foundation's `Thread`
+    /// A joinable POSIX thread; nil when `pthread_create` refuses (Foundation's `Thread`
     /// reports nothing, and the caller would wait forever for runs never made).
-    static func startThread(_ work: @escaping @Sendable () -> Void) -> Bool {
+    static func startThread(_ work: @escaping @Sendable () -> Void) -> (() -> Void)? {
+        #if os(Linux)
         final class Work {
             let run: @Sendable () -> Void
             init(_ run: @escaping @Sendable () -> Void) { self.run = run }
@@ -58,16 +72,17 @@ enum ReadAhead {
         var thread = pthread_t()
         let created = pthread_create(&thread, nil, { context in
             guard let context else { return nil }
-            let work = Unmanaged<Work>.fromOpaque(context).takeRetainedValue()
-            work.run()
+            Unmanaged<Work>.fromOpaque(context).takeRetainedValue().run()
             return nil
         }, context)
         guard created == 0 else {
             Unmanaged<Work>.fromOpaque(context).release()
-            return false
+            return nil
         }
-        pthread_detach(thread)
-        return true
+        return { _ = pthread_join(thread, nil) }
+        #else
+        return nil
+        #endif
     }
 }
 
@@ -75,14 +90,13 @@ enum ReadAhead {
 private final class Handoff<Element: Sendable>: @unchecked Sendable {
     // Guarded by `condition`.
     private let condition = NSCondition()
-    private var ready: [Result<[Element], any Error>] = []
+    /// Runs made and not taken yet; one with a failure is the last.
+    private var ready: [(run: [Element], failure: (any Error)?)] = []
     private var first = 0
     /// Arrays the caller is done with, for the next runs.
     private var spare: [[Element]] = []
     /// The caller took its last run (or stopped taking them).
     private var stopped = false
-    /// The thread made its last run, or stopped.
-    private var finished = false
     private let depth: Int
 
     init(depth: Int) {
@@ -91,12 +105,6 @@ private final class Handoff<Element: Sendable>: @unchecked Sendable {
 
     /// On the thread: makes the runs in order, waiting while `depth` of them wait to be taken.
     func produce(_ count: Int, _ fill: (Int, inout [Element]) throws -> Void) {
-        defer {
-            condition.lock()
-            finished = true
-            condition.broadcast()
-            condition.unlock()
-        }
         for index in 0..<count {
             condition.lock()
             while ready.count - first >= depth, !stopped { condition.wait() }
@@ -106,34 +114,36 @@ private final class Handoff<Element: Sendable>: @unchecked Sendable {
             if stop { return }
             // Emptied here, not by the caller: the values' releases are this thread's work.
             run.removeAll(keepingCapacity: true)
-            let made = Result { () throws -> [Element] in
+            var failure: (any Error)?
+            do {
                 try fill(index, &run)
-                return run
+            } catch {
+                failure = error
             }
             condition.lock()
-            ready.append(made)
+            ready.append((run, failure))
             condition.broadcast()
             condition.unlock()
-            if case .failure = made { return }
+            if failure != nil { return }
         }
     }
 
-    /// The next run, once made.
-    func next() -> Result<[Element], any Error> {
+    /// The next run, once made, and the failure that ended it if it is the last.
+    func next() -> (run: [Element], failure: (any Error)?) {
         condition.lock()
         defer { condition.unlock() }
-        while first == ready.count, !finished { condition.wait() }
-        // The thread stops early only after a failure, which the caller takes and throws.
-        guard first < ready.count else { preconditionFailure("the read-ahead thread stopped before its last run") }
-        let run = ready[first]
-        ready[first] = .success([])
+        // The thread stops early only after a failure, which the caller takes and throws; it
+        // makes every run the caller asks for otherwise.
+        while first == ready.count { condition.wait() }
+        let next = ready[first]
+        ready[first] = ([], nil)
         first += 1
         if first == ready.count {
             ready.removeAll(keepingCapacity: true)
             first = 0
         }
         condition.broadcast()
-        return run
+        return next
     }
 
     /// An array the caller is done with.
@@ -143,15 +153,15 @@ private final class Handoff<Element: Sendable>: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Tells the thread to stop, and waits until it has.
-    func stopAndWait() {
+    /// Tells the thread to stop (it ends at once if it waits, else once its run is made), and
+    /// lets go of the runs it holds.
+    func stop() {
         condition.lock()
         stopped = true
         ready.removeAll()
-        spare.removeAll()
         first = 0
+        spare.removeAll()
         condition.broadcast()
-        while !finished { condition.wait() }
         condition.unlock()
     }
 }
